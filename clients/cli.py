@@ -1,0 +1,224 @@
+"""The `tapis` command line.
+
+    tapis record import TRANSCRIPT... (-o RECORD | --out-dir DIR)
+    tapis record score RECORD... [--json]
+    tapis record verify RECORD...
+    tapis record show RECORD
+    tapis example [--print]        (the bundled example transcript, imported and scored)
+
+Exit status: 0 success; 1 a transcript refused or a record invalid; 2 a file that cannot be
+read as records, or bad command-line usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from records.codec import (
+    RecordFileError,
+    decode_record,
+    envelope,
+    read_envelopes,
+    write_envelopes,
+)
+from records.render import render_record
+from records.score import score_json, score_sheet
+from records.transcript import import_transcript, load_transcript
+from records.verify import verify_envelope
+from referee.engine import RecordError, TapisError
+
+__all__ = ["main"]
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+# --- record import ------------------------------------------------------------------------
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    if args.output is None and args.out_dir is None:
+        _err("tapis record import: give -o RECORD or --out-dir DIR")
+        return 2
+    if args.output is not None and args.out_dir is not None:
+        _err("tapis record import: give -o RECORD or --out-dir DIR, not both")
+        return 2
+    if args.out_dir is not None:
+        Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+    refused = 0
+    imported = []
+    for name in args.transcripts:
+        try:
+            record_bytes = import_transcript(load_transcript(name), Path(name).name)
+        except TapisError as exc:
+            refused += 1
+            _err(f"{name}: {exc}")
+            continue
+        env = envelope(record_bytes)
+        if args.out_dir is not None:
+            out = Path(args.out_dir) / (Path(name).stem + ".tapis")
+            write_envelopes(out, [env])
+            print(f"{name} -> {out}")
+        else:
+            imported.append(env)
+            print(f"{name}: imported")
+    if args.output is not None and imported:
+        write_envelopes(args.output, imported)
+        print(f"{len(imported)} record{'s' if len(imported) != 1 else ''} -> {args.output}")
+    return 1 if refused else 0
+
+
+# --- reading records ----------------------------------------------------------------------
+
+
+def _load(paths: Sequence[str]) -> list[tuple[str, int, object]] | None:
+    """(file, index, envelope) of every record; None (after printing why) when a file
+    cannot be read as records."""
+    out = []
+    for p in paths:
+        try:
+            envs = read_envelopes(p)
+        except RecordFileError as exc:
+            _err(str(exc))
+            return None
+        out.extend((p, i, e) for i, e in enumerate(envs, 1))
+    return out
+
+
+def _where(path: str, index: int, count: int) -> str:
+    return path if count == 1 else f"{path} (record {index})"
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    loaded = _load(args.records)
+    if loaded is None:
+        return 2
+    status = 0
+    counts = {p: sum(1 for q, _, _ in loaded if q == p) for p in args.records}
+    for path, index, env in loaded:
+        try:
+            rec = decode_record(env.record)  # type: ignore[attr-defined]
+        except RecordError as exc:
+            _err(f"{_where(path, index, counts[path])}: {exc}")
+            status = 1
+            continue
+        if args.json:
+            print(json.dumps(score_json(rec), ensure_ascii=False, separators=(",", ":")))
+        else:
+            if len(loaded) > 1:
+                print(f"== {_where(path, index, counts[path])}")
+            print(score_sheet(rec))
+    return status
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    loaded = _load(args.records)
+    if loaded is None:
+        return 2
+    counts = {p: sum(1 for q, _, _ in loaded if q == p) for p in args.records}
+    valid = 0
+    hands = 0
+    t0 = time.perf_counter()
+    for path, index, env in loaded:
+        result = verify_envelope(env)  # type: ignore[arg-type]
+        hands += result.hands
+        if result.ok:
+            valid += 1
+            if args.verbose:
+                print(f"{_where(path, index, counts[path])}: valid ({result.record_id[:16]})")
+        else:
+            print(f"{_where(path, index, counts[path])}: INVALID: {result.error}")
+    elapsed = time.perf_counter() - t0
+    invalid = len(loaded) - valid
+    rate = hands / elapsed if elapsed > 0 else 0.0
+    print(
+        f"{len(loaded)} records, {valid} valid, {invalid} invalid, {hands} hands in "
+        f"{elapsed:.3f} s ({rate:,.0f} hands/s)"
+    )
+    return 1 if invalid else 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    loaded = _load([args.record])
+    if loaded is None:
+        return 2
+    status = 0
+    for n, (path, index, env) in enumerate(loaded):
+        if n:
+            print("\n" + "=" * 72 + "\n")
+        try:
+            rec = decode_record(env.record)  # type: ignore[attr-defined]
+            print(render_record(rec, env.record))  # type: ignore[attr-defined]
+        except RecordError as exc:
+            _err(f"{_where(path, index, len(loaded))}: {exc}")
+            status = 1
+    return status
+
+
+# --- the bundled example ------------------------------------------------------------------
+
+
+def cmd_example(args: argparse.Namespace) -> int:
+    text = resources.files("records").joinpath("examples/dame-de-pique.json").read_text()
+    if args.print:
+        print(text, end="")
+        return 0
+    record_bytes = import_transcript(json.loads(text), "examples/dame-de-pique.json")
+    print(score_sheet(decode_record(record_bytes)))
+    return 0
+
+
+# --- wiring -------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tapis", description="Referee and record toolkit for trick-taking card games."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    record = sub.add_parser("record", help="import, score, verify and show game records")
+    rsub = record.add_subparsers(dest="record_command", required=True)
+
+    p = rsub.add_parser("import", help="replay transcripts and write canonical records")
+    p.add_argument("transcripts", nargs="+", metavar="TRANSCRIPT")
+    p.add_argument("-o", "--output", metavar="RECORD", help="one record file for all")
+    p.add_argument("--out-dir", metavar="DIR", help="one record file per transcript")
+    p.set_defaults(func=cmd_import)
+
+    p = rsub.add_parser("score", help="print the scores of records")
+    p.add_argument("records", nargs="+", metavar="RECORD")
+    p.add_argument("--json", action="store_true", help="the JSON of TRANSCRIPT.md, one per line")
+    p.set_defaults(func=cmd_score)
+
+    p = rsub.add_parser("verify", help="replay records and recompute everything")
+    p.add_argument("records", nargs="+", metavar="RECORD")
+    p.add_argument("-v", "--verbose", action="store_true", help="also list the valid records")
+    p.set_defaults(func=cmd_verify)
+
+    p = rsub.add_parser("show", help="render a record for a person")
+    p.add_argument("record", metavar="RECORD")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("example", help="import the bundled example transcript and score it")
+    p.add_argument("--print", action="store_true", help="print the transcript instead")
+    p.set_defaults(func=cmd_example)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,310 @@
+"""Records: from a played match to canonical bytes, envelopes, record files, and back.
+
+- `build_record(match, names, ...)` turns a finished (or stopped) engine match into a
+  `GameRecord`; `canonical_bytes(record)` serializes it once, deterministically.
+- An envelope (`RecordEnvelope`) keeps those bytes as they are, with the signature and key id;
+  the record id is the SHA-256 of the bytes. Nothing re-serializes a record to check it.
+- A record file: the 16-byte magic `TAPIS-RECORDS/1\\n`, then envelopes, each preceded by its
+  length as a varint. `read_envelopes` and `write_envelopes` (atomic: a temporary file then a
+  rename, so a failed write never leaves half a file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from google.protobuf.message import DecodeError
+
+from referee.engine import Deal, Match, RecordError, Rules, ScoreLine, Start, find_game
+from tapis.v1 import record_pb2 as pb
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "RecordFileError",
+    "build_record",
+    "canonical_bytes",
+    "decode_record",
+    "deal_from_pb",
+    "envelope",
+    "read_envelopes",
+    "record_id",
+    "score_from_pb",
+    "score_to_pb",
+    "start_from_pb",
+    "write_envelopes",
+]
+
+FORMAT_VERSION = 1
+MAGIC = b"TAPIS-RECORDS/1\n"
+MAX_ENVELOPE = 64 << 20  # a record larger than 64 MiB is not a record
+
+
+class RecordFileError(RecordError):
+    """A file that cannot be read as a record file at all (wrong magic, truncated, ...)."""
+
+
+# --- scores -------------------------------------------------------------------------------
+
+
+def score_to_pb(units: Sequence[str], score: Sequence[int]) -> pb.Score:
+    return pb.Score(**dict(zip(units, score, strict=True)))
+
+
+def score_from_pb(units: Sequence[str], score: pb.Score) -> tuple[int, ...]:
+    return tuple(getattr(score, u) for u in units)
+
+
+def _line_to_pb(units: Sequence[str], line: ScoreLine) -> pb.ScoreLine:
+    return pb.ScoreLine(
+        seat=line.seat,
+        kind=line.kind,
+        delta=score_to_pb(units, line.delta),
+        rule=line.rule,
+        note=line.note,
+        after_action=line.at,
+    )
+
+
+def _options_to_pb(rules: Rules) -> list[pb.Option]:
+    out = []
+    for key, value in sorted(rules.option_values().items()):
+        if isinstance(value, bool):
+            out.append(pb.Option(key=key, bool_value=value))
+        elif isinstance(value, int):
+            out.append(pb.Option(key=key, int_value=value))
+        else:
+            assert isinstance(value, str), (key, value)
+            out.append(pb.Option(key=key, string_value=value))
+    return out
+
+
+def options_from_pb(options: Iterable[pb.Option]) -> dict[str, bool | int | str]:
+    out: dict[str, bool | int | str] = {}
+    for o in options:
+        which = o.WhichOneof("value")
+        if which is None:
+            raise RecordError("bad-options", f"option {o.key!r} has no value")
+        out[o.key] = getattr(o, which)
+    return out
+
+
+# --- building -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Provenance:
+    source: str = "transcript"
+    reference: str = ""
+    played_at: str = ""
+
+
+def build_record(
+    match: Match,
+    names: Sequence[str],
+    provenance: Provenance,
+    decks: Sequence[Sequence[int] | None] = (),
+    deal_source: pb.DealSource | None = None,
+) -> pb.GameRecord:
+    """The `GameRecord` of `match` as played so far. `decks[i]`, when given, is the pack
+    from which hand i was dealt (kept so the record shows it)."""
+    rules = match.rules
+    units = find_game(rules.game).units
+    rec = pb.GameRecord(
+        format_version=FORMAT_VERSION,
+        rules=pb.Rules(
+            game=rules.game,
+            ruleset=rules.ruleset,
+            players=rules.players,
+            options=_options_to_pb(rules),
+            digest=rules.digest,
+        ),
+        seats=[pb.Seat(name=n, team=match.team_of(s)) for s, n in enumerate(names)],
+        start=pb.Start(
+            hand_number=match.first_hand_number,
+            scores=[score_to_pb(units, s) for s in match.start_scores],
+        ),
+        provenance=pb.Provenance(
+            source=provenance.source,
+            reference=provenance.reference,
+            played_at=provenance.played_at,
+        ),
+    )
+    if deal_source is not None:
+        rec.deal_source.CopyFrom(deal_source)
+    for i, result in enumerate(match.results):
+        deck = decks[i] if i < len(decks) else None
+        hand = rec.hands.add(number=result.number, dealer=result.dealer)
+        _deal_to_pb(result.deal, deck, hand.deal)
+        hand.seats = bytes(result.action_seats)
+        hand.actions.extend(result.actions)
+        hand.lines.extend(_line_to_pb(units, line) for line in result.lines)
+        hand.scores_after.extend(score_to_pb(units, s) for s in result.scores_after)
+    live = match.hand
+    if live is not None and not live.over:
+        # A hand in progress (a stopped table): its deal and actions so far, no scores yet.
+        hand = rec.hands.add(number=live.number, dealer=live.dealer)
+        _deal_to_pb(live.deal, None, hand.deal)
+        hand.seats = bytes(live.action_seats)
+        hand.actions.extend(live.actions)
+    out = rec.outcome
+    out.finished = match.finished
+    out.winners.extend(match.winners)
+    out.scores.extend(score_to_pb(units, s) for s in match.scores)
+    out.reason = match.end_reason
+    if match.resigned is not None:
+        out.resigned = match.resigned
+    return rec
+
+
+def _deal_to_pb(deal: Deal, deck: Sequence[int] | None, out: pb.Deal) -> None:
+    out.hands.extend(deal.hands)
+    if deal.retourne >= 0:
+        out.retourne = deal.retourne
+    out.talon = bytes(deal.talon)
+    if deck is not None:
+        out.deck = bytes(deck)
+
+
+def deal_from_pb(deal: pb.Deal) -> Deal:
+    return Deal(
+        tuple(deal.hands),
+        deal.retourne if deal.HasField("retourne") else -1,
+        tuple(deal.talon),
+    )
+
+
+def start_from_pb(units: Sequence[str], start: pb.Start) -> Start:
+    scores = tuple(score_from_pb(units, s) for s in start.scores) if start.scores else None
+    return Start(start.hand_number or 1, scores)
+
+
+# --- bytes and envelopes ------------------------------------------------------------------
+
+
+def canonical_bytes(record: pb.GameRecord) -> bytes:
+    """Serialize once, deterministically. Only ever called when a record is made."""
+    return record.SerializeToString(deterministic=True)
+
+
+def record_id(record_bytes: bytes) -> str:
+    """The record id: lowercase hex SHA-256 of the stored record bytes."""
+    return hashlib.sha256(record_bytes).hexdigest()
+
+
+def envelope(record_bytes: bytes, signature: bytes = b"", key_id: str = "") -> pb.RecordEnvelope:
+    return pb.RecordEnvelope(record=record_bytes, signature=signature, key_id=key_id)
+
+
+def decode_record(record_bytes: bytes) -> pb.GameRecord:
+    """Parse the record bytes of an envelope; `RecordError` if they are not a record."""
+    try:
+        rec = pb.GameRecord.FromString(record_bytes)
+    except DecodeError as exc:
+        raise RecordError("decode", f"the record bytes do not decode: {exc}") from None
+    if rec.format_version != FORMAT_VERSION:
+        raise RecordError(
+            "format-version",
+            f"record format version {rec.format_version} is not supported "
+            f"(this Tapis reads {FORMAT_VERSION})",
+        )
+    return rec
+
+
+# --- files --------------------------------------------------------------------------------
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def iter_frames(data: bytes, name: str = "input") -> Iterator[bytes]:
+    """The envelope bytes of a record file's content; `RecordFileError` if it is not one."""
+    if not data.startswith(MAGIC):
+        raise RecordFileError(
+            "not-a-record-file",
+            f"{name} is not a Tapis record file (it does not start with {MAGIC!r})",
+        )
+    pos = len(MAGIC)
+    n = len(data)
+    index = 0
+    while pos < n:
+        index += 1
+        size = 0
+        shift = 0
+        while True:
+            if pos >= n or shift > 63:
+                raise RecordFileError(
+                    "truncated", f"{name}: record {index} has a truncated length prefix"
+                )
+            b = data[pos]
+            pos += 1
+            size |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        if size > MAX_ENVELOPE or pos + size > n:
+            raise RecordFileError(
+                "truncated",
+                f"{name}: record {index} claims {size} bytes but {n - pos} remain",
+            )
+        yield data[pos : pos + size]
+        pos += size
+
+
+def parse_envelope(frame: bytes, name: str, index: int) -> pb.RecordEnvelope:
+    try:
+        env = pb.RecordEnvelope.FromString(frame)
+    except DecodeError as exc:
+        raise RecordFileError(
+            "bad-envelope", f"{name}: record {index} is not a record envelope: {exc}"
+        ) from None
+    return env
+
+
+def read_envelopes(path: str | Path) -> list[pb.RecordEnvelope]:
+    """Every envelope of a record file; `RecordFileError` when the file is not one."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise RecordFileError("unreadable", f"{p}: {exc.strerror}") from None
+    return [parse_envelope(f, str(p), i) for i, f in enumerate(iter_frames(data, str(p)), 1)]
+
+
+def encode_file(envelopes: Iterable[pb.RecordEnvelope]) -> bytes:
+    parts = [MAGIC]
+    for env in envelopes:
+        b = env.SerializeToString(deterministic=True)
+        parts.append(_varint(len(b)))
+        parts.append(b)
+    return b"".join(parts)
+
+
+def write_envelopes(path: str | Path, envelopes: Iterable[pb.RecordEnvelope]) -> None:
+    """Write a record file atomically (temporary file in the same folder, then rename)."""
+    p = Path(path)
+    data = encode_file(envelopes)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,88 @@
+"""`show`: a record for a person: the hands as dealt, every action, each trick with its
+winner, the score lines with their rule ids, and the score sheet.
+
+Rendering knows no rule: tricks, winners and per-hand notes come from replaying the record
+through the engine.
+"""
+
+from __future__ import annotations
+
+from records.codec import record_id, score_from_pb
+from records.score import score_sheet
+from records.verify import replay_record
+from referee.engine import find_game, make_rules
+from referee.engine.actions import PLAY, action_str
+from referee.engine.cards import R1, R3, card_str, mask_str
+from tapis.v1 import record_pb2 as pb
+
+__all__ = ["render_record"]
+
+
+def _non_default_options(rec: pb.GameRecord) -> list[str]:
+    defaults = make_rules(rec.rules.game, rec.rules.ruleset, {}, rec.rules.players)
+    dv = defaults.option_values()
+    out = []
+    for o in rec.rules.options:
+        value = getattr(o, o.WhichOneof("value") or "string_value")
+        if o.key != "players" and dv.get(o.key) != value:
+            out.append(f"{o.key}={str(value).lower() if isinstance(value, bool) else value}")
+    return out
+
+
+def render_record(rec: pb.GameRecord, record_bytes: bytes | None = None) -> str:
+    """The whole match as text."""
+    spec = find_game(rec.rules.game)
+    match = replay_record(rec, check=False)
+    names = [s.name for s in rec.seats]
+    width = max(len(n) for n in names)
+    order = R1 if spec.name in ("imperiale", "triomphe") else R3
+    lines: list[str] = []
+    title = spec.title + ("" if rec.rules.ruleset == "standard" else f" ({rec.rules.ruleset})")
+    lines.append(f"{title}: {', '.join(names)}")
+    if record_bytes is not None:
+        lines.append(f"record {record_id(record_bytes)}")
+    opts = _non_default_options(rec)
+    lines.append("options: " + (", ".join(opts) if opts else "defaults"))
+    if rec.provenance.source:
+        ref = f" {rec.provenance.reference}" if rec.provenance.reference else ""
+        lines.append(f"source: {rec.provenance.source}{ref}")
+    units = spec.units
+    for h, hand in enumerate(rec.hands):
+        result = match.results[h] if h < len(match.results) else None
+        engine_hand = result.hand if result else match.hand
+        lines.append("")
+        lines.append(f"Hand {hand.number}, dealer {names[hand.dealer]}")
+        if engine_hand is not None:
+            lines.extend("  " + d for d in engine_hand.describe())
+        for s, m in enumerate(hand.deal.hands):
+            lines.append(f"  {names[s].ljust(width)}  {mask_str(m, order)}")
+        if hand.deal.HasField("retourne"):
+            lines.append(f"  retourne {card_str(hand.deal.retourne)}")
+        if hand.deal.talon:
+            lines.append(f"  talon {' '.join(card_str(c) for c in hand.deal.talon)}")
+        tricks = engine_hand.tricks if engine_hand is not None else []
+        t = 0
+        in_trick = 0
+        pending: list[str] = []
+        for seat, action in zip(hand.seats, hand.actions, strict=True):
+            if action & 7 != PLAY:
+                lines.append(f"  {names[seat]}: {action_str(action)}")
+                continue
+            pending.append(f"{names[seat]} {card_str(action >> 3)}")
+            in_trick += 1
+            if t < len(tricks) and in_trick == len(tricks[t].cards):
+                winner = names[tricks[t].winner]
+                lines.append(f"  {t + 1:>2}. {'  '.join(p.ljust(width + 4) for p in pending)} -> {winner}")
+                t += 1
+                in_trick = 0
+                pending = []
+        if pending:
+            lines.append(f"  {t + 1:>2}. {'  '.join(pending)} (unfinished)")
+        for line in hand.lines:
+            delta = score_from_pb(units, line.delta)
+            amount = " ".join(f"{v:+d} {u}" for u, v in zip(units, delta, strict=True) if v) or "0"
+            note = f" ({line.note})" if line.note else ""
+            lines.append(f"  {names[line.seat]}: {line.kind} {amount}{note} [{line.rule}]")
+    lines.append("")
+    lines.append(score_sheet(rec))
+    return "\n".join(lines)

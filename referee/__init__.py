@@ -1,0 +1,1 @@
+"""Tapis referee: the rules engine (`referee.engine`) and the gRPC service."""

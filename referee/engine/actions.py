@@ -1,0 +1,139 @@
+"""Actions as ints: `payload << 3 | kind`.
+
+One int per action keeps a record's action list a packed array and replay free of objects.
+A card play is the card id itself (kind 0), so a hand of play is a list of small ints.
+
+| kind | payload |
+|---|---|
+| PLAY | card id |
+| PASS | mask of the three cards given (Dame de Pique) |
+| BID | contract index (Napoléon: 0 pass, 1 two ... 7 blucher) |
+| VOLE | 0 stop, 1 continue (Triomphe) |
+| ABANDON | 0 offer, 1 accept, 2 refuse (Triomphe) |
+| PILLE | card discarded, or `PILLE_STOP` (Triomphe `as-qui-pille`) |
+| RESIGN | 0 |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from referee.engine.cards import card_str, iter_cards, mask_of, parse_card
+from referee.engine.errors import InvalidAction
+
+__all__ = [
+    "ABANDON",
+    "ABANDON_WORDS",
+    "BID",
+    "BID_WORDS",
+    "KIND_NAMES",
+    "PASS",
+    "PILLE",
+    "PILLE_STOP",
+    "PLAY",
+    "RESIGN",
+    "VOLE",
+    "VOLE_WORDS",
+    "action_str",
+    "action_to_json",
+    "encode",
+    "kind_of",
+    "parse_action",
+    "payload_of",
+]
+
+PLAY, PASS, BID, VOLE, ABANDON, PILLE, RESIGN = range(7)
+KIND_NAMES = ("play", "pass", "bid", "vole", "abandon", "pille", "resign")
+BID_WORDS = ("pass", "two", "three", "misere", "four", "nap", "wellington", "blucher")
+VOLE_WORDS = ("stop", "continue")
+ABANDON_WORDS = ("offer", "accept", "refuse")
+PILLE_STOP = 63
+
+
+def encode(kind: int, payload: int = 0) -> int:
+    return payload << 3 | kind
+
+
+def kind_of(action: int) -> int:
+    return action & 7
+
+
+def payload_of(action: int) -> int:
+    return action >> 3
+
+
+def _word(words: tuple[str, ...], value: Any, key: str) -> int:
+    if isinstance(value, str) and value.lower() in words:
+        return words.index(value.lower())
+    raise InvalidAction(f"'{key}' must be one of {', '.join(words)}; got {value!r}")
+
+
+def parse_action(entry: dict[str, Any]) -> int:
+    """The action of one transcript entry (`{"seat": 0, "play": "QS"}` without its seat).
+
+    Exactly one action key must be present; raises `InvalidAction` naming what is wrong.
+    """
+    keys = [k for k in entry if k != "seat"]
+    if len(keys) != 1 or keys[0] not in KIND_NAMES:
+        unknown = [k for k in keys if k not in KIND_NAMES]
+        if unknown:
+            raise InvalidAction(
+                f"unknown action key {unknown[0]!r}; expected one of {', '.join(KIND_NAMES)}"
+            )
+        raise InvalidAction(
+            f"an action needs exactly one of {', '.join(KIND_NAMES)}; got {sorted(keys)}"
+        )
+    key = keys[0]
+    value = entry[key]
+    kind = KIND_NAMES.index(key)
+    if kind == PLAY:
+        return encode(PLAY, parse_card(value))
+    if kind == PASS:
+        if not isinstance(value, list) or len(value) != 3:
+            raise InvalidAction(f"'pass' must be a list of three cards; got {value!r}")
+        cards = [parse_card(v) for v in value]
+        if len(set(cards)) != 3:
+            raise InvalidAction(f"'pass' names the same card twice: {value!r}")
+        return encode(PASS, mask_of(cards))
+    if kind == BID:
+        return encode(BID, _word(BID_WORDS, value, key))
+    if kind == VOLE:
+        return encode(VOLE, _word(VOLE_WORDS, value, key))
+    if kind == ABANDON:
+        return encode(ABANDON, _word(ABANDON_WORDS, value, key))
+    if kind == PILLE:
+        if isinstance(value, str) and value.lower() == "stop":
+            return encode(PILLE, PILLE_STOP)
+        return encode(PILLE, parse_card(value))
+    if value is not True:
+        raise InvalidAction(f"'resign' must be true; got {value!r}")
+    return encode(RESIGN)
+
+
+def action_to_json(action: int) -> dict[str, Any]:
+    """The transcript form of an action, without its seat."""
+    kind, payload = action & 7, action >> 3
+    key = KIND_NAMES[kind]
+    if kind == PLAY:
+        return {key: card_str(payload)}
+    if kind == PASS:
+        return {key: [card_str(c) for c in iter_cards(payload)]}
+    if kind == BID:
+        return {key: BID_WORDS[payload]}
+    if kind == VOLE:
+        return {key: VOLE_WORDS[payload]}
+    if kind == ABANDON:
+        return {key: ABANDON_WORDS[payload]}
+    if kind == PILLE:
+        return {key: "stop" if payload == PILLE_STOP else card_str(payload)}
+    return {key: True}
+
+
+def action_str(action: int) -> str:
+    """`play QS`, `pass 2H 5H AS`, `bid nap`: an action for a person."""
+    ((key, value),) = action_to_json(action).items()
+    if isinstance(value, list):
+        value = " ".join(value)
+    elif value is True:
+        return key
+    return f"{key} {value}"

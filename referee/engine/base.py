@@ -1,0 +1,546 @@
+"""The one engine interface every game implements (DESIGN.md, "The engine").
+
+- `Rules`: immutable game + ruleset + typed options (+ the number of players).
+- `Match`: the hands of one game until it is won. The driver (referee, transcript import,
+  verifier) starts each hand with a dealer and a deal; the match checks both against the
+  rules, then takes actions: `to_act()`, `legal_actions(seat)`, `apply(seat, action)`
+  (returns the events it caused) or `step(seat, action)` (the same without building events,
+  for replay), `view(seat)`, and the outcome (`finished`, `winners`).
+- `Hand`: one deal played out; each game module subclasses it with its phases.
+
+Scores are tuples of ints per seat in the game's `units` (`("points",)`, or
+`("imperiales", "jetons")` for L'Impériale). Determinism: the same rules, deals and actions
+give the same events and scores, always.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, ClassVar
+
+from referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_str
+from referee.engine.cards import card_str, iter_cards, mask_str
+from referee.engine.errors import DealError, IllegalAction, NotYourTurn
+from referee.engine.options import GameOptions
+from referee.engine.tricks import Trick
+
+__all__ = [
+    "Deal",
+    "Event",
+    "Hand",
+    "HandOver",
+    "Match",
+    "MatchOver",
+    "Note",
+    "Rules",
+    "ScoreLine",
+    "Start",
+    "TrickWon",
+    "View",
+]
+
+Score = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Game, ruleset, number of players and the validated options (defaults filled in)."""
+
+    game: str
+    ruleset: str
+    players: int
+    options: GameOptions
+
+    def option_values(self) -> dict[str, Any]:
+        """Every option with its effective value (enums as their string values)."""
+        return self.options.model_dump(mode="json")
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 (hex) of the canonical JSON of game, ruleset, players and all options."""
+        doc = {
+            "game": self.game,
+            "ruleset": self.ruleset,
+            "players": self.players,
+            "options": self.option_values(),
+        }
+        text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a match starts: the number of its first hand and the scores before it."""
+
+    hand_number: int = 1
+    scores: tuple[Score, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Deal:
+    """The cards as dealt: one mask per seat, the retourne (-1 if none), the talon top first."""
+
+    hands: tuple[int, ...]
+    retourne: int = -1
+    talon: tuple[int, ...] = ()
+
+
+# --- events -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreLine:
+    """One scoring event: `delta` in the game's units, and the `RULES.md` rule id."""
+
+    seat: int
+    kind: str
+    delta: Score
+    rule: str
+    note: str = ""
+    at: int = 0  # 1-based index of the action after which it was scored; 0 before any
+
+
+@dataclass(frozen=True, slots=True)
+class TrickWon:
+    number: int  # 1-based within the hand
+    winner: int
+    plays: tuple[tuple[int, int], ...]  # (seat, card) in playing order
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something public the rules made happen (passes exchanged, contract, trump, ...)."""
+
+    kind: str
+    text: str
+    seat: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class HandOver:
+    number: int
+    scores: tuple[Score, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MatchOver:
+    winners: tuple[int, ...]
+    reason: str
+
+
+Event = ScoreLine | TrickWon | Note | HandOver | MatchOver
+
+
+@dataclass(frozen=True)
+class View:
+    """What one seat (or a spectator, `seat = None`) may know at this moment."""
+
+    seat: int | None
+    phase: str
+    hand_number: int
+    dealer: int
+    hand: int  # this seat's cards (0 for a spectator)
+    trick: tuple[tuple[int, int], ...]
+    trump: int  # suit, or -1
+    to_act: tuple[int, ...]
+    legal: tuple[int, ...]
+    scores: tuple[Score, ...]
+    known: dict[int, int] = field(default_factory=dict)  # other seats' cards it may see
+    public: dict[str, Any] = field(default_factory=dict)
+
+
+# --- a hand -------------------------------------------------------------------------------
+
+
+class Hand(ABC):
+    """One deal played out. Subclasses define `Phase`, the legal sets and `_apply`."""
+
+    def __init__(self, match: Match, number: int, dealer: int, deal: Deal) -> None:
+        self.match = match
+        self.rules = match.rules
+        self.number = number
+        self.dealer = dealer
+        self.deal = deal
+        self.players = match.rules.players
+        self.actions: list[int] = []
+        self.action_seats: list[int] = []
+        self.lines: list[ScoreLine] = []
+        self.events: list[Event] = []  # kept only when the match logs events
+        self.log_events = match.log_events
+        self.tricks: list[Trick] = []  # completed tricks, in order
+        self.cursor = 0  # 1-based index of the action being applied (0: none yet)
+        self.over = False
+
+    @property
+    @abstractmethod
+    def phase(self) -> Enum: ...
+
+    @abstractmethod
+    def to_act(self) -> tuple[int, ...]:
+        """The seats that may act now (several during Dame de Pique's exchange)."""
+
+    @abstractmethod
+    def legal_actions(self, seat: int) -> list[int]:
+        """The legal actions of `seat`, sorted (empty when it may not act)."""
+
+    @abstractmethod
+    def _apply(self, seat: int, action: int) -> None:
+        """Check and apply one action (not a resignation); raise `IllegalAction`."""
+
+    @abstractmethod
+    def view(self, seat: int | None) -> View: ...
+
+    def describe(self) -> list[str]:
+        """Short public facts of this hand for a person (exchange, contract, trump...)."""
+        return []
+
+    def apply(self, seat: int, action: int) -> None:
+        self.cursor = len(self.actions) + 1
+        self._apply(seat, action)
+        self.actions.append(action)
+        self.action_seats.append(seat)
+
+    def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
+        """Apply the actions from `start` on for as long as a game's fast path can (legal
+        card plays, for a game that has one); return the index of the first not applied.
+        The default applies none: `Match.step` takes each action."""
+        return start
+
+    def score(self, seat: int, kind: str, delta: Score, rule: str, note: str = "") -> None:
+        line = ScoreLine(seat, kind, delta, rule, note, self.cursor)
+        self.lines.append(line)
+        if self.log_events:
+            self.events.append(line)
+
+    def note(self, kind: str, text: str, seat: int = -1) -> None:
+        if self.log_events:
+            self.events.append(Note(kind, text, seat))
+
+    def illegal(
+        self, code: str, seat: int, action: int, why: str, rule: str, legal: Sequence[int] = ()
+    ) -> IllegalAction:
+        """An `IllegalAction` whose message names the action, the phase, the reason and the
+        legal set."""
+        reason = why + (f"; legal: {legal_str(legal)}" if legal else "")
+        msg = f"{action_str(action)} is not legal in the {self.phase.name.lower()} phase: {reason}"
+        return IllegalAction(code, msg, rule, seat=seat, legal=tuple(legal), reason=reason)
+
+    def not_your_turn(self, seat: int, action: int, rule: str) -> NotYourTurn:
+        to_act = self.to_act()
+        who = ", ".join(f"seat {s}" for s in to_act) or "nobody"
+        reason = f"seat {seat} may not act now; waiting for {who}"
+        msg = f"{action_str(action)}: {reason}"
+        return NotYourTurn("not-your-turn", msg, rule, seat=seat, reason=reason)
+
+    def trick_won(self, trick: Trick) -> None:
+        """Record a completed trick (its winner already known)."""
+        self.tricks.append(trick)
+        if self.log_events:
+            plays = tuple(zip(trick.seats, trick.cards, strict=True))
+            self.events.append(TrickWon(len(self.tricks), trick.winner, plays))
+
+
+# --- a match ------------------------------------------------------------------------------
+
+
+@dataclass
+class HandResult:
+    """A hand as it was played: enough to rebuild it, plus what it scored."""
+
+    number: int
+    dealer: int
+    deal: Deal
+    actions: list[int]
+    action_seats: list[int]
+    lines: list[ScoreLine]
+    scores_after: tuple[Score, ...]
+    tricks: list[Trick]
+    hand: Hand
+
+
+class Match(ABC):
+    """The hands of one game until it is won."""
+
+    units: ClassVar[tuple[str, ...]] = ("points",)
+    deal_rule: ClassVar[str]  # rule id of dealing and dealers for this game
+
+    def __init__(self, rules: Rules, start: Start | None = None, log_events: bool = True) -> None:
+        start = start or Start()
+        self.rules = rules
+        self.log_events = log_events
+        self.players = rules.players
+        self.first_hand_number = start.hand_number
+        zero = tuple(0 for _ in self.units)
+        self.start_scores: tuple[Score, ...] = start.scores or tuple(
+            zero for _ in range(self.players)
+        )
+        self.scores: list[Score] = list(self.start_scores)
+        self.results: list[HandResult] = []
+        self.hand: Hand | None = None
+        self.finished = False
+        self.winners: tuple[int, ...] = ()
+        self.resigned: int | None = None
+        self.end_reason = ""
+
+    # -- rules each game supplies ---------------------------------------------------------
+
+    @abstractmethod
+    def _new_hand(self, number: int, dealer: int, deal: Deal) -> Hand: ...
+
+    @abstractmethod
+    def _check_deal(self, deal: Deal) -> None:
+        """Raise `DealError` when `deal` is not a possible deal of this game."""
+
+    @abstractmethod
+    def deal_deck(self, dealer: int, deck: Sequence[int]) -> Deal:
+        """Deal a whole pack (top card first) by the rules' dealing procedure (RULES.md 7)."""
+
+    @abstractmethod
+    def _next_dealer(self, previous: HandResult) -> int: ...
+
+    @abstractmethod
+    def _end_after_hand(self) -> None:
+        """Decide `finished` and `winners` after a hand's scores are added."""
+
+    @abstractmethod
+    def _leaders(self, seats: Sequence[int]) -> tuple[int, ...]:
+        """The best placed of `seats` by the current scores (ties share)."""
+
+    def team_of(self, seat: int) -> int:
+        """The team of a seat (0 where the game has no teams)."""
+        return 0
+
+    def _resign_winners(self, seat: int) -> tuple[int, ...]:
+        """Who wins when `seat` concedes: the best placed of the others."""
+        return self._leaders([s for s in range(self.players) if s != seat])
+
+    # -- the driver's interface -----------------------------------------------------------
+
+    @property
+    def hand_number(self) -> int:
+        """The number of the current hand, or of the next one between hands."""
+        return self.first_hand_number + len(self.results)
+
+    def expected_dealer(self) -> int | None:
+        """The dealer the rotation requires for the next hand; None for the first hand."""
+        if not self.results:
+            return None
+        return self._next_dealer(self.results[-1])
+
+    def start_hand(self, dealer: int, deal: Deal) -> Hand:
+        """Start the next hand; the dealer must follow the rotation (RULES.md 7)."""
+        assert self.hand is None or self.hand.over
+        if self.finished:
+            raise IllegalAction(
+                "match-over", "the match is over: no further hand", self.rules_end_rule()
+            )
+        if not 0 <= dealer < self.players:
+            raise DealError(
+                "bad-dealer",
+                f"dealer {dealer} is not a seat (0..{self.players - 1})",
+                self.deal_rule,
+            )
+        expected = self.expected_dealer()
+        if expected is not None and dealer != expected:
+            raise DealError(
+                "dealer-rotation",
+                f"the dealer of hand {self.hand_number} must be seat {expected}, not seat {dealer}",
+                self.deal_rule,
+            )
+        self._check_deal(deal)
+        self.hand = self._new_hand(self.hand_number, dealer, deal)
+        return self.hand
+
+    def rules_end_rule(self) -> str:
+        return self.deal_rule.split(".")[0] + ".END"
+
+    def to_act(self) -> tuple[int, ...]:
+        if self.finished or self.hand is None or self.hand.over:
+            return ()
+        return self.hand.to_act()
+
+    def legal_actions(self, seat: int) -> list[int]:
+        if self.finished or self.hand is None or self.hand.over:
+            return []
+        return self.hand.legal_actions(seat)
+
+    def step(self, seat: int, action: int) -> None:
+        """Apply one action (raise `IllegalAction` if it breaks a rule); builds no events
+        beyond the hand's own log."""
+        if action & 7 == RESIGN:
+            self._resign(seat, action)
+            return
+        hand = self.hand
+        if self.finished or hand is None or hand.over:
+            raise IllegalAction(
+                "no-hand",
+                f"no hand is in progress for {KIND_NAMES[action & 7]}",
+                self.rules_end_rule(),
+                seat=seat,
+            )
+        hand.apply(seat, action)
+        if hand.over:
+            self._close_hand(hand)
+
+    def step_many(self, seats: Sequence[int], actions: Sequence[int]) -> None:
+        """`step` each action in order (a replay); on a refusal the actions before it are
+        applied, so the current hand's `actions` tell the position of the fault."""
+        i, n = 0, len(actions)
+        while i < n:
+            hand = self.hand
+            if hand is not None and not hand.over and not self.finished:
+                j = hand.apply_run(seats, actions, i)
+                if hand.over:
+                    self._close_hand(hand)
+                if j > i:
+                    i = j
+                    continue
+            self.step(seats[i], actions[i])
+            i += 1
+
+    def apply(self, seat: int, action: int) -> list[Event]:
+        """Apply one action and return the events it caused."""
+        hand = self.hand
+        before = len(hand.events) if hand is not None else 0
+        results_before = len(self.results)
+        was_finished = self.finished
+        self.step(seat, action)
+        events: list[Event] = list(hand.events[before:]) if hand is not None else []
+        if len(self.results) > results_before:
+            events.append(HandOver(self.results[-1].number, self.results[-1].scores_after))
+        if self.finished and not was_finished:
+            events.append(MatchOver(self.winners, self.end_reason))
+        return events
+
+    def view(self, seat: int | None) -> View | None:
+        return None if self.hand is None else self.hand.view(seat)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _close_hand(self, hand: Hand) -> None:
+        scores = self.scores
+        for line in hand.lines:
+            scores[line.seat] = tuple(a + b for a, b in zip(scores[line.seat], line.delta))
+        self.results.append(
+            HandResult(
+                hand.number,
+                hand.dealer,
+                hand.deal,
+                hand.actions,
+                hand.action_seats,
+                hand.lines,
+                tuple(scores),
+                hand.tricks,
+                hand,
+            )
+        )
+        self._end_after_hand()
+
+    def _resign(self, seat: int, action: int) -> None:
+        if self.finished:
+            raise IllegalAction(
+                "match-over", "the match is already over", self.rules_end_rule(), seat=seat
+            )
+        if not 0 <= seat < self.players:
+            raise IllegalAction("bad-seat", f"seat {seat} does not exist", self.rules_end_rule())
+        hand = self.hand
+        if hand is not None and not hand.over:
+            hand.actions.append(action)
+            hand.action_seats.append(seat)
+            hand.over = True
+            self._close_hand_without_scoring(hand)
+        elif self.results:
+            self.results[-1].actions.append(action)
+            self.results[-1].action_seats.append(seat)
+        else:
+            raise IllegalAction(
+                "no-hand", "no hand has been dealt yet", self.rules_end_rule(), seat=seat
+            )
+        self.resigned = seat
+        self.finished = True
+        self.end_reason = f"seat {seat} resigned"
+        self.winners = self._resign_winners(seat)
+
+    def _close_hand_without_scoring(self, hand: Hand) -> None:
+        self.results.append(
+            HandResult(
+                hand.number,
+                hand.dealer,
+                hand.deal,
+                hand.actions,
+                hand.action_seats,
+                [],
+                tuple(self.scores),
+                hand.tricks,
+                hand,
+            )
+        )
+
+
+def legal_str(legal: Sequence[int]) -> str:
+    """A legal set for a person: `4C, 10C` for card plays, else the actions."""
+    if all(a & 7 == PLAY for a in legal):
+        return " ".join(card_str(a >> 3) for a in legal)
+    if len(legal) > 12:
+        return f"{len(legal)} actions"
+    return ", ".join(action_str(a) for a in legal)
+
+
+def check_cards(
+    deal: Deal, pack: int, hand_size: int, players: int, rule: str, pack_name: str
+) -> None:
+    """The shared deal checks: the number of hands, cards per hand, every card from `pack`
+    and none twice (the retourne and talon included). Raises `DealError` naming the fault."""
+    if len(deal.hands) != players:
+        raise DealError(
+            "deal-hands", f"deal: {len(deal.hands)} hands given, expected {players}", rule
+        )
+    union = 0
+    count = 0
+    for m in deal.hands:
+        union |= m
+        count += m.bit_count()
+    for c in (deal.retourne, *deal.talon) if deal.retourne >= 0 else deal.talon:
+        union |= 1 << c
+        count += 1
+    if count != union.bit_count() or union & ~pack:
+        _find_bad_card(deal, pack, rule, pack_name)
+    for s, m in enumerate(deal.hands):
+        n = m.bit_count()
+        if n != hand_size:
+            raise DealError(
+                "hand-size",
+                f"deal: seat {s} has {n} cards ({mask_str(m)}), expected {hand_size}",
+                rule,
+            )
+
+
+def _find_bad_card(deal: Deal, pack: int, rule: str, pack_name: str) -> None:
+    seen: dict[int, str] = {}
+    places: list[tuple[str, list[int]]] = [
+        (f"seat {s}", list(iter_cards(m))) for s, m in enumerate(deal.hands)
+    ]
+    if deal.retourne >= 0:
+        places.append(("the retourne", [deal.retourne]))
+    places.append(("the talon", list(deal.talon)))
+    for where, cards in places:
+        for c in cards:
+            if not (pack >> c) & 1:
+                raise DealError(
+                    "card-not-in-pack",
+                    f"deal: {card_str(c)} ({where}) is not in {pack_name}",
+                    rule,
+                )
+            if c in seen:
+                raise DealError(
+                    "duplicate-card",
+                    f"deal: {card_str(c)} is dealt twice ({seen[c]} and {where})",
+                    rule,
+                )
+            seen[c] = where
+    raise AssertionError("a bad card was expected")

@@ -1,0 +1,194 @@
+"""Cards as ints, card sets as int bitmasks.
+
+A card is `suit * 13 + rank` with suits in the order ♠ ♥ ♦ ♣ (0..3) and ranks 2..A (0..12).
+A set of cards is an int whose bit `c` is set when card `c` is in the set; the 24-, 32- and
+36-card packs are masks over the same 52 ids. Rank *strength* is a per-game table
+(`RankOrder`), not a branch: within a suit, `order.above[c]` is the mask of the cards of that
+suit that beat `c`.
+
+Text forms (TRANSCRIPT.md): rank then suit; ranks `2`-`10`, `J`, `Q`, `K`, `A`, also `T` for
+ten and the French `V` (valet), `D` (dame), `R` (roi); suits `S H D C` or `♠ ♥ ♦ ♣`. Output
+always uses `QS`, `10H`, `7C`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from referee.engine.errors import InvalidAction
+
+__all__ = [
+    "ACE",
+    "CLUBS",
+    "DIAMONDS",
+    "FULL_DECK",
+    "HEARTS",
+    "JACK",
+    "KING",
+    "QUEEN",
+    "R1",
+    "R2",
+    "R3",
+    "RANK_NAMES",
+    "SPADES",
+    "SUIT_MASK",
+    "SUIT_NAMES",
+    "RankOrder",
+    "card",
+    "card_str",
+    "cards_of",
+    "deck_of_ranks",
+    "iter_cards",
+    "mask_of",
+    "mask_str",
+    "parse_card",
+    "parse_cards",
+    "rank_of",
+    "suit_of",
+]
+
+SPADES, HEARTS, DIAMONDS, CLUBS = 0, 1, 2, 3
+SUIT_NAMES = ("S", "H", "D", "C")
+SUIT_SYMBOLS = ("♠", "♥", "♦", "♣")
+RANK_NAMES = ("2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K", "A")
+TWO, SIX, SEVEN, TEN, JACK, QUEEN, KING, ACE = 0, 4, 5, 8, 9, 10, 11, 12
+
+SUIT_MASK = tuple(0x1FFF << (13 * s) for s in range(4))
+FULL_DECK = (1 << 52) - 1
+
+_RANK_INPUT = {name: i for i, name in enumerate(RANK_NAMES)} | {
+    "T": TEN,
+    "V": JACK,
+    "D": QUEEN,
+    "R": KING,
+    "1": ACE,
+}
+_SUIT_INPUT = {
+    "S": SPADES,
+    "H": HEARTS,
+    "D": DIAMONDS,
+    "C": CLUBS,
+    "♠": SPADES,
+    "♥": HEARTS,
+    "♦": DIAMONDS,
+    "♣": CLUBS,
+    "♤": SPADES,
+    "♡": HEARTS,
+    "♢": DIAMONDS,
+    "♧": CLUBS,
+}
+_CARD_STR = tuple(RANK_NAMES[c % 13] + SUIT_NAMES[c // 13] for c in range(52))
+
+
+def card(rank: int, suit: int) -> int:
+    """The card id of a rank (0 = two .. 12 = ace) and a suit (0..3)."""
+    return suit * 13 + rank
+
+
+def suit_of(c: int) -> int:
+    return c // 13
+
+
+def rank_of(c: int) -> int:
+    return c % 13
+
+
+def card_str(c: int) -> str:
+    """`QS`, `10H`: the output form of a card."""
+    return _CARD_STR[c]
+
+
+def parse_card(text: str) -> int:
+    """Parse one card in any form TRANSCRIPT.md accepts; raise `InvalidAction` otherwise."""
+    if not isinstance(text, str):
+        raise InvalidAction(f"a card must be a string such as 'QS', not {text!r}")
+    s = text.strip().replace("\ufe0f", "")  # drop the emoji variation selector of ♥️
+    if len(s) < 2:
+        raise InvalidAction(f"{text!r} is not a card (rank then suit, e.g. 'QS', '10H')")
+    suit = _SUIT_INPUT.get(s[-1].upper() if s[-1].isascii() else s[-1])
+    rank = _RANK_INPUT.get(s[:-1].upper())
+    if suit is None or rank is None:
+        raise InvalidAction(f"{text!r} is not a card (rank then suit, e.g. 'QS', '10H', 'D♥')")
+    return card(rank, suit)
+
+
+def parse_cards(texts: Iterable[str]) -> list[int]:
+    """Parse several cards (order kept, duplicates kept: callers check them)."""
+    return [parse_card(t) for t in texts]
+
+
+def mask_of(cards: Iterable[int]) -> int:
+    m = 0
+    for c in cards:
+        m |= 1 << c
+    return m
+
+
+def iter_cards(mask: int) -> Iterator[int]:
+    """The cards of a mask, lowest id first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def cards_of(mask: int) -> list[int]:
+    return list(iter_cards(mask))
+
+
+def mask_str(mask: int, order: RankOrder | None = None) -> str:
+    """Cards of a mask as text, by suit ♠ ♥ ♦ ♣ and, within a suit, strongest first."""
+    strength = (order or R3).strength
+    cs = sorted(iter_cards(mask), key=lambda c: (c // 13, -strength[c]))
+    return " ".join(_CARD_STR[c] for c in cs)
+
+
+def deck_of_ranks(ranks: Iterable[int]) -> int:
+    """The pack made of these ranks in every suit."""
+    m = 0
+    for r in ranks:
+        for s in range(4):
+            m |= 1 << card(r, s)
+    return m
+
+
+@dataclass(frozen=True)
+class RankOrder:
+    """A rank order (RULES.md 0.3): `strength[c]` orders cards of one suit, `above[c]` is
+    the mask of same-suit cards stronger than `c`, `best(mask)` the strongest card of a
+    one-suit mask."""
+
+    name: str
+    rank_strength: tuple[int, ...]  # by rank index 0..12
+    strength: tuple[int, ...]  # by card id 0..51
+    above: tuple[int, ...]  # by card id 0..51
+    best13: tuple[int, ...]  # by 13-bit pattern of one suit: rank index of its strongest
+
+    @classmethod
+    def from_ranks(cls, name: str, low_to_high: tuple[int, ...]) -> RankOrder:
+        rank_strength = tuple(low_to_high.index(r) for r in range(13))
+        strength = tuple(rank_strength[c % 13] for c in range(52))
+        above = tuple(
+            sum(
+                1 << d
+                for d in range(13 * (c // 13), 13 * (c // 13) + 13)
+                if strength[d] > strength[c]
+            )
+            for c in range(52)
+        )
+        by_strength = sorted(range(13), key=rank_strength.__getitem__, reverse=True)
+        best13 = tuple(next((r for r in by_strength if p >> r & 1), -1) for p in range(1 << 13))
+        return cls(name, rank_strength, strength, above, best13)
+
+    def best(self, mask: int) -> int:
+        """The strongest card of a non-empty mask of cards of one suit."""
+        base = (mask.bit_length() - 1) // 13 * 13
+        return base + self.best13[mask >> base & 0x1FFF]
+
+
+# RULES.md 0.3. R1 "Triomphe order": the ace between the ten and the jack.
+R1 = RankOrder.from_ranks("R1", (TWO, 1, 2, 3, SIX, SEVEN, 6, 7, TEN, ACE, JACK, QUEEN, KING))
+# R2 "Piquet order" and R3 "ace high" (full pack): the natural order of the ids.
+R2 = RankOrder.from_ranks("R2", tuple(range(13)))
+R3 = RankOrder.from_ranks("R3", tuple(range(13)))

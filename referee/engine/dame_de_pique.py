@@ -1,0 +1,436 @@
+"""Dame de Pique ("Black Lady" Hearts): RULES.md section 4, seed 003.
+
+Four players, 52 cards, ranks ace high (R3), no trump, clockwise. Each manche: the exchange
+(three cards to the left, right, across, or none, by the manche number: `DP.PASS`), then 13
+tricks: the holder of 2♣ leads it (`DP.FIRST-TRICK`), follow suit if able (`DP.FOLLOW`), no
+heart or Q♠ on the first trick unless a seat holds nothing else (`DP.FIRST-TRICK`), no heart
+led before hearts are broken unless the leader holds nothing else (`DP.HEARTS`). Each heart
+taken is a penalty point, Q♠ thirteen (`DP.SCORE`); one seat taking all 26 scores 0 and the
+others 26 (`DP.VOLTE`). The match ends after the manche in which a total reaches
+`end_threshold` (inclusive); the lowest total wins, ties share (`DP.END`).
+
+Deliberate choices (RULES.md 4.2 and 7): hearts are broken by any heart played on an earlier
+trick (`hearts_broken_by`); the queen does not break them (`qs_breaks_hearts`) and may be
+led at any time; a leader with only hearts and Q♠, hearts unbroken, must lead the queen
+(`qs_counts_as_heart_for_lead`). Dealer rotation, the deal from a pack and its checks use the
+rule id `DP.DEAL`, which RULES.md section 7 describes without naming.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from itertools import combinations
+from typing import Literal
+
+from referee.engine.actions import PASS, PLAY, encode
+from referee.engine.base import Deal, Hand, HandResult, Match, Rules, Start, View, check_cards
+from referee.engine.cards import (
+    CLUBS,
+    FULL_DECK,
+    HEARTS,
+    QUEEN,
+    R3,
+    SPADES,
+    SUIT_MASK,
+    card,
+    card_str,
+    iter_cards,
+)
+from referee.engine.errors import DealError
+from referee.engine.options import GameOptions
+from referee.engine.tricks import Regime, Trick, TrickRules, legal_cards
+
+__all__ = ["DamePiqueMatch", "DamePiqueOptions"]
+
+TWO_CLUBS = card(0, CLUBS)
+QUEEN_SPADES = card(QUEEN, SPADES)
+HEARTS_MASK = SUIT_MASK[HEARTS]
+POINT_CARDS = HEARTS_MASK | 1 << QUEEN_SPADES
+_TRICK_RULES = TrickRules(Regime.FOLLOW, R3)
+_PASS_OFFSETS = (1, 3, 2, 0)  # DP.PASS: left (seat+1), right (seat-1), across, none
+_PASS_NAMES = ("left", "right", "across", "none")
+
+
+def _points(taken: int) -> int:
+    """DP.SCORE: one point a heart, thirteen for Q♠."""
+    return (taken & HEARTS_MASK).bit_count() + 13 * (taken >> QUEEN_SPADES & 1)
+
+
+class DamePiqueOptions(GameOptions):
+    end_threshold: int = 100  # DP.END 4.1: a total >= this ends the match
+    qs_breaks_hearts: bool = False  # 4.2.2
+    qs_counts_as_heart_for_lead: bool = False  # 4.2.4
+    moon_mode: Literal["add_to_others", "subtract_self"] = "add_to_others"  # 4.2.6
+    hearts_broken_by: Literal["played", "discarded"] = "played"  # 4.2.2, 7
+    dealer_rotation: Literal["clockwise", "counterclockwise"] = "clockwise"  # 4.2.8
+
+
+class Phase(Enum):
+    PASS = "pass"
+    PLAY = "play"
+    OVER = "over"
+
+
+class DamePiqueHand(Hand):
+    """One manche."""
+
+    def __init__(self, match: Match, number: int, dealer: int, deal: Deal) -> None:
+        super().__init__(match, number, dealer, deal)
+        opts = match.rules.options
+        assert isinstance(opts, DamePiqueOptions)
+        self.opts = opts
+        self.held = list(deal.hands)
+        cycle = (number - 1) % 4
+        self.pass_offset = _PASS_OFFSETS[cycle]
+        self.pass_name = _PASS_NAMES[cycle]
+        self.passed: list[int] = [0, 0, 0, 0]
+        self.taken = [0, 0, 0, 0]  # cards won in tricks, per seat
+        self.hearts_broken = False
+        self.trick_number = 1
+        # The trick in progress: led suit (-1: none yet), its cards as a mask and in order.
+        self.led = -1
+        self.mask = 0
+        self.cards: list[int] = []
+        self.turn = -1
+        # Leads allowed while hearts are unbroken (DP.HEARTS, option 4.2.4).
+        self.lead_unbroken = ~HEARTS_MASK & FULL_DECK
+        if opts.qs_counts_as_heart_for_lead:
+            self.lead_unbroken &= ~(1 << QUEEN_SPADES)
+        self.broken_by_any_heart = opts.hearts_broken_by == "played"
+        # The cards whose play may open hearts (DP.HEARTS).
+        self.breaking = HEARTS_MASK | (1 << QUEEN_SPADES if opts.qs_breaks_hearts else 0)
+        self._phase = Phase.PASS
+        if self.pass_offset == 0:
+            self._start_play()
+
+    @property
+    def phase(self) -> Phase:
+        return self._phase
+
+    def _start_play(self) -> None:
+        self._phase = Phase.PLAY
+        self.turn = next(s for s in range(4) if self.held[s] >> TWO_CLUBS & 1)
+
+    # -- legal sets -----------------------------------------------------------------------
+
+    def legal_play_mask(self, seat: int) -> int:
+        """The cards `seat` may play now (0 when it may not play)."""
+        if self._phase is not Phase.PLAY or seat != self.turn:
+            return 0
+        return self._legal(self.held[seat])
+
+    def _legal(self, hand: int) -> int:
+        """DP 4.1 LEGAL_DP for the seat to play, holding `hand`."""
+        return self._legal_for(hand, self.led, self.trick_number == 1, self.hearts_broken)
+
+    def _legal_for(self, hand: int, led: int, first: bool, broken: bool) -> int:
+        if led < 0:
+            if first:
+                return 1 << TWO_CLUBS  # DP.FIRST-TRICK: the 2C holder leads it
+            if broken:
+                return hand
+            return (hand & self.lead_unbroken) or hand  # DP.HEARTS
+        if first and not hand & SUIT_MASK[led]:
+            return (hand & ~POINT_CARDS) or hand  # DP.FIRST-TRICK: no points if avoidable
+        return legal_cards(_TRICK_RULES, hand, -1, led, 0)  # DP.FOLLOW
+
+    def to_act(self) -> tuple[int, ...]:
+        if self._phase is Phase.PASS:
+            return tuple(s for s in range(4) if not self.passed[s])
+        if self._phase is Phase.PLAY:
+            return (self.turn,)
+        return ()
+
+    def legal_actions(self, seat: int) -> list[int]:
+        if self._phase is Phase.PASS:
+            if self.passed[seat]:
+                return []
+            masks = (
+                (1 << a) | (1 << b) | (1 << c)
+                for a, b, c in combinations(iter_cards(self.held[seat]), 3)
+            )
+            return sorted(encode(PASS, m) for m in masks)
+        return [encode(PLAY, c) for c in iter_cards(self.legal_play_mask(seat))]
+
+    # -- applying actions -----------------------------------------------------------------
+
+    def _apply(self, seat: int, action: int) -> None:
+        kind = action & 7
+        if self._phase is Phase.PLAY and kind == PLAY:
+            self._play(seat, action)
+        elif self._phase is Phase.PASS and kind == PASS:
+            self._pass(seat, action)
+        elif kind == PLAY:
+            raise self.illegal(
+                "exchange-first",
+                seat,
+                action,
+                f"every seat passes three cards {self.pass_name} before the first card",
+                "DP.PASS",
+            )
+        elif kind == PASS:
+            why = (
+                "there is no exchange in this manche"
+                if self.pass_offset == 0
+                else "the exchange is over"
+            )
+            raise self.illegal("no-exchange", seat, action, why, "DP.PASS")
+        else:
+            raise self.illegal(
+                "wrong-action", seat, action, "Dame de Pique has only pass and play", "DP.PASS"
+            )
+
+    def _pass(self, seat: int, action: int) -> None:
+        # DP.PASS: three cards of the dealt hand, chosen before seeing what is received.
+        if not 0 <= seat < 4 or self.passed[seat]:
+            raise self.not_your_turn(seat, action, "DP.PASS")
+        mask = action >> 3
+        missing = mask & ~self.held[seat]
+        if missing:
+            raise self.illegal(
+                "not-held",
+                seat,
+                action,
+                f"seat {seat} does not hold {' '.join(map(card_str, iter_cards(missing)))}",
+                "DP.PASS",
+            )
+        self.passed[seat] = mask
+        if all(self.passed):
+            # All transfers happen at once.
+            off = self.pass_offset
+            held = self.held
+            for s in range(4):
+                held[s] &= ~self.passed[s]
+            for s in range(4):
+                held[(s + off) % 4] |= self.passed[s]
+            self._start_play()
+
+    def _play(self, seat: int, action: int) -> None:
+        if self._play_run((seat,), (action,), 0) == 0:
+            if seat != self.turn:
+                raise self.not_your_turn(seat, action, "DP.LEAD")
+            raise self._refusal(seat, action, self._legal(self.held[seat]))
+
+    def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
+        if self._phase is not Phase.PLAY:
+            return start
+        end = self._play_run(seats, actions, start)
+        self.actions.extend(actions[start:end])
+        self.action_seats.extend(seats[start:end])
+        return end
+
+    def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
+        """Play the legal card plays of `actions[start:]` in order; stop before the first
+        action that is not a legal play by the seat to play, or after the last trick.
+        Returns the index of the first action not applied. (The hot path of replay: the
+        trick in progress is kept in locals.)"""
+        held = self.held
+        legal = self._legal_for
+        turn = self.turn
+        led = self.led
+        mask = self.mask
+        cards = self.cards
+        first = self.trick_number == 1
+        broken = self.hearts_broken
+        i = start
+        n = len(actions)
+        while i < n:
+            action = actions[i]
+            seat = seats[i]
+            if action & 7 or seat != turn:
+                break
+            c = action >> 3
+            bit = 1 << c
+            hand = held[seat]
+            if not legal(hand, led, first, broken) & bit:
+                break
+            held[seat] = hand ^ bit
+            if led < 0:
+                led = c // 13
+            mask |= bit
+            cards.append(c)
+            i += 1
+            # DP.HEARTS: what opens hearts for the following tricks (4.2.2, 7).
+            if not broken and bit & self.breaking:
+                # A heart (any, or only one discarded on another suit), or Q♠ by option.
+                broken = c == QUEEN_SPADES or self.broken_by_any_heart or led != HEARTS
+            if len(cards) < 4:
+                turn = (seat + 1) & 3
+                continue
+            leader = (seat + 1) & 3
+            order = [leader, (leader + 1) & 3, (leader + 2) & 3, seat]
+            trick = Trick.completed(R3, -1, order, cards, mask)
+            turn = trick.winner  # CARD.WIN
+            self.taken[turn] |= mask
+            self.trick_won(trick)
+            led = -1
+            mask = 0
+            cards = []
+            if self.trick_number == 13:
+                self.cursor = len(self.actions) + i - start
+                self._score()
+                break
+            self.trick_number += 1
+            first = False
+        self.turn = turn
+        self.led = led
+        self.mask = mask
+        self.cards = cards
+        self.hearts_broken = broken
+        return i
+
+    def _refusal(self, seat: int, action: int, legal: int) -> Exception:
+        c = action >> 3
+        legal_actions = [encode(PLAY, x) for x in iter_cards(legal)]
+        hand = self.held[seat]
+        led = self.led
+        if not hand >> c & 1:
+            return self.illegal(
+                "not-held",
+                seat,
+                action,
+                f"seat {seat} does not hold {card_str(c)}",
+                "DP.FOLLOW",
+                legal_actions,
+            )
+        if led < 0:
+            if self.trick_number == 1:
+                return self.illegal(
+                    "lead-two-of-clubs",
+                    seat,
+                    action,
+                    "the holder of 2C must lead it to the first trick",
+                    "DP.FIRST-TRICK",
+                    legal_actions,
+                )
+            return self.illegal(
+                "hearts-not-broken",
+                seat,
+                action,
+                "hearts are not broken and the leader holds another card",
+                "DP.HEARTS",
+                legal_actions,
+            )
+        if hand & SUIT_MASK[led]:
+            return self.illegal(
+                "must-follow",
+                seat,
+                action,
+                f"seat {seat} must follow {_SUIT_WORDS[led]}",
+                "DP.FOLLOW",
+                legal_actions,
+            )
+        return self.illegal(
+            "no-points-first-trick",
+            seat,
+            action,
+            "no heart or QS on the first trick while holding another card",
+            "DP.FIRST-TRICK",
+            legal_actions,
+        )
+
+    def _score(self) -> None:
+        self._phase = Phase.OVER
+        self.over = True
+        points = [_points(t) for t in self.taken]
+        shooter = next((s for s in range(4) if points[s] == 26), -1)
+        if shooter >= 0:
+            # DP.VOLTE: all 13 hearts and Q♠ to one seat.
+            add = self.opts.moon_mode == "add_to_others"
+            for s in range(4):
+                delta = (26 if add else 0) if s != shooter else (0 if add else -26)
+                self.score(s, "volte", (delta,), "DP.VOLTE", f"seat {shooter} took all 26")
+            return
+        for s in range(4):
+            self.score(s, "penalty", (points[s],), "DP.SCORE", _points_note(self.taken[s]))
+
+    def describe(self) -> list[str]:
+        return [f"exchange: {self.pass_name}" if self.pass_offset else "no exchange"]
+
+    # -- views ----------------------------------------------------------------------------
+
+    def view(self, seat: int | None) -> View:
+        public: dict[str, object] = {
+            "exchange": self.pass_name,
+            "passed": tuple(bool(p) for p in self.passed),
+            "hearts_broken": self.hearts_broken,
+            "trick_number": self.trick_number,
+            "points_taken": tuple(_points(t) for t in self.taken),
+        }
+        if seat is not None:
+            public["given"] = self.passed[seat]
+            if self._phase is not Phase.PASS and self.pass_offset:
+                public["received"] = self.passed[(seat - self.pass_offset) % 4]
+        return View(
+            seat=seat,
+            phase=self._phase.value,
+            hand_number=self.number,
+            dealer=self.dealer,
+            hand=self.held[seat] if seat is not None else 0,
+            trick=tuple(
+                ((self.turn - len(self.cards) + k) & 3, c) for k, c in enumerate(self.cards)
+            ),
+            trump=-1,
+            to_act=self.to_act(),
+            legal=tuple(self.legal_actions(seat)) if seat is not None else (),
+            scores=tuple(self.match.scores),
+            public=public,
+        )
+
+
+_SUIT_WORDS = ("spades", "hearts", "diamonds", "clubs")
+
+
+def _points_note(taken: int) -> str:
+    hearts = (taken & HEARTS_MASK).bit_count()
+    parts = [f"{hearts} heart{'s' if hearts != 1 else ''}"] if hearts else []
+    if taken >> QUEEN_SPADES & 1:
+        parts.append("QS")
+    return ", ".join(parts)
+
+
+class DamePiqueMatch(Match):
+    """A match of Dame de Pique: manches until a total reaches the threshold."""
+
+    deal_rule = "DP.DEAL"
+
+    def __init__(self, rules: Rules, start: Start | None = None, log_events: bool = True) -> None:
+        super().__init__(rules, start, log_events)
+        opts = rules.options
+        assert isinstance(opts, DamePiqueOptions)
+        self.opts = opts
+
+    def _new_hand(self, number: int, dealer: int, deal: Deal) -> Hand:
+        return DamePiqueHand(self, number, dealer, deal)
+
+    def _check_deal(self, deal: Deal) -> None:
+        if deal.retourne >= 0 or deal.talon:
+            raise DealError(
+                "deal-shape",
+                "deal: Dame de Pique has no retourne and no talon: all 52 cards are dealt",
+                "DP.DEAL",
+            )
+        check_cards(deal, FULL_DECK, 13, 4, "DP.DEAL", "the 52-card pack")
+
+    def deal_deck(self, dealer: int, deck: Sequence[int]) -> Deal:
+        # RULES.md 7: one card at a time, starting with the seat after the dealer.
+        hands = [0, 0, 0, 0]
+        for i, c in enumerate(deck):
+            hands[(dealer + 1 + i) % 4] |= 1 << c
+        return Deal(tuple(hands))
+
+    def _next_dealer(self, previous: HandResult) -> int:
+        step = 1 if self.opts.dealer_rotation == "clockwise" else -1
+        return (previous.dealer + step) % 4
+
+    def _end_after_hand(self) -> None:
+        # DP.END: a total at or above the threshold ends the match; lowest total wins.
+        if any(s[0] >= self.opts.end_threshold for s in self.scores):
+            self.finished = True
+            self.end_reason = f"a total reached {self.opts.end_threshold}"
+            self.winners = self._leaders(range(4))
+
+    def _leaders(self, seats: Sequence[int]) -> tuple[int, ...]:
+        best = min(self.scores[s][0] for s in seats)
+        return tuple(s for s in seats if self.scores[s][0] == best)

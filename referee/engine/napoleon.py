@@ -1,0 +1,535 @@
+"""Napoléon (Nap): RULES.md section 5, seed 004 (`seeds/004_8cf0256b00796c14.txt`).
+
+Three to ten players, each for himself; a 52-card pack, or with `short_deck` the top
+`players + 3` ranks of each suit (`NAP.DECK`); ranks ace high (R3), clockwise. Five cards
+each, dealt one at a time from the dealer's left; the rest of the pack is not used. One round
+of bidding from the dealer's left, ending with the dealer: pass, or a contract strictly above
+the highest so far, in the order Deux, Trois, Misère, Quatre, Nap, Wellington (only over Nap),
+Blücher (only over Wellington) (`NAP.BID`). The declarer leads any card and its suit is trump
+for the deal (`NAP.TRUMP`); follow suit if able, else any card, with no duty to trump or beat
+(`NAP.FOLLOW`); the highest trump, else the highest card of the led suit, wins (`CARD.WIN`).
+A contract is made with at least its number of tricks (Misère: none). Seed points: made, the
+declarer scores the value (2, 3, 3, 4, 5, 10, 20); failed, each opponent scores it
+(`NAP.SCORE`). The match is a fixed number of deals; the highest total wins, ties share
+(`NAP.END`).
+
+Deliberate choices (RULES.md 5.2, 6 and 7):
+- `NAP.BID`: one round only (5.2.2), the lowest contract is Deux (5.2.7). Every seat speaks
+  once, even after Blücher: the seats after it may only pass (example N-6, last row).
+- `NAP.BID`, all pass: the cards are thrown in with no score (a `thrown-in` note); the next
+  dealer deals (5.2.3; option `allpass_redeal_same_dealer`), and the thrown-in deal counts as
+  one of the match's `deals` (7).
+- `NAP.TRUMP`: Misère is played without trump (5.2.1; option `misere_trump = first_card`
+  applies the seed's general sentence). Wellington and Blücher carry no extra lead or naming
+  condition (5.2.5).
+- `NAP.SCORE`: extra tricks are worth nothing; one line per seat that scores, none for a seat
+  that scores 0. `scoring = stakes` (5.2.4, 7): zero-sum at the same values won or lost; made,
+  the declarer +v × (players − 1) and each opponent −v; failed, the reverse.
+- `stop_when_decided` (5.2.11): the hand stops after the trick that settles the contract,
+  with the score a full play-out would give.
+- `NAP.END` (5.1, 5.2.6, 7): the match ends after hand number `deals` (default
+  `2 × players`), counted from the first hand number of the match (`Start`).
+- `NAP.DECK` (5.2.9, 5.2.10, 7): short pack `4 × (n+3)`; the deal from a whole pack is one card
+  at a time; the dealer passes to the left (clockwise) after every deal. This id also covers
+  the dealer rotation and the deal checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import model_validator
+
+from referee.engine.actions import BID, BID_WORDS, PLAY, encode
+from referee.engine.base import Deal, Hand, HandResult, Match, Rules, Start, View, check_cards
+from referee.engine.cards import (
+    FULL_DECK,
+    R3,
+    RANK_NAMES,
+    SUIT_MASK,
+    card_str,
+    deck_of_ranks,
+    iter_cards,
+)
+from referee.engine.errors import DealError, InvalidAction, RulesError
+from referee.engine.options import GameOptions
+from referee.engine.tricks import Regime, Trick, TrickRules
+
+__all__ = [
+    "ALIASES",
+    "FIXED_PLAYERS",
+    "NAME",
+    "RULESETS",
+    "SEED",
+    "TITLE",
+    "UNITS",
+    "NapoleonHand",
+    "NapoleonMatch",
+    "NapoleonOptions",
+    "Phase",
+    "pack_of",
+]
+
+# The contracts, as payloads of a BID action (actions.BID_WORDS), lowest first (NAP.BID).
+BID_PASS, BID_TWO, BID_THREE, BID_MISERE, BID_FOUR, BID_NAP, BID_WELLINGTON, BID_BLUCHER = range(8)
+_VALUES = (0, 2, 3, 3, 4, 5, 10, 20)  # NAP.SCORE 5.1
+_GOALS = (0, 2, 3, 0, 4, 5, 5, 5)  # tricks to take at least (Misère: take none)
+HAND_SIZE = 5
+_TRICK_RULES = TrickRules(Regime.FOLLOW, R3)  # NAP.FOLLOW: follow suit, else any card
+_SUIT_WORDS = ("spades", "hearts", "diamonds", "clubs")
+
+
+def _bids_over(highest: int) -> tuple[int, ...]:
+    # NAP.BID: strictly above the highest bid; Wellington only over Nap, Blücher only over
+    # Wellington; pass is always legal.
+    if highest < BID_NAP:
+        higher = range(highest + 1, BID_NAP + 1)
+    elif highest < BID_BLUCHER:
+        higher = range(highest + 1, highest + 2)
+    else:
+        higher = range(0)
+    return (encode(BID, BID_PASS), *(encode(BID, b) for b in higher))
+
+
+_LEGAL_BIDS = tuple(_bids_over(h) for h in range(8))
+
+
+def pack_of(players: int, short_deck: bool) -> int:
+    """NAP.DECK: the pack as a mask: 52 cards, or the top `players + 3` ranks of each suit."""
+    if not short_deck:
+        return FULL_DECK
+    return deck_of_ranks(range(13 - (players + 3), 13))
+
+
+def _pack_name(players: int, short_deck: bool) -> str:
+    if not short_deck:
+        return "the 52-card pack"
+    lowest = RANK_NAMES[13 - (players + 3)]
+    return f"the {4 * (players + 3)}-card short pack ({lowest} and up)"
+
+
+class NapoleonOptions(GameOptions):
+    players: int = 4  # 5.1, 5.2.8: 3 to 10
+    short_deck: bool = False  # 5.1, 5.2.10: 4 × (players + 3) cards
+    misere_trump: Literal["none", "first_card"] = "none"  # 5.2.1
+    allpass_redeal_same_dealer: bool = False  # 5.2.3, 7
+    scoring: Literal["seed_points", "stakes"] = "seed_points"  # 5.2.4, 7
+    deals: int | None = None  # 5.1, 5.2.6: None means 2 × players (filled in on validation)
+    stop_when_decided: bool = False  # 5.2.11
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_deals(cls, data: Any) -> Any:
+        # The effective number of deals is stored, so that option_values() and the rules
+        # digest show it (2 × players by default).
+        if isinstance(data, dict) and data.get("deals") is None:
+            players = data.get("players", cls.model_fields["players"].default)
+            if type(players) is int:
+                data = {**data, "deals": 2 * players}
+        return data
+
+    @property
+    def effective_deals(self) -> int:
+        """The number of deals in the match (`deals`, else 2 × players)."""
+        return self.deals if self.deals is not None else 2 * self.players
+
+    def check(self, players: int) -> None:
+        if not 3 <= players <= 10:
+            raise RulesError(
+                f"option 'players' of napoleon: {players} is not allowed; Napoléon is played "
+                "by 3 to 10 players",
+                key="players",
+            )
+        if self.effective_deals < 1:
+            raise RulesError(
+                f"option 'deals' of napoleon: {self.deals} is not allowed; a match has at "
+                "least 1 deal",
+                key="deals",
+            )
+
+
+class Phase(Enum):
+    BID = "bid"
+    PLAY = "play"
+    OVER = "over"
+
+
+class NapoleonHand(Hand):
+    """One deal: the bidding round, then five tricks (or fewer with `stop_when_decided`)."""
+
+    def __init__(self, match: Match, number: int, dealer: int, deal: Deal) -> None:
+        super().__init__(match, number, dealer, deal)
+        opts = match.rules.options
+        assert isinstance(opts, NapoleonOptions)
+        self.opts = opts
+        n = self.players
+        self.held = list(deal.hands)
+        self.bids: list[tuple[int, int]] = []  # (seat, contract) in bidding order
+        self.highest = BID_PASS
+        self.declarer = -1
+        self.contract = BID_PASS
+        self.trump = -1  # suit, or -1 (before the first card, or Misère without trump)
+        self.won = [0] * n  # tricks won per seat
+        self.trick_number = 1
+        self.trick = Trick(-1)
+        self.thrown_in = False
+        self.turn = (dealer + 1) % n  # NAP.BID: the dealer's left speaks first
+        self._phase = Phase.BID
+
+    @property
+    def phase(self) -> Phase:
+        return self._phase
+
+    # -- legal sets -----------------------------------------------------------------------
+
+    def legal_play_mask(self, seat: int) -> int:
+        """NAP.FOLLOW: the cards `seat` may play now (0 when it is not its turn)."""
+        if self._phase is not Phase.PLAY or seat != self.turn:
+            return 0
+        return self.trick.legal(_TRICK_RULES, self.held[seat])
+
+    def to_act(self) -> tuple[int, ...]:
+        if self._phase is Phase.OVER:
+            return ()
+        return (self.turn,)
+
+    def legal_actions(self, seat: int) -> list[int]:
+        if self._phase is Phase.BID:
+            return list(_LEGAL_BIDS[self.highest]) if seat == self.turn else []
+        return [encode(PLAY, c) for c in iter_cards(self.legal_play_mask(seat))]
+
+    # -- applying actions -----------------------------------------------------------------
+
+    def _apply(self, seat: int, action: int) -> None:
+        kind, payload = action & 7, action >> 3
+        if kind == BID and payload >= len(BID_WORDS):
+            raise InvalidAction(f"bid {payload} is not a contract of Napoléon (0..7)")
+        if kind == PLAY and payload >= 52:
+            raise InvalidAction(f"play {payload} is not a card (0..51)")
+        if self._phase is Phase.BID and kind == BID:
+            self._bid(seat, action)
+        elif self._phase is Phase.PLAY and kind == PLAY:
+            self._play(seat, action)
+        elif self._phase is Phase.OVER:
+            raise self.illegal("hand-over", seat, action, "the hand is over", "NAP.END")
+        elif kind == PLAY:
+            raise self.illegal(
+                "bidding-first",
+                seat,
+                action,
+                "every seat bids or passes, in turn, before the first card",
+                "NAP.BID",
+            )
+        elif kind == BID:
+            raise self.illegal("bidding-over", seat, action, "the bidding round is over", "NAP.BID")
+        else:
+            raise self.illegal(
+                "wrong-action", seat, action, "Napoléon has only bid and play", "NAP.BID"
+            )
+
+    def _bid(self, seat: int, action: int) -> None:
+        if seat != self.turn:
+            raise self.not_your_turn(seat, action, "NAP.BID")
+        legal = _LEGAL_BIDS[self.highest]
+        if action not in legal:
+            raise self._bid_refusal(seat, action, legal)
+        bid = action >> 3
+        self.bids.append((seat, bid))
+        if bid != BID_PASS:
+            self.highest = bid
+            self.declarer = seat
+        n = self.players
+        if seat != self.dealer:
+            self.turn = (seat + 1) % n
+            return
+        # NAP.BID: the round ends with the dealer.
+        if self.declarer < 0:
+            self._phase = Phase.OVER
+            self.over = True
+            self.thrown_in = True
+            self.note("thrown-in", "every seat passed: the cards are thrown in", self.dealer)
+            return
+        self.contract = self.highest
+        self._phase = Phase.PLAY
+        self.turn = self.declarer  # NAP.TRUMP: the declarer leads trick 1
+        self.note(
+            "contract", f"seat {self.declarer} declares {BID_WORDS[self.contract]}", self.declarer
+        )
+
+    def _bid_refusal(self, seat: int, action: int, legal: Sequence[int]) -> Exception:
+        bid, highest = action >> 3, self.highest
+        by = f"{BID_WORDS[highest]} (seat {self.declarer})" if highest else "none"
+        if highest == BID_BLUCHER:
+            code, why = "bid-too-low", "nothing ranks above blucher: only pass is left"
+        elif bid <= highest:
+            code = "bid-too-low"
+            why = f"{BID_WORDS[bid]} does not rank above the highest bid, {by}"
+        elif bid == BID_WELLINGTON:
+            code = "wellington-needs-nap"
+            why = f"wellington may only be bid over nap; the highest bid is {by}"
+        else:
+            assert bid == BID_BLUCHER
+            code = "blucher-needs-wellington"
+            why = f"blucher may only be bid over wellington; the highest bid is {by}"
+        return self.illegal(code, seat, action, why, "NAP.BID", legal)
+
+    def _play(self, seat: int, action: int) -> None:
+        if self._play_run((seat,), (action,), 0) == 0:
+            if seat != self.turn:
+                first_lead = self.trick_number == 1 and self.trick.led < 0
+                rule = "NAP.TRUMP" if first_lead else "NAP.FOLLOW"
+                raise self.not_your_turn(seat, action, rule)
+            raise self._play_refusal(seat, action, self.legal_play_mask(seat))
+
+    def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
+        if self._phase is not Phase.PLAY:
+            return start
+        end = self._play_run(seats, actions, start)
+        self.actions.extend(actions[start:end])
+        self.action_seats.extend(seats[start:end])
+        return end
+
+    def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
+        """Play the legal card plays of `actions[start:]` in order; stop before the first
+        action that is not a legal play by the seat to play, or when the hand is over.
+        Returns the index of the first action not applied."""
+        held = self.held
+        trick = self.trick
+        turn = self.turn
+        n = self.players
+        i = start
+        end = len(actions)
+        while i < end:
+            action = actions[i]
+            seat = seats[i]
+            if action & 7 != PLAY or seat != turn:
+                break
+            c = action >> 3
+            bit = 1 << c
+            hand = held[seat]
+            if c >= 52 or not trick.legal(_TRICK_RULES, hand) & bit:  # NAP.FOLLOW
+                break
+            if trick.led < 0 and self.trick_number == 1:
+                trick = self._first_lead(seat, c)
+            held[seat] = hand ^ bit
+            trick.play(seat, c)
+            i += 1
+            if len(trick.cards) < n:
+                turn = (seat + 1) % n
+                continue
+            winner = trick.close(R3)  # CARD.WIN
+            self.won[winner] += 1
+            self.trick_won(trick)
+            last = self.trick_number == HAND_SIZE
+            if last or (self.opts.stop_when_decided and self._is_decided()):
+                self.cursor = len(self.actions) + i - start
+                if not last:
+                    # stop_when_decided (5.2.11): the remaining tricks cannot change the score.
+                    self.note(
+                        "decided",
+                        f"{BID_WORDS[self.contract]} is settled after trick {self.trick_number}",
+                        self.declarer,
+                    )
+                self._score()
+                break
+            self.trick_number += 1
+            trick = self.trick = Trick(self.trump)
+            turn = winner
+        self.turn = turn
+        return i
+
+    def _first_lead(self, seat: int, c: int) -> Trick:
+        # NAP.TRUMP: the suit of the declarer's first card is trump, except in Misère without
+        # trump (5.2.1).
+        if self.contract == BID_MISERE and self.opts.misere_trump == "none":
+            text = "misere is played without trump"
+        else:
+            self.trump = c // 13
+            text = f"trump is {_SUIT_WORDS[self.trump]}"
+        self.note("trump", text, seat)
+        self.trick = Trick(self.trump)
+        return self.trick
+
+    def _play_refusal(self, seat: int, action: int, legal: int) -> Exception:
+        c = action >> 3
+        legal_actions = [encode(PLAY, x) for x in iter_cards(legal)]
+        if not self.held[seat] >> c & 1:
+            return self.illegal(
+                "not-held",
+                seat,
+                action,
+                f"seat {seat} does not hold {card_str(c)}",
+                "NAP.FOLLOW",
+                legal_actions,
+            )
+        led = self.trick.led
+        assert led >= 0 and self.held[seat] & SUIT_MASK[led]
+        return self.illegal(
+            "must-follow",
+            seat,
+            action,
+            f"seat {seat} must follow {_SUIT_WORDS[led]}",
+            "NAP.FOLLOW",
+            legal_actions,
+        )
+
+    # -- the result -----------------------------------------------------------------------
+
+    def _is_decided(self) -> bool:
+        """Whether the contract's result is settled whatever the remaining tricks give."""
+        won = self.won[self.declarer]
+        left = HAND_SIZE - self.trick_number
+        if self.contract == BID_MISERE:
+            return won > 0 or left == 0
+        goal = _GOALS[self.contract]
+        return won >= goal or won + left < goal
+
+    def _score(self) -> None:
+        # NAP.SCORE: the value of the contract to the declarer if made, else to each opponent
+        # (seed points); or paid between the declarer and each opponent (stakes).
+        self._phase = Phase.OVER
+        self.over = True
+        declarer, contract, n = self.declarer, self.contract, self.players
+        won = self.won[declarer]
+        made = won == 0 if contract == BID_MISERE else won >= _GOALS[contract]
+        value = _VALUES[contract]
+        kind = "contract-made" if made else "contract-failed"
+        plural = "" if won == 1 else "s"
+        note = f"{BID_WORDS[contract]} {'made' if made else 'failed'}: seat {declarer} took {won}"
+        note += f" trick{plural}"
+        opponents = [
+            s % n for s in range(self.dealer + 1, self.dealer + 1 + n) if s % n != declarer
+        ]
+        if self.opts.scoring == "stakes":
+            sign = 1 if made else -1
+            self.score(declarer, kind, (sign * value * (n - 1),), "NAP.SCORE", note)
+            for s in opponents:
+                self.score(s, kind, (-sign * value,), "NAP.SCORE", note)
+        elif made:
+            self.score(declarer, kind, (value,), "NAP.SCORE", note)
+        else:
+            for s in opponents:
+                self.score(s, kind, (value,), "NAP.SCORE", note)
+
+    # -- views ----------------------------------------------------------------------------
+
+    def view(self, seat: int | None) -> View:
+        public: dict[str, Any] = {
+            "bids": tuple((s, BID_WORDS[b]) for s, b in self.bids),
+            "contract": BID_WORDS[self.contract] if self.contract else None,
+            "declarer": self.declarer if self._phase is not Phase.BID else -1,
+            "highest_bid": BID_WORDS[self.highest] if self.highest else None,
+            "thrown_in": self.thrown_in,
+            "trick_number": self.trick_number,
+            "tricks_won": tuple(self.won),
+        }
+        return View(
+            seat=seat,
+            phase=self._phase.value,
+            hand_number=self.number,
+            dealer=self.dealer,
+            hand=self.held[seat] if seat is not None else 0,
+            trick=tuple(zip(self.trick.seats, self.trick.cards, strict=True)),
+            trump=self.trump,
+            to_act=self.to_act(),
+            legal=tuple(self.legal_actions(seat)) if seat is not None else (),
+            scores=tuple(self.match.scores),
+            public=public,
+        )
+
+
+class NapoleonMatch(Match):
+    """A match of Napoléon: a fixed number of deals, thrown-in deals included."""
+
+    deal_rule = "NAP.DECK"
+
+    def __init__(self, rules: Rules, start: Start | None = None, log_events: bool = True) -> None:
+        super().__init__(rules, start, log_events)
+        opts = rules.options
+        assert isinstance(opts, NapoleonOptions)
+        self.opts = opts
+        self.deals = opts.effective_deals
+        self.pack = pack_of(self.players, opts.short_deck)
+        self.pack_name = _pack_name(self.players, opts.short_deck)
+        if self.first_hand_number > self.deals:
+            raise RulesError(
+                f"the match starts at hand {self.first_hand_number} but ends after hand "
+                f"{self.deals} (option 'deals')",
+                key="deals",
+            )
+
+    def _new_hand(self, number: int, dealer: int, deal: Deal) -> Hand:
+        return NapoleonHand(self, number, dealer, deal)
+
+    def _check_deal(self, deal: Deal) -> None:
+        if deal.retourne >= 0 or deal.talon:
+            raise DealError(
+                "deal-shape",
+                "deal: Napoléon has no retourne and no talon: the undealt cards are not used",
+                "NAP.DECK",
+            )
+        check_cards(deal, self.pack, HAND_SIZE, self.players, "NAP.DECK", self.pack_name)
+
+    def deal_deck(self, dealer: int, deck: Sequence[int]) -> Deal:
+        """RULES.md 7: one card at a time, 5 each, from the seat after the dealer; the rest of
+        the pack is not dealt. `deck` must be the whole pack (52 cards, or the short pack)."""
+        n = self.players
+        if not 0 <= dealer < n:
+            raise DealError("bad-dealer", f"dealer {dealer} is not a seat (0..{n - 1})", "NAP.DECK")
+        seen = 0
+        for c in deck:
+            if not (isinstance(c, int) and 0 <= c < 52 and self.pack >> c & 1):
+                shown = card_str(c) if isinstance(c, int) and 0 <= c < 52 else repr(c)
+                raise DealError(
+                    "card-not-in-pack", f"deck: {shown} is not in {self.pack_name}", "NAP.DECK"
+                )
+            if seen >> c & 1:
+                raise DealError("duplicate-card", f"deck: {card_str(c)} appears twice", "NAP.DECK")
+            seen |= 1 << c
+        if seen != self.pack:
+            raise DealError(
+                "deck-size",
+                f"deck: {len(deck)} cards given; a deck is the whole of {self.pack_name} "
+                f"({self.pack.bit_count()} cards)",
+                "NAP.DECK",
+            )
+        hands = [0] * n
+        for i in range(HAND_SIZE * n):
+            hands[(dealer + 1 + i) % n] |= 1 << deck[i]
+        return Deal(tuple(hands))
+
+    def _next_dealer(self, previous: HandResult) -> int:
+        # RULES.md 7: the seat after the dealer; the same dealer after a thrown-in deal with
+        # `allpass_redeal_same_dealer`.
+        hand = previous.hand
+        if (
+            self.opts.allpass_redeal_same_dealer
+            and isinstance(hand, NapoleonHand)
+            and hand.thrown_in
+        ):
+            return previous.dealer
+        return (previous.dealer + 1) % self.players
+
+    def _end_after_hand(self) -> None:
+        # NAP.END: the match ends after hand number `deals` (thrown-in deals count).
+        if self.results[-1].number >= self.deals:
+            self.finished = True
+            self.end_reason = f"{self.deals} deals played"
+            self.winners = self._leaders(range(self.players))
+
+    def _leaders(self, seats: Sequence[int]) -> tuple[int, ...]:
+        best = max(self.scores[s][0] for s in seats)
+        return tuple(s for s in seats if self.scores[s][0] == best)
+
+
+# The registry entry (registry.py builds the GameSpec from these: this module does not
+# import the registry, which imports it).
+NAME = "napoleon"
+TITLE = "Napoléon"
+ALIASES: tuple[str, ...] = ("nap",)
+RULESETS: dict[str, type[GameOptions]] = {"standard": NapoleonOptions}
+UNITS: tuple[str, ...] = ("points",)
+FIXED_PLAYERS: int | None = None  # `players` is an option
+SEED = "004"

@@ -1,0 +1,158 @@
+"""The trick: legal sets and the winner, written once for all five games.
+
+RULES.md 0.4 (winner), 0.5 (notation), 2.1 (`LEGAL_IMP1725`, of which `LEGAL_IMP000` is the
+two-player case), 3.2 (`LEGAL_FORCEE`, `LEGAL_FORCAT`, `LEGAL_PLAISANT`); Dame de Pique and
+Napoléon use plain `FOLLOW` (follow suit, else any card), Dame de Pique adding its own
+first-trick and hearts restrictions on top.
+
+A trick in progress is described by ints only: the led suit `led` (-1 before the first card)
+and the mask of the cards on it. `bestL` and `bestT` of the notation are computed from that
+mask by the rank order, so everything here is int arithmetic and no object is built per card.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from referee.engine.cards import SUIT_MASK, RankOrder
+
+__all__ = ["Regime", "Trick", "TrickRules", "legal_cards", "winning_card"]
+
+
+class Regime(Enum):
+    """Which obligation a follower is under (the legal-set algorithm)."""
+
+    FOLLOW = "follow"  # follow suit if able, else any card (DP 4.1, NAP 5.1)
+    FORCEE = "forcee"  # TRI.FORCEE (3.2); with two players also LEGAL_IMP000 (1.1)
+    FORCAT = "forcat"  # TRI.FORCAT (3.2)
+    PLAISANT = "plaisant"  # TRI.PLAISANT (3.2): the last to play is under FORCAT
+    IMPERIALE_1725 = "imperiale-1725"  # IMP-A.PLAY (2.1): LEGAL_IMP1725
+
+
+@dataclass(frozen=True, slots=True)
+class TrickRules:
+    """The parameters of the shared legal-set function."""
+
+    regime: Regime
+    order: RankOrder
+    undertrump_duty: bool = False  # IMP-A option (2.3.8): cannot overtrump -> must undertrump
+    force_after_ruff: bool = False  # IMP-A option (2.3.7): beat the led suit even when ruffed
+
+
+def winning_card(order: RankOrder, trump: int, led: int, mask: int) -> int:
+    """CARD.WIN (0.4): the highest trump on the trick if there is one, else the highest card
+    of the led suit. `mask` holds the cards played; `trump` is a suit or -1."""
+    if trump >= 0:
+        trumps = mask & SUIT_MASK[trump]
+        if trumps:
+            return order.best(trumps)
+    return order.best(mask & SUIT_MASK[led])
+
+
+def legal_cards(
+    rules: TrickRules, hand: int, trump: int, led: int, mask: int, is_last: bool = False
+) -> int:
+    """The cards of `hand` that may be played to a trick whose led suit is `led` (-1: this
+    seat leads) and whose cards so far are `mask`; never empty when `hand` is not.
+    `is_last` says whether this seat plays last to the trick (it matters under PLAISANT)."""
+    if led < 0:
+        return hand
+    hl = hand & SUIT_MASK[led]
+    regime = rules.regime
+    if regime is Regime.FOLLOW:
+        return hl or hand
+    if regime is Regime.PLAISANT:
+        if not is_last:
+            return hl or hand  # others only follow suit (trump led: any trump)
+        regime = Regime.FORCAT
+    order = rules.order
+    above = order.above
+    trumps_on = mask & SUIT_MASK[trump] if trump >= 0 else 0
+    ht = hand & SUIT_MASK[trump] if trump >= 0 else 0
+    if led == trump:
+        # Trump led: go above the best trump if you can, else any trump, else free.
+        if ht:
+            return (ht & above[order.best(trumps_on)]) or ht
+        return hand
+    ruffed = trumps_on != 0
+    if regime is Regime.FORCEE:
+        if not ruffed:
+            if hl:
+                # Follow, and beat the best card of the led suit if you can.
+                return (hl & above[order.best(mask & SUIT_MASK[led])]) or hl
+            return ht or hand  # void: must trump (any trump)
+        if hl:
+            return hl  # ruffed: follow with any card of the led suit
+        if ht:
+            return (ht & above[order.best(trumps_on)]) or ht  # overtrump, else undertrump
+        return hand
+    if regime is Regime.FORCAT:
+        if not ruffed:
+            up = hl & above[order.best(mask & SUIT_MASK[led])]
+            if up:
+                return up  # beat in the led suit if possible
+            return ht or hl or hand  # otherwise trump, even holding lower cards of the suit
+        up = ht & above[order.best(trumps_on)]
+        if up:
+            return up  # overtrump, even holding cards of the led suit
+        return hl or hand  # else follow, else free (may undertrump or discard)
+    assert regime is Regime.IMPERIALE_1725
+    if hl:
+        if ruffed and not rules.force_after_ruff:
+            return hl  # a trump already lies on the trick: any card of the led suit
+        return (hl & above[order.best(mask & SUIT_MASK[led])]) or hl  # follow and force
+    if ht:
+        if not ruffed:
+            return ht  # must trump
+        up = ht & above[order.best(trumps_on)]
+        if up:
+            return up  # must overtrump
+        return ht if rules.undertrump_duty else hand  # cannot overtrump: free by default
+    return hand
+
+
+class Trick:
+    """One trick: who played what, in order. Cheap to build; games keep completed tricks."""
+
+    __slots__ = ("cards", "led", "mask", "seats", "trump", "winner")
+
+    def __init__(self, trump: int) -> None:
+        self.trump = trump  # suit, or -1 for no trump
+        self.seats: list[int] = []
+        self.cards: list[int] = []
+        self.led = -1
+        self.mask = 0
+        self.winner = -1  # set by `close`
+
+    def play(self, seat: int, c: int) -> None:
+        if self.led < 0:
+            self.led = c // 13
+        self.seats.append(seat)
+        self.cards.append(c)
+        self.mask |= 1 << c
+
+    def legal(self, rules: TrickRules, hand: int, is_last: bool = False) -> int:
+        return legal_cards(rules, hand, self.trump, self.led, self.mask, is_last)
+
+    def close(self, order: RankOrder) -> int:
+        """Decide the winner (CARD.WIN) and return its seat."""
+        best = winning_card(order, self.trump, self.led, self.mask)
+        self.winner = self.seats[self.cards.index(best)]
+        return self.winner
+
+    @classmethod
+    def completed(
+        cls, order: RankOrder, trump: int, seats: list[int], cards: list[int], mask: int
+    ) -> Trick:
+        """A trick built in one go from its plays (for a game's fast replay path)."""
+        t = cls(trump)
+        t.seats = seats
+        t.cards = cards
+        t.led = cards[0] // 13
+        t.mask = mask
+        t.close(order)
+        return t
+
+    def __len__(self) -> int:
+        return len(self.cards)

@@ -1,0 +1,66 @@
+"""Generate the Python code of `proto/` into `tapis/` (the one way to make it).
+
+    python scripts/gen_proto.py            # regenerate in place
+    python scripts/gen_proto.py --out DIR  # generate elsewhere (the staleness test uses it)
+
+protoc's generated imports are absolute (`from tapis.v1 import ...`), so the output lives in
+the importable package `tapis/v1/`, which holds nothing hand-written. Type stubs (`.pyi`)
+come from mypy-protobuf; gRPC stubs from grpcio-tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROTO = ROOT / "proto"
+
+
+def generate(out: Path) -> list[Path]:
+    """Run protoc on every .proto under proto/; return the files written under `out`."""
+    from grpc_tools import protoc  # dev dependency: grpcio-tools
+
+    protos = sorted(str(p.relative_to(PROTO)) for p in PROTO.rglob("*.proto"))
+    include = Path(protoc.__file__).parent / "_proto"
+    plugin = shutil.which("protoc-gen-mypy") or str(Path(sys.executable).parent / "protoc-gen-mypy")
+    out.mkdir(parents=True, exist_ok=True)
+    args = [
+        "protoc",
+        f"-I{PROTO}",
+        f"-I{include}",
+        f"--python_out={out}",
+        f"--grpc_python_out={out}",
+        f"--plugin=protoc-gen-mypy={plugin}",
+        f"--mypy_out={out}",
+        *protos,
+    ]
+    if protoc.main(args) != 0:
+        raise SystemExit("protoc failed")
+    written = []
+    for pkg in {Path(p).parent for p in protos}:
+        for part in [pkg, *pkg.parents]:
+            if str(part) != ".":
+                init = out / part / "__init__.py"
+                init.write_text('"""Generated from proto/ by scripts/gen_proto.py: do not edit."""\n')
+    for path in sorted(out.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            written.append(path)
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT)
+    args = parser.parse_args()
+    if args.out == ROOT:
+        shutil.rmtree(ROOT / "tapis", ignore_errors=True)
+    for path in generate(args.out):
+        if path.suffix in {".py", ".pyi"} and "tapis" in path.parts:
+            print(path.relative_to(args.out))
+
+
+if __name__ == "__main__":
+    main()
