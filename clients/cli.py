@@ -32,6 +32,7 @@ from records.score import score_json, score_sheet
 from records.transcript import import_transcript, load_transcript
 from records.verify import verify_envelope
 from referee.engine import RecordError, TapisError
+from tapis.v1 import record_pb2 as pb
 
 __all__ = ["main"]
 
@@ -78,10 +79,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 # --- reading records ----------------------------------------------------------------------
 
 
-def _load(paths: Sequence[str]) -> list[tuple[str, int, object]] | None:
+def _load(paths: Sequence[str]) -> list[tuple[str, int, pb.RecordEnvelope]] | None:
     """(file, index, envelope) of every record; None (after printing why) when a file
     cannot be read as records."""
-    out = []
+    out: list[tuple[str, int, pb.RecordEnvelope]] = []
     for p in paths:
         try:
             envs = read_envelopes(p)
@@ -104,7 +105,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     counts = {p: sum(1 for q, _, _ in loaded if q == p) for p in args.records}
     for path, index, env in loaded:
         try:
-            rec = decode_record(env.record)  # type: ignore[attr-defined]
+            rec = decode_record(env.record)
         except RecordError as exc:
             _err(f"{_where(path, index, counts[path])}: {exc}")
             status = 1
@@ -127,7 +128,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     hands = 0
     t0 = time.perf_counter()
     for path, index, env in loaded:
-        result = verify_envelope(env)  # type: ignore[arg-type]
+        result = verify_envelope(env)
         hands += result.hands
         if result.ok:
             valid += 1
@@ -154,8 +155,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         if n:
             print("\n" + "=" * 72 + "\n")
         try:
-            rec = decode_record(env.record)  # type: ignore[attr-defined]
-            print(render_record(rec, env.record))  # type: ignore[attr-defined]
+            rec = decode_record(env.record)
+            print(render_record(rec, env.record))
         except RecordError as exc:
             _err(f"{_where(path, index, len(loaded))}: {exc}")
             status = 1

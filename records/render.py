@@ -72,7 +72,8 @@ def render_record(rec: pb.GameRecord, record_bytes: bytes | None = None) -> str:
             in_trick += 1
             if t < len(tricks) and in_trick == len(tricks[t].cards):
                 winner = names[tricks[t].winner]
-                lines.append(f"  {t + 1:>2}. {'  '.join(p.ljust(width + 4) for p in pending)} -> {winner}")
+                plays = "  ".join(p.ljust(width + 4) for p in pending)
+                lines.append(f"  {t + 1:>2}. {plays} -> {winner}")
                 t += 1
                 in_trick = 0
                 pending = []

@@ -75,7 +75,8 @@ def score_sheet(rec: pb.GameRecord) -> str:
         rows.append(["start", ""] + [_fmt(units, s) for s in start])
     for hand in rec.hands:
         if not hand.scores_after:
-            rows.append([str(hand.number), names[hand.dealer]] + ["(in progress)"] + [""] * (len(names) - 1))
+            blank = [""] * (len(names) - 1)
+            rows.append([str(hand.number), names[hand.dealer], "(in progress)", *blank])
             continue
         deltas = [tuple(0 for _ in units) for _ in names]
         for line in hand.lines:
@@ -84,7 +85,10 @@ def score_sheet(rec: pb.GameRecord) -> str:
         after = [score_from_pb(units, s) for s in hand.scores_after]
         rows.append(
             [str(hand.number), names[hand.dealer]]
-            + [f"{_fmt_delta(units, d)} = {_fmt(units, a)}" for d, a in zip(deltas, after, strict=True)]
+            + [
+                f"{_fmt_delta(units, d)} = {_fmt(units, a)}"
+                for d, a in zip(deltas, after, strict=True)
+            ]
         )
     header = ["hand", "dealer", *names]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]

@@ -128,7 +128,8 @@ def _parse_scores(raw: Any, units: tuple[str, ...], players: int) -> tuple[tuple
     for s, obj in enumerate(raw):
         w = f"{where}[{s}]"
         if not isinstance(obj, dict):
-            raise _fail(w, f"expected an object such as {{{', '.join(f'{u!r}: 0' for u in units)}}}")
+            example = ", ".join(f'"{u}": 0' for u in units)
+            raise _fail(w, f"expected an object such as {{{example}}}")
         unknown = sorted(set(obj) - set(units))
         if unknown:
             raise _fail(w, f"unknown key {unknown[0]!r}; this game keeps {', '.join(units)}")
@@ -175,7 +176,9 @@ def replay_transcript(doc: dict[str, Any]) -> tuple[Match, list[str], list[list[
         if not isinstance(raw, dict) or set(raw) - {"hand_number", "scores"}:
             raise _fail("start", "expected an object with 'hand_number' and 'scores'")
         number = _int(raw.get("hand_number", 1), "start.hand_number", 1)
-        scores = _parse_scores(raw["scores"], spec.units, rules.players) if "scores" in raw else None
+        scores = None
+        if "scores" in raw:
+            scores = _parse_scores(raw["scores"], spec.units, rules.players)
         start = Start(number, scores)
     match = new_match(rules, start, log_events=False)
     hands = doc.get("hands")
@@ -209,8 +212,10 @@ def _replay_hand(match: Match, raw: Any, h: int, players: int) -> list[int] | No
             deal = _parse_deal(raw["deal"], f"{where}, deal", players)
         match.start_hand(dealer, deal)
     except IllegalAction as exc:  # DealError
-        part = "dealer" if exc.code in ("dealer-rotation", "bad-dealer") else (
-            "deck" if deck is not None else "deal"
+        part = (
+            "dealer"
+            if exc.code in ("dealer-rotation", "bad-dealer")
+            else ("deck" if deck is not None else "deal")
         )
         reason = exc.reason.removeprefix("deal: ")
         raise _fail(f"{where}, {part}", f"{reason} [{exc.rule}]") from None
@@ -222,11 +227,12 @@ def _replay_hand(match: Match, raw: Any, h: int, players: int) -> list[int] | No
     for a, entry in enumerate(actions, 1):
         at = f"{where}, action {a}"
         if not isinstance(entry, dict) or "seat" not in entry:
-            raise _fail(at, f"expected an object with 'seat' and one action, got {json.dumps(entry)}")
+            got = json.dumps(entry)
+            raise _fail(at, f"expected an object with 'seat' and one action, got {got}")
         seat = _int(entry["seat"], f"{at}, seat", 0, players - 1)
         if match.finished:
             raise _fail(at, f"the match is already over ({match.end_reason})")
-        if hand.over and not (entry.get("resign") is True):
+        if hand.over and entry.get("resign") is not True:
             raise _fail(at, "the hand is already over: no further action in it")
         try:
             action = parse_action(entry)

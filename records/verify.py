@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from records.codec import (
-    decode_record,
     deal_from_pb,
+    decode_record,
     options_from_pb,
     record_id,
     score_from_pb,
@@ -63,9 +63,7 @@ def _rules_of(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
     if r.digest != rules.digest:
         raise RecordError("rules-digest", "the rules digest does not match the rules")
     if len(rec.seats) != rules.players:
-        raise RecordError(
-            "seats", f"{len(rec.seats)} seats for {rules.players} players"
-        )
+        raise RecordError("seats", f"{len(rec.seats)} seats for {rules.players} players")
     if rec.start.scores and len(rec.start.scores) != rules.players:
         raise RecordError("start", "the start scores do not give one score per seat")
     match = new_match(rules, start_from_pb(spec.units, rec.start), log_events=False)
@@ -95,9 +93,7 @@ def replay_record(rec: pb.GameRecord, check: bool = True) -> Match:
         seats = hand.seats
         actions = hand.actions
         if len(seats) != len(actions):
-            raise RecordError(
-                "actions", f"{len(actions)} actions but {len(seats)} seats", hand=h
-            )
+            raise RecordError("actions", f"{len(actions)} actions but {len(seats)} seats", hand=h)
         current = match.hand
         assert current is not None
         try:
@@ -115,8 +111,9 @@ def replay_record(rec: pb.GameRecord, check: bool = True) -> Match:
             after = tuple(score_from_pb(units, s) for s in hand.scores_after)
             if after != result.scores_after:
                 raise RecordError(
-                    "scores", f"scores after the hand are {after}, the rules give "
-                    f"{result.scores_after}", hand=h,
+                    "scores",
+                    f"scores after the hand are {after}, the rules give {result.scores_after}",
+                    hand=h,
                 )
     if check:
         _compare_outcome(match, units, rec.outcome)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO = ROOT / "proto"
+GENERATED = "Generated from proto/ by scripts/gen_proto.py: do not edit."
 
 
 def generate(out: Path) -> list[Path]:
@@ -44,7 +45,7 @@ def generate(out: Path) -> list[Path]:
         for part in [pkg, *pkg.parents]:
             if str(part) != ".":
                 init = out / part / "__init__.py"
-                init.write_text('"""Generated from proto/ by scripts/gen_proto.py: do not edit."""\n')
+                init.write_text(f'"""{GENERATED}"""\n')
     for path in sorted(out.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
             written.append(path)

@@ -58,9 +58,7 @@ def _card_to_action(card: int) -> int:
 
 
 _CARD_TO_ACTION: tuple[int, ...] = tuple(_card_to_action(c) for c in range(NUM_CARDS))
-_ACTION_TO_CARD: tuple[int, ...] = tuple(
-    sorted(range(NUM_CARDS), key=lambda c: _CARD_TO_ACTION[c])
-)
+_ACTION_TO_CARD: tuple[int, ...] = tuple(sorted(range(NUM_CARDS), key=lambda c: _CARD_TO_ACTION[c]))
 
 
 class RandomHand(TypedDict):
@@ -213,16 +211,12 @@ def replay(
                 state.apply_action_with_legality_check(_CARD_TO_ACTION[card])
     for seat, card in plays:
         if state.current_player() != seat_to_player(seat):
-            raise ValueError(
-                f"seat {seat} played but OpenSpiel expects {state.current_player()}"
-            )
+            raise ValueError(f"seat {seat} played but OpenSpiel expects {state.current_player()}")
         state.apply_action_with_legality_check(_CARD_TO_ACTION[card])
     return points_from_state(state)
 
 
-def random_hand(
-    rng: random.Random, hand_number: int, game: Any | None = None
-) -> RandomHand:
+def random_hand(rng: random.Random, hand_number: int, game: Any | None = None) -> RandomHand:
     """Play one hand with uniformly random legal actions inside OpenSpiel.
 
     The deal is uniform (each deal chance outcome drawn uniformly), each pass
@@ -275,14 +269,10 @@ def _self_check(num_hands: int = 200, bench_hands: int = 2000, seed: int = 1) ->
     game = load_game()
     assert all(action_to_card(card_to_action(c)) == c for c in range(NUM_CARDS))
     rng = random.Random(seed)
-    records = [
-        random_hand(rng, hand_number=i + 1, game=game) for i in range(bench_hands)
-    ]
+    records = [random_hand(rng, hand_number=i + 1, game=game) for i in range(bench_hands)]
     moons = 0
     for rec in records[:num_hands]:
-        points = replay(
-            rec["hands"], rec["passes"], rec["plays"], rec["hand_number"], game
-        )
+        points = replay(rec["hands"], rec["passes"], rec["plays"], rec["hand_number"], game)
         assert points == rec["points"], (points, rec["points"])
     for rec in records:
         total = sum(rec["points"])

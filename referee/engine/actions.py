@@ -36,6 +36,7 @@ __all__ = [
     "VOLE_WORDS",
     "action_str",
     "action_to_json",
+    "check_action",
     "encode",
     "kind_of",
     "parse_action",
@@ -60,6 +61,22 @@ def kind_of(action: int) -> int:
 
 def payload_of(action: int) -> int:
     return action >> 3
+
+
+_PAYLOAD_LIMIT = (52, 1 << 52, len(BID_WORDS), 2, 3, PILLE_STOP + 1, 1)
+
+
+def check_action(action: int) -> None:
+    """`InvalidAction` unless `action` is a well-formed action int (any game)."""
+    if not isinstance(action, int) or action < 0:
+        raise InvalidAction(f"{action!r} is not an action")
+    kind, payload = action & 7, action >> 3
+    if kind >= len(KIND_NAMES) or payload >= _PAYLOAD_LIMIT[kind]:
+        raise InvalidAction(f"{action} is not an action (kind {kind}, payload {payload})")
+    if kind == PILLE and payload != PILLE_STOP and payload >= 52:
+        raise InvalidAction(f"{action} is not an action (pille of card {payload})")
+    if kind == PASS and payload.bit_count() != 3:
+        raise InvalidAction(f"{action} is not an action (a pass gives three cards)")
 
 
 def _word(words: tuple[str, ...], value: Any, key: str) -> int:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
-from referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_str
+from referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_str, check_action
 from referee.engine.cards import card_str, iter_cards, mask_str
 from referee.engine.errors import DealError, IllegalAction, NotYourTurn
 from referee.engine.options import GameOptions
@@ -334,7 +334,12 @@ class Match(ABC):
 
     def start_hand(self, dealer: int, deal: Deal) -> Hand:
         """Start the next hand; the dealer must follow the rotation (RULES.md 7)."""
-        assert self.hand is None or self.hand.over
+        if self.hand is not None and not self.hand.over:
+            raise IllegalAction(
+                "hand-in-progress",
+                f"hand {self.hand.number} is still in progress: no new deal",
+                self.deal_rule,
+            )
         if self.finished:
             raise IllegalAction(
                 "match-over", "the match is over: no further hand", self.rules_end_rule()
@@ -370,8 +375,9 @@ class Match(ABC):
         return self.hand.legal_actions(seat)
 
     def step(self, seat: int, action: int) -> None:
-        """Apply one action (raise `IllegalAction` if it breaks a rule); builds no events
-        beyond the hand's own log."""
+        """Apply one action (raise `IllegalAction` if it breaks a rule, `InvalidAction` if it
+        is not an action at all); builds no events beyond the hand's own log."""
+        check_action(action)
         if action & 7 == RESIGN:
             self._resign(seat, action)
             return
@@ -425,7 +431,8 @@ class Match(ABC):
     def _close_hand(self, hand: Hand) -> None:
         scores = self.scores
         for line in hand.lines:
-            scores[line.seat] = tuple(a + b for a, b in zip(scores[line.seat], line.delta))
+            before = scores[line.seat]
+            scores[line.seat] = tuple(a + b for a, b in zip(before, line.delta, strict=True))
         self.results.append(
             HandResult(
                 hand.number,
@@ -489,6 +496,25 @@ def legal_str(legal: Sequence[int]) -> str:
     if len(legal) > 12:
         return f"{len(legal)} actions"
     return ", ".join(action_str(a) for a in legal)
+
+
+def check_deck(deck: Sequence[int], pack: int, rule: str, pack_name: str) -> None:
+    """A whole pack to deal from: every card of `pack` exactly once. `DealError` otherwise."""
+    seen = 0
+    for c in deck:
+        if not (isinstance(c, int) and 0 <= c < 52 and pack >> c & 1):
+            shown = card_str(c) if isinstance(c, int) and 0 <= c < 52 else repr(c)
+            raise DealError("card-not-in-pack", f"deck: {shown} is not in {pack_name}", rule)
+        if seen >> c & 1:
+            raise DealError("duplicate-card", f"deck: {card_str(c)} appears twice", rule)
+        seen |= 1 << c
+    if seen != pack:
+        raise DealError(
+            "deck-size",
+            f"deck: {len(deck)} cards given; a deck is the whole of {pack_name} "
+            f"({pack.bit_count()} cards)",
+            rule,
+        )
 
 
 def check_cards(

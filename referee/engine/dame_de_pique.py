@@ -24,7 +24,17 @@ from itertools import combinations
 from typing import Literal
 
 from referee.engine.actions import PASS, PLAY, encode
-from referee.engine.base import Deal, Hand, HandResult, Match, Rules, Start, View, check_cards
+from referee.engine.base import (
+    Deal,
+    Hand,
+    HandResult,
+    Match,
+    Rules,
+    Start,
+    View,
+    check_cards,
+    check_deck,
+)
 from referee.engine.cards import (
     CLUBS,
     FULL_DECK,
@@ -66,6 +76,28 @@ class DamePiqueOptions(GameOptions):
     dealer_rotation: Literal["clockwise", "counterclockwise"] = "clockwise"  # 4.2.8
 
 
+def legal_play(hand: int, led: int, first: bool, broken: bool, lead_unbroken: int) -> int:
+    """LEGAL_DP (RULES.md 4.1): the cards of `hand` that may be played to a trick whose led
+    suit is `led` (-1: this seat leads), on the first trick or not, hearts broken or not.
+    `lead_unbroken` is the mask of the cards that may be led while hearts are unbroken (all
+    but hearts, and but Q♠ with `qs_counts_as_heart_for_lead`)."""
+    if led < 0:
+        if first:
+            return 1 << TWO_CLUBS  # DP.FIRST-TRICK: the 2C holder leads it
+        if broken:
+            return hand
+        return (hand & lead_unbroken) or hand  # DP.HEARTS: only hearts left: may lead one
+    if first and not hand & SUIT_MASK[led]:
+        return (hand & ~POINT_CARDS) or hand  # DP.FIRST-TRICK: no points if avoidable
+    return legal_cards(_TRICK_RULES, hand, -1, led, 0)  # DP.FOLLOW
+
+
+def lead_mask(qs_counts_as_heart_for_lead: bool) -> int:
+    """The cards that may be led while hearts are unbroken (DP.HEARTS, RULES.md 4.2.4)."""
+    allowed = FULL_DECK & ~HEARTS_MASK
+    return allowed & ~(1 << QUEEN_SPADES) if qs_counts_as_heart_for_lead else allowed
+
+
 class Phase(Enum):
     PASS = "pass"
     PLAY = "play"
@@ -93,10 +125,7 @@ class DamePiqueHand(Hand):
         self.mask = 0
         self.cards: list[int] = []
         self.turn = -1
-        # Leads allowed while hearts are unbroken (DP.HEARTS, option 4.2.4).
-        self.lead_unbroken = ~HEARTS_MASK & FULL_DECK
-        if opts.qs_counts_as_heart_for_lead:
-            self.lead_unbroken &= ~(1 << QUEEN_SPADES)
+        self.lead_unbroken = lead_mask(opts.qs_counts_as_heart_for_lead)
         self.broken_by_any_heart = opts.hearts_broken_by == "played"
         # The cards whose play may open hearts (DP.HEARTS).
         self.breaking = HEARTS_MASK | (1 << QUEEN_SPADES if opts.qs_breaks_hearts else 0)
@@ -121,19 +150,9 @@ class DamePiqueHand(Hand):
         return self._legal(self.held[seat])
 
     def _legal(self, hand: int) -> int:
-        """DP 4.1 LEGAL_DP for the seat to play, holding `hand`."""
-        return self._legal_for(hand, self.led, self.trick_number == 1, self.hearts_broken)
-
-    def _legal_for(self, hand: int, led: int, first: bool, broken: bool) -> int:
-        if led < 0:
-            if first:
-                return 1 << TWO_CLUBS  # DP.FIRST-TRICK: the 2C holder leads it
-            if broken:
-                return hand
-            return (hand & self.lead_unbroken) or hand  # DP.HEARTS
-        if first and not hand & SUIT_MASK[led]:
-            return (hand & ~POINT_CARDS) or hand  # DP.FIRST-TRICK: no points if avoidable
-        return legal_cards(_TRICK_RULES, hand, -1, led, 0)  # DP.FOLLOW
+        return legal_play(
+            hand, self.led, self.trick_number == 1, self.hearts_broken, self.lead_unbroken
+        )
 
     def to_act(self) -> tuple[int, ...]:
         if self._phase is Phase.PASS:
@@ -226,7 +245,7 @@ class DamePiqueHand(Hand):
         Returns the index of the first action not applied. (The hot path of replay: the
         trick in progress is kept in locals.)"""
         held = self.held
-        legal = self._legal_for
+        lead_unbroken = self.lead_unbroken
         turn = self.turn
         led = self.led
         mask = self.mask
@@ -243,7 +262,7 @@ class DamePiqueHand(Hand):
             c = action >> 3
             bit = 1 << c
             hand = held[seat]
-            if not legal(hand, led, first, broken) & bit:
+            if not legal_play(hand, led, first, broken, lead_unbroken) & bit:
                 break
             held[seat] = hand ^ bit
             if led < 0:
@@ -415,6 +434,7 @@ class DamePiqueMatch(Match):
 
     def deal_deck(self, dealer: int, deck: Sequence[int]) -> Deal:
         # RULES.md 7: one card at a time, starting with the seat after the dealer.
+        check_deck(deck, FULL_DECK, "DP.DEAL", "the 52-card pack")
         hands = [0, 0, 0, 0]
         for i, c in enumerate(deck):
             hands[(dealer + 1 + i) % 4] |= 1 << c

@@ -43,7 +43,17 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from referee.engine.actions import BID, BID_WORDS, PLAY, encode
-from referee.engine.base import Deal, Hand, HandResult, Match, Rules, Start, View, check_cards
+from referee.engine.base import (
+    Deal,
+    Hand,
+    HandResult,
+    Match,
+    Rules,
+    Start,
+    View,
+    check_cards,
+    check_deck,
+)
 from referee.engine.cards import (
     FULL_DECK,
     R3,
@@ -478,23 +488,7 @@ class NapoleonMatch(Match):
         n = self.players
         if not 0 <= dealer < n:
             raise DealError("bad-dealer", f"dealer {dealer} is not a seat (0..{n - 1})", "NAP.DECK")
-        seen = 0
-        for c in deck:
-            if not (isinstance(c, int) and 0 <= c < 52 and self.pack >> c & 1):
-                shown = card_str(c) if isinstance(c, int) and 0 <= c < 52 else repr(c)
-                raise DealError(
-                    "card-not-in-pack", f"deck: {shown} is not in {self.pack_name}", "NAP.DECK"
-                )
-            if seen >> c & 1:
-                raise DealError("duplicate-card", f"deck: {card_str(c)} appears twice", "NAP.DECK")
-            seen |= 1 << c
-        if seen != self.pack:
-            raise DealError(
-                "deck-size",
-                f"deck: {len(deck)} cards given; a deck is the whole of {self.pack_name} "
-                f"({self.pack.bit_count()} cards)",
-                "NAP.DECK",
-            )
+        check_deck(deck, self.pack, "NAP.DECK", self.pack_name)
         hands = [0] * n
         for i in range(HAND_SIZE * n):
             hands[(dealer + 1 + i) % n] |= 1 << deck[i]

@@ -25,7 +25,7 @@ class GameOptions(BaseModel):
         """Combination rules (override); raise `RulesError` naming the key."""
 
 
-O = TypeVar("O", bound=GameOptions)
+OptionsT = TypeVar("OptionsT", bound=GameOptions)
 
 
 def _allowed(model: type[GameOptions], key: str) -> str:
@@ -50,7 +50,7 @@ def _allowed(model: type[GameOptions], key: str) -> str:
     return ""
 
 
-def validate_options(model: type[O], options: dict[str, Any], where: str) -> O:
+def validate_options(model: type[OptionsT], options: dict[str, Any], where: str) -> OptionsT:
     """Build `model` from `options`; raise `RulesError` naming the first bad key."""
     if not isinstance(options, dict):
         raise RulesError(f"options for {where} must be an object of key: value")

@@ -118,7 +118,7 @@ def make_rules(
                 key="players",
             )
     else:
-        count = validated.players
+        count = int(getattr(validated, "players"))  # noqa: B009 (not on GameOptions)
     validated.check(count)
     return Rules(spec.name, ruleset, count, validated)
 
