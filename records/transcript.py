@@ -168,7 +168,7 @@ def replay_transcript(doc: dict[str, Any]) -> tuple[Match, list[str], list[list[
         spec = find_game(doc.get("game"))  # type: ignore[arg-type]
         rules = make_rules(spec.name, ruleset, options, len(names))
     except RulesError as exc:
-        where = "options" if exc.key not in (None, "game", "ruleset") else exc.key or "rules"
+        where = exc.key if exc.key in ("game", "ruleset", "players") else "options"
         raise _fail(str(where), str(exc)) from None
     start = Start()
     if "start" in doc:

@@ -23,6 +23,7 @@ from records.codec import (
 )
 from referee.engine import (
     IllegalAction,
+    InvalidAction,
     Match,
     RecordError,
     RulesError,
@@ -103,6 +104,9 @@ def replay_record(rec: pb.GameRecord, check: bool = True) -> Match:
             raise RecordError(
                 f"action:{exc.code}", f"{exc.message} [{exc.rule}]", hand=h, action=position
             ) from None
+        except InvalidAction as exc:
+            position = len(current.actions) + 1
+            raise RecordError("action:invalid", str(exc), hand=h, action=position) from None
         if not current.over and not match.finished and h != last:
             raise RecordError("hand-unfinished", "the hand stops before its end", hand=h)
         if check and (current.over or match.finished):

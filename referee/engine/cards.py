@@ -95,8 +95,8 @@ def rank_of(c: int) -> int:
 
 
 def card_str(c: int) -> str:
-    """`QS`, `10H`: the output form of a card."""
-    return _CARD_STR[c]
+    """`QS`, `10H`: the output form of a card (`card#60` for an id that is no card)."""
+    return _CARD_STR[c] if 0 <= c < 52 else f"card#{c}"
 
 
 def parse_card(text: str) -> int:
