@@ -34,6 +34,7 @@ __all__ = [
     "SPADES",
     "SUIT_MASK",
     "SUIT_NAMES",
+    "SUIT_WORDS",
     "RankOrder",
     "card",
     "card_str",
@@ -51,6 +52,7 @@ __all__ = [
 SPADES, HEARTS, DIAMONDS, CLUBS = 0, 1, 2, 3
 SUIT_NAMES = ("S", "H", "D", "C")
 SUIT_SYMBOLS = ("♠", "♥", "♦", "♣")
+SUIT_WORDS = ("spades", "hearts", "diamonds", "clubs")
 RANK_NAMES = ("2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K", "A")
 TWO, SIX, SEVEN, TEN, JACK, QUEEN, KING, ACE = 0, 4, 5, 8, 9, 10, 11, 12
 

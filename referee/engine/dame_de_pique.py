@@ -43,6 +43,7 @@ from referee.engine.cards import (
     R3,
     SPADES,
     SUIT_MASK,
+    SUIT_WORDS,
     card,
     card_str,
     iter_cards,
@@ -336,7 +337,7 @@ class DamePiqueHand(Hand):
                 "must-follow",
                 seat,
                 action,
-                f"seat {seat} must follow {_SUIT_WORDS[led]}",
+                f"seat {seat} must follow {SUIT_WORDS[led]}",
                 "DP.FOLLOW",
                 legal_actions,
             )
@@ -396,9 +397,6 @@ class DamePiqueHand(Hand):
             scores=tuple(self.match.scores),
             public=public,
         )
-
-
-_SUIT_WORDS = ("spades", "hearts", "diamonds", "clubs")
 
 
 def _points_note(taken: int) -> str:

@@ -59,6 +59,7 @@ from referee.engine.cards import (
     R3,
     RANK_NAMES,
     SUIT_MASK,
+    SUIT_WORDS,
     card_str,
     deck_of_ranks,
     iter_cards,
@@ -88,7 +89,6 @@ _VALUES = (0, 2, 3, 3, 4, 5, 10, 20)  # NAP.SCORE 5.1
 _GOALS = (0, 2, 3, 0, 4, 5, 5, 5)  # tricks to take at least (Misère: take none)
 HAND_SIZE = 5
 _TRICK_RULES = TrickRules(Regime.FOLLOW, R3)  # NAP.FOLLOW: follow suit, else any card
-_SUIT_WORDS = ("spades", "hearts", "diamonds", "clubs")
 
 
 def _bids_over(highest: int) -> tuple[int, ...]:
@@ -357,7 +357,7 @@ class NapoleonHand(Hand):
             text = "misere is played without trump"
         else:
             self.trump = c // 13
-            text = f"trump is {_SUIT_WORDS[self.trump]}"
+            text = f"trump is {SUIT_WORDS[self.trump]}"
         self.note("trump", text, seat)
         self.trick = Trick(self.trump)
         return self.trick
@@ -380,7 +380,7 @@ class NapoleonHand(Hand):
             "must-follow",
             seat,
             action,
-            f"seat {seat} must follow {_SUIT_WORDS[led]}",
+            f"seat {seat} must follow {SUIT_WORDS[led]}",
             "NAP.FOLLOW",
             legal_actions,
         )
@@ -424,6 +424,16 @@ class NapoleonHand(Hand):
                 self.score(s, kind, (value,), "NAP.SCORE", note)
 
     # -- views ----------------------------------------------------------------------------
+
+    def describe(self) -> list[str]:
+        if self.thrown_in:
+            return ["everybody passed: the deal is thrown in"]
+        if self.declarer < 0:
+            return []
+        trump = "no trump" if self.trump < 0 else f"trump {SUIT_WORDS[self.trump]}"
+        if self.trick_number == 1 and not self.trick.cards and self.trump < 0:
+            trump = "trump set by the first card"
+        return [f"contract: {BID_WORDS[self.contract]} by seat {self.declarer}, {trump}"]
 
     def view(self, seat: int | None) -> View:
         public: dict[str, Any] = {
