@@ -1,7 +1,8 @@
 """Actions as ints: `payload << 3 | kind`.
 
 One int per action keeps a record's action list a packed array and replay free of objects.
-A card play is the card id itself (kind 0), so a hand of play is a list of small ints.
+A card play is kind 0 with the card id as payload (`card << 3`), so a hand of play is a list
+of small ints.
 
 | kind | payload |
 |---|---|
@@ -90,6 +91,8 @@ def parse_action(entry: dict[str, Any]) -> int:
 
     Exactly one action key must be present; raises `InvalidAction` naming what is wrong.
     """
+    if not isinstance(entry, dict):
+        raise InvalidAction(f'an action is an object such as {{"play": "QS"}}, not {entry!r}')
     keys = [k for k in entry if k != "seat"]
     if len(keys) != 1 or keys[0] not in KIND_NAMES:
         unknown = [k for k in keys if k not in KIND_NAMES]

@@ -64,7 +64,6 @@ _RANK_INPUT = {name: i for i, name in enumerate(RANK_NAMES)} | {
     "V": JACK,
     "D": QUEEN,
     "R": KING,
-    "1": ACE,
 }
 _SUIT_INPUT = {
     "S": SPADES,

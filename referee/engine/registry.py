@@ -99,6 +99,8 @@ def make_rules(
             f"unknown ruleset {ruleset!r} for {spec.name}; allowed: {allowed}", key="ruleset"
         )
     model = spec.rulesets[ruleset]
+    if options is not None and not isinstance(options, dict):
+        raise RulesError("options must be an object of key: value", key="options")
     opts = dict(options or {})
     where = f"{spec.name}" + (f" ({ruleset})" if len(spec.rulesets) > 1 else "")
     if "players" in model.model_fields:

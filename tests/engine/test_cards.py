@@ -175,11 +175,6 @@ def test_parse_cards_refuses_a_bad_card_among_good_ones() -> None:
         parse_cards(["QS", "1X"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: parse_card accepts '1' as a rank for the ace ('1S' -> AS); "
-    "TRANSCRIPT.md allows only 2-10, J, Q, K, A, T, V, D, R",
-)
 @pytest.mark.parametrize("text", ["1S", "1H"])
 def test_one_is_not_an_ace(text: str) -> None:
     with pytest.raises(InvalidAction, match=repr(text)):

@@ -9,6 +9,12 @@ directions, thousands of random hands each, every exchange direction:
 - Our engine plays (random legal actions, seeded `random.Random`); OpenSpiel replays the hand
   with `apply_action_with_legality_check`, must accept every action and compute the same
   points.
+- Constructed deals, played in lockstep with OpenSpiel (legal sets compared before every
+  play): the rare case random deals never reach (a seat void in clubs holding only point
+  cards on the first trick) and the rare leads with hearts unbroken (only hearts, or only
+  hearts and QS, left).
+
+Each sample must reach the rare legal-set branches it is there for (see `situations`).
 
 The whole module is skipped when `pyspiel` (the `open-spiel` package) is not installed.
 """
@@ -16,6 +22,7 @@ The whole module is skipped when `pyspiel` (the `open-spiel` package) is not ins
 from __future__ import annotations
 
 import random
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -24,13 +31,25 @@ pyspiel = pytest.importorskip("pyspiel")
 
 from referee.engine.actions import PASS, PLAY, encode  # noqa: E402
 from referee.engine.base import Deal, HandResult, Match, Rules, Start  # noqa: E402
-from referee.engine.cards import iter_cards  # noqa: E402
+from referee.engine.cards import iter_cards, parse_card  # noqa: E402
 from referee.engine.dame_de_pique import DamePiqueHand  # noqa: E402
 from referee.engine.registry import make_rules, new_match  # noqa: E402
 from scripts import openspiel_hearts as osh  # noqa: E402
 
 HANDS = 5000  # per direction; 1250 of each exchange direction (left, right, across, none)
+# The option sets both implementations share: ours, OpenSpiel's parameters (on top of the
+# bridge's `load_game`), and the hands per direction.
+CONFIGS: dict[str, tuple[dict[str, Any], dict[str, Any], int]] = {
+    "default": ({}, {}, HANDS),
+    "qs-breaks-hearts": ({"qs_breaks_hearts": True}, {"qs_breaks_hearts": True}, 1500),
+}
 TOTAL = osh.TOTAL_POINTS
+# Written out here (not imported from the engine): `situations` classifies positions
+# independently of both implementations.
+HEARTS = 0x1FFF << 13
+CLUBS = 0x1FFF << 39
+QUEEN_SPADES = 10
+POINT_CARDS = HEARTS | 1 << QUEEN_SPADES
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +60,19 @@ def game() -> Any:
 @pytest.fixture(scope="module")
 def rules() -> Rules:
     return make_rules("dame-de-pique")
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def config(request: pytest.FixtureRequest, game: Any) -> tuple[str, Any, Rules, int]:
+    """(name, OpenSpiel game, our rules, hands) for each shared option set."""
+    ours, theirs, count = CONFIGS[request.param]
+    params = {**game.get_parameters(), **theirs}
+    return (
+        request.param,
+        pyspiel.load_game("hearts", params),
+        make_rules("dame-de-pique", options=ours),
+        count,
+    )
 
 
 def hand_number(i: int) -> int:
@@ -94,16 +126,51 @@ def check_kinds(result: HandResult, points: list[int]) -> None:
         ), line
 
 
+def situations(ref: osh.RandomHand) -> Counter[str]:
+    """The rare positions a hand went through, worked out from the hand itself (not from
+    either engine): which special branches of the legal set were exercised."""
+    held = list(ref["hands"])
+    passes = ref["passes"]
+    if passes is not None:
+        offset = osh.pass_direction_action(ref["hand_number"])  # left 1, across 2, right 3
+        for s in range(4):
+            held[s] &= ~passes[s]
+        for s in range(4):
+            held[(s + offset) % 4] |= passes[s]
+    seen: Counter[str] = Counter()
+    played = 0  # cards played on completed tricks
+    for k, (seat, card) in enumerate(ref["plays"]):
+        hand = held[seat]
+        if k % 4 == 0:
+            broken = bool(played & HEARTS)
+            if k and not broken and not hand & ~HEARTS:
+                seen["lead, hearts unbroken, only hearts held"] += 1
+            elif k and not broken and not hand & ~POINT_CARDS:
+                seen["lead, hearts unbroken, only hearts and QS held"] += 1
+        elif k < 4 and not hand & CLUBS:
+            if not hand & ~POINT_CARDS:
+                seen["first trick, void in clubs, only points held"] += 1
+            elif hand & POINT_CARDS:
+                seen["first trick, void in clubs, points held"] += 1
+        held[seat] = hand ^ 1 << card
+        if k % 4 == 3:
+            played |= sum(1 << c for _, c in ref["plays"][k - 3 : k + 1])
+    return seen
+
+
 # --- OpenSpiel plays, Tapis replays ---------------------------------------------------------
 
 
-def test_openspiel_hands_replay_in_tapis(game: Any, rules: Rules) -> None:
+def test_openspiel_hands_replay_in_tapis(config: tuple[str, Any, Rules, int]) -> None:
+    name, game, rules, count = config
     rng = random.Random(20240601)
     moons = 0
     directions: set[int] = set()
-    for i in range(HANDS):
+    seen: Counter[str] = Counter()
+    for i in range(count):
         m = hand_number(i)
         ref = osh.random_hand(rng, m, game)
+        seen += situations(ref)
         ctx = f"hand {i} (number {m}): {ref}"
         directions.add(osh.pass_direction_action(m))
         match = start(rules, m, ref["hands"])
@@ -136,6 +203,15 @@ def test_openspiel_hands_replay_in_tapis(game: Any, rules: Rules) -> None:
         moons += is_moon(points)
     assert directions == {osh.OS_LEFT, osh.OS_RIGHT, osh.OS_ACROSS, osh.OS_NO_PASS}
     assert moons > 0, "no moon hand in the sample: change the seed or the sample size"
+    if name != "default":
+        return
+    # The rare branches of the legal set were reached (the seeded sample has 100+, 10+, 200+).
+    for what in (
+        "lead, hearts unbroken, only hearts held",
+        "lead, hearts unbroken, only hearts and QS held",
+        "first trick, void in clubs, points held",
+    ):
+        assert seen[what] > 0, f"never reached: {what}; {dict(seen)}"
 
 
 # --- Tapis plays, OpenSpiel replays ---------------------------------------------------------
@@ -172,10 +248,11 @@ def play_random_hand(
     return list(deal.hands), passes, plays, match.results[0]
 
 
-def test_tapis_hands_replay_in_openspiel(game: Any, rules: Rules) -> None:
+def test_tapis_hands_replay_in_openspiel(config: tuple[str, Any, Rules, int]) -> None:
+    _, game, rules, count = config
     rng = random.Random(1789)
     moons = 0
-    for i in range(HANDS):
+    for i in range(count):
         m = hand_number(i)
         hands, passes, plays, result = play_random_hand(rules, rng, m)
         points = points_of(result)
@@ -188,6 +265,113 @@ def test_tapis_hands_replay_in_openspiel(game: Any, rules: Rules) -> None:
         assert os_points == points, ctx
         moons += is_moon(points)
     assert moons > 0, "no moon hand in the sample: change the seed or the sample size"
+
+
+# --- constructed deals, played in lockstep ---------------------------------------------------
+
+
+def hand_mask(text: str) -> int:
+    mask = 0
+    for t in text.split():
+        mask |= 1 << parse_card(t)
+    return mask
+
+
+def deal_around(rng: random.Random, fixed: dict[int, int]) -> list[int]:
+    """A random deal in which each seat of `fixed` holds (at least) those cards."""
+    rest = [c for c in range(52) if not any(m >> c & 1 for m in fixed.values())]
+    rng.shuffle(rest)
+    hands = []
+    for seat in range(4):
+        mask = fixed.get(seat, 0)
+        for _ in range(13 - mask.bit_count()):
+            mask |= 1 << rest.pop()
+        hands.append(mask)
+    assert not rest and sum(hands) == (1 << 52) - 1
+    return hands
+
+
+def lockstep(game: Any, rules: Rules, hands: list[int], rng: random.Random) -> osh.RandomHand:
+    """Play a no-exchange hand (number 4) with random legal cards in both engines at once,
+    checking the legal sets before every play and the points at the end."""
+    m = 4
+    state = game.new_initial_state()
+    state.apply_action(osh.pass_direction_action(m))
+    for a in osh.deal_actions(hands):
+        state.apply_action(a)
+    match = start(rules, m, hands)
+    plays: list[tuple[int, int]] = []
+    legal_sets: list[int] = []
+    while not state.is_terminal():
+        seat = osh.player_to_seat(state.current_player())
+        assert match.to_act() == (seat,)
+        ours = legal_cards(match, seat)
+        theirs = osh.actions_to_mask(state.legal_actions())
+        assert ours == theirs, (
+            f"play {len(plays) + 1}, seat {seat}: ours {sorted(iter_cards(ours))} != "
+            f"OpenSpiel {sorted(iter_cards(theirs))}; hands={hands} plays={plays}"
+        )
+        legal_sets.append(ours)
+        card = rng.choice(list(iter_cards(ours)))
+        plays.append((seat, card))
+        state.apply_action_with_legality_check(osh.card_to_action(card))
+        match.step(seat, encode(PLAY, card))
+    assert match.to_act() == () and len(match.results) == 1
+    points = points_of(match.results[0])
+    assert points == osh.points_from_state(state), (hands, plays)
+    check_kinds(match.results[0], points)
+    return osh.RandomHand(
+        hand_number=m, hands=hands, passes=None, plays=plays, legal=legal_sets, points=points
+    )
+
+
+ONLY_POINTS = "2H 3H 4H 5H 6H 7H 8H 9H 10H JH QH KH QS"  # 12 hearts and QS, no club
+
+
+@pytest.mark.parametrize(
+    ("fixed", "target"),
+    [
+        # A seat void in clubs holding only point cards: on the first trick it may play any
+        # card of its hand, a heart or QS included (DP.FIRST-TRICK).
+        ({1: ONLY_POINTS}, "first trick, void in clubs, only points held"),
+        (
+            {0: "2C 3C 4C 5C 6C 7C 8C 9C 10C JC QC KC AC", 1: ONLY_POINTS},
+            "first trick, void in clubs, only points held",
+        ),
+        (
+            {2: "2H 3H 4H 5H 6H 7H 8H 9H 10H JH QH KH AH"},
+            "first trick, void in clubs, only points held",
+        ),
+        # Hearts and QS with two spades: leads with hearts unbroken and only hearts (and
+        # QS) left (DP.HEARTS: QS must be led, else a heart may be).
+        (
+            {3: "AS KS 2H 3H 4H 5H 6H 7H 8H 9H 10H JH QS"},
+            "lead, hearts unbroken, only hearts and QS held",
+        ),
+        (
+            {3: "AS KS QS 2H 3H 4H 5H 6H 7H 8H 9H 10H JH"},
+            "lead, hearts unbroken, only hearts held",
+        ),
+    ],
+    ids=["points-only", "points-only-all-clubs-opposite", "all-hearts", "hearts-qs", "hearts"],
+)
+def test_constructed_deals_in_lockstep(
+    game: Any, rules: Rules, fixed: dict[int, str], target: str
+) -> None:
+    masks = {seat: hand_mask(text) for seat, text in fixed.items()}
+    rng = random.Random(repr(sorted(fixed.items())))
+    reached = 0
+    for _ in range(100):
+        hand = lockstep(game, rules, deal_around(rng, masks), rng)
+        reached += situations(hand)[target]
+        # Play k of the first trick is by the 2C holder's k-th follower: when void in clubs
+        # with only point cards, it may play any card it holds.
+        leader = hand["plays"][0][0]
+        for k in range(1, 4):
+            held = hand["hands"][(leader + k) % 4]
+            if not held & CLUBS and not held & ~POINT_CARDS:
+                assert hand["legal"][k] == held
+    assert reached > 0, f"never reached: {target}"
 
 
 # --- the bridge itself ----------------------------------------------------------------------
