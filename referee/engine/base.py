@@ -268,6 +268,7 @@ class Match(ABC):
 
     units: ClassVar[tuple[str, ...]] = ("points",)
     deal_rule: ClassVar[str]  # rule id of dealing and dealers for this game
+    pack: int  # the mask of the cards this game is played with (set by each game)
 
     def __init__(self, rules: Rules, start: Start | None = None, log_events: bool = True) -> None:
         start = start or Start()

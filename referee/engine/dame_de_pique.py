@@ -417,6 +417,7 @@ class DamePiqueMatch(Match):
         opts = rules.options
         assert isinstance(opts, DamePiqueOptions)
         self.opts = opts
+        self.pack = FULL_DECK
 
     def _new_hand(self, number: int, dealer: int, deal: Deal) -> Hand:
         return DamePiqueHand(self, number, dealer, deal)
