@@ -21,13 +21,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_str, check_action
 from referee.engine.cards import card_str, iter_cards, mask_str
 from referee.engine.errors import DealError, IllegalAction, NotYourTurn
 from referee.engine.options import GameOptions
-from referee.engine.tricks import Trick
+from referee.engine.tricks import PlayedTrick
 
 __all__ = [
     "Deal",
@@ -93,8 +93,7 @@ class Deal:
 # --- events -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ScoreLine:
+class ScoreLine(NamedTuple):
     """One scoring event: `delta` in the game's units, and the `RULES.md` rule id."""
 
     seat: int
@@ -172,7 +171,7 @@ class Hand(ABC):
         self.lines: list[ScoreLine] = []
         self.events: list[Event] = []  # kept only when the match logs events
         self.log_events = match.log_events
-        self.tricks: list[Trick] = []  # completed tricks, in order
+        self.tricks: list[PlayedTrick] = []  # completed tricks, in order
         self.cursor = 0  # 1-based index of the action being applied (0: none yet)
         self.over = False
 
@@ -237,12 +236,13 @@ class Hand(ABC):
         msg = f"{action_str(action)}: {reason}"
         return NotYourTurn("not-your-turn", msg, rule, seat=seat, reason=reason)
 
-    def trick_won(self, trick: Trick) -> None:
-        """Record a completed trick (its winner already known)."""
+    def trick_won(self, leader: int, cards: list[int], winner: int) -> None:
+        """Record a completed trick: its leader, its cards in playing order, its winner."""
+        trick = PlayedTrick(leader, cards, winner, self.players)
         self.tricks.append(trick)
         if self.log_events:
-            plays = tuple(zip(trick.seats, trick.cards, strict=True))
-            self.events.append(TrickWon(len(self.tricks), trick.winner, plays))
+            plays = tuple(zip(trick.seats, cards, strict=True))
+            self.events.append(TrickWon(len(self.tricks), winner, plays))
 
 
 # --- a match ------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ class HandResult:
     action_seats: list[int]
     lines: list[ScoreLine]
     scores_after: tuple[Score, ...]
-    tricks: list[Trick]
+    tricks: list[PlayedTrick]
     hand: Hand
 
 

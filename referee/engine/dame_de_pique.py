@@ -48,9 +48,9 @@ from referee.engine.cards import (
     card_str,
     iter_cards,
 )
-from referee.engine.errors import DealError
+from referee.engine.errors import DealError, IllegalAction
 from referee.engine.options import GameOptions
-from referee.engine.tricks import Regime, Trick, TrickRules, legal_cards
+from referee.engine.tricks import follow, winning_card
 
 __all__ = ["DamePiqueMatch", "DamePiqueOptions"]
 
@@ -58,7 +58,6 @@ TWO_CLUBS = card(0, CLUBS)
 QUEEN_SPADES = card(QUEEN, SPADES)
 HEARTS_MASK = SUIT_MASK[HEARTS]
 POINT_CARDS = HEARTS_MASK | 1 << QUEEN_SPADES
-_TRICK_RULES = TrickRules(Regime.FOLLOW, R3)
 _PASS_OFFSETS = (1, 3, 2, 0)  # DP.PASS: left (seat+1), right (seat-1), across, none
 _PASS_NAMES = ("left", "right", "across", "none")
 
@@ -90,7 +89,7 @@ def legal_play(hand: int, led: int, first: bool, broken: bool, lead_unbroken: in
         return (hand & lead_unbroken) or hand  # DP.HEARTS: only hearts left: may lead one
     if first and not hand & SUIT_MASK[led]:
         return (hand & ~POINT_CARDS) or hand  # DP.FIRST-TRICK: no points if avoidable
-    return legal_cards(_TRICK_RULES, hand, -1, led, 0)  # DP.FOLLOW
+    return follow(hand, led)  # DP.FOLLOW
 
 
 def lead_mask(qs_counts_as_heart_for_lead: bool) -> int:
@@ -202,19 +201,30 @@ class DamePiqueHand(Hand):
             )
 
     def _pass(self, seat: int, action: int) -> None:
+        error = self._pass_refusal(seat, action)
+        if error is not None:
+            raise error
+        self._give(seat, action >> 3)
+
+    def _pass_refusal(self, seat: int, action: int) -> IllegalAction | None:
         # DP.PASS: three cards of the dealt hand, chosen before seeing what is received.
         if not 0 <= seat < 4 or self.passed[seat]:
-            raise self.not_your_turn(seat, action, "DP.PASS")
+            return self.not_your_turn(seat, action, "DP.PASS")
         mask = action >> 3
         missing = mask & ~self.held[seat]
         if missing:
-            raise self.illegal(
+            return self.illegal(
                 "not-held",
                 seat,
                 action,
                 f"seat {seat} does not hold {' '.join(map(card_str, iter_cards(missing)))}",
                 "DP.PASS",
             )
+        if mask.bit_count() != 3:
+            return self.illegal("three-cards", seat, action, "a pass is three cards", "DP.PASS")
+        return None
+
+    def _give(self, seat: int, mask: int) -> None:
         self.passed[seat] = mask
         if all(self.passed):
             # All transfers happen at once.
@@ -233,11 +243,21 @@ class DamePiqueHand(Hand):
             raise self._refusal(seat, action, self._legal(self.held[seat]))
 
     def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
-        if self._phase is not Phase.PLAY:
-            return start
-        end = self._play_run(seats, actions, start)
-        self.actions.extend(actions[start:end])
-        self.action_seats.extend(seats[start:end])
+        end = start
+        n = len(actions)
+        while self._phase is Phase.PASS and end < n:
+            action = actions[end]
+            if action & 7 != PASS or self._pass_refusal(seats[end], action) is not None:
+                break
+            self._give(seats[end], action >> 3)
+            self.actions.append(action)
+            self.action_seats.append(seats[end])
+            end += 1
+        if self._phase is Phase.PLAY:
+            played = self._play_run(seats, actions, end)
+            self.actions.extend(actions[end:played])
+            self.action_seats.extend(seats[end:played])
+            end = played
         return end
 
     def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
@@ -279,11 +299,9 @@ class DamePiqueHand(Hand):
                 turn = (seat + 1) & 3
                 continue
             leader = (seat + 1) & 3
-            order = [leader, (leader + 1) & 3, (leader + 2) & 3, seat]
-            trick = Trick.completed(R3, -1, order, cards, mask)
-            turn = trick.winner  # CARD.WIN
+            turn = (leader + cards.index(winning_card(R3, -1, led, mask))) & 3  # CARD.WIN
             self.taken[turn] |= mask
-            self.trick_won(trick)
+            self.trick_won(leader, cards, turn)
             led = -1
             mask = 0
             cards = []

@@ -331,7 +331,7 @@ class NapoleonHand(Hand):
                 continue
             winner = trick.close(R3)  # CARD.WIN
             self.won[winner] += 1
-            self.trick_won(trick)
+            self.trick_won(trick.seats[0], trick.cards, winner)
             last = self.trick_number == HAND_SIZE
             if last or (self.opts.stop_when_decided and self._is_decided()):
                 self.cursor = len(self.actions) + i - start

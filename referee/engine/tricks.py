@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from referee.engine.cards import SUIT_MASK, RankOrder
 
-__all__ = ["Regime", "Trick", "TrickRules", "legal_cards", "winning_card"]
+__all__ = ["PlayedTrick", "Regime", "Trick", "TrickRules", "follow", "legal_cards", "winning_card"]
 
 
 class Regime(Enum):
@@ -40,6 +41,11 @@ class TrickRules:
     force_after_ruff: bool = False  # IMP-A option (2.3.7): beat the led suit even when ruffed
 
 
+def follow(hand: int, led: int) -> int:
+    """FOLLOW: the cards of the led suit if the hand has any, else the whole hand."""
+    return (hand & SUIT_MASK[led]) or hand
+
+
 def winning_card(order: RankOrder, trump: int, led: int, mask: int) -> int:
     """CARD.WIN (0.4): the highest trump on the trick if there is one, else the highest card
     of the led suit. `mask` holds the cards played; `trump` is a suit or -1."""
@@ -58,14 +64,12 @@ def legal_cards(
     `is_last` says whether this seat plays last to the trick (it matters under PLAISANT)."""
     if led < 0:
         return hand
-    hl = hand & SUIT_MASK[led]
     regime = rules.regime
-    if regime is Regime.FOLLOW:
-        return hl or hand
+    if regime is Regime.FOLLOW or (regime is Regime.PLAISANT and not is_last):
+        return follow(hand, led)  # PLAISANT: others only follow suit (trump led: any trump)
     if regime is Regime.PLAISANT:
-        if not is_last:
-            return hl or hand  # others only follow suit (trump led: any trump)
         regime = Regime.FORCAT
+    hl = hand & SUIT_MASK[led]
     order = rules.order
     above = order.above
     trumps_on = mask & SUIT_MASK[trump] if trump >= 0 else 0
@@ -112,6 +116,20 @@ def legal_cards(
     return hand
 
 
+class PlayedTrick(NamedTuple):
+    """A completed trick: its leader, its cards in playing order, the winner's seat."""
+
+    leader: int
+    cards: list[int]
+    winner: int
+    players: int
+
+    @property
+    def seats(self) -> tuple[int, ...]:
+        """The seat of each card (play goes round the table from the leader)."""
+        return tuple((self.leader + i) % self.players for i in range(len(self.cards)))
+
+
 class Trick:
     """One trick: who played what, in order. Cheap to build; games keep completed tricks."""
 
@@ -140,19 +158,6 @@ class Trick:
         best = winning_card(order, self.trump, self.led, self.mask)
         self.winner = self.seats[self.cards.index(best)]
         return self.winner
-
-    @classmethod
-    def completed(
-        cls, order: RankOrder, trump: int, seats: list[int], cards: list[int], mask: int
-    ) -> Trick:
-        """A trick built in one go from its plays (for a game's fast replay path)."""
-        t = cls(trump)
-        t.seats = seats
-        t.cards = cards
-        t.led = cards[0] // 13
-        t.mask = mask
-        t.close(order)
-        return t
 
     def __len__(self) -> int:
         return len(self.cards)

@@ -28,7 +28,14 @@ from referee.engine.cards import (
     mask_str,
     parse_card,
 )
-from referee.engine.tricks import Regime, Trick, TrickRules, legal_cards, winning_card
+from referee.engine.tricks import (
+    PlayedTrick,
+    Regime,
+    Trick,
+    TrickRules,
+    legal_cards,
+    winning_card,
+)
 
 NO_TRUMP = -1
 PACK32 = deck_of_ranks(range(5, 13))  # 7 to A
@@ -382,22 +389,16 @@ def test_trick_legal_uses_its_own_state() -> None:
     assert t.legal(TrickRules(Regime.PLAISANT, R1), hand, is_last=False) == mask("9♠ A♠")
 
 
-def test_trick_completed_matches_played_trick() -> None:
+def test_played_trick_seats_go_round_from_the_leader() -> None:
     cards = [parse_card(c) for c in ("Q♦", "7♥", "K♦", "J♥")]
-    seats = [1, 2, 3, 0]
-    t = Trick.completed(R1, HEARTS, seats, cards, mask_of(cards))
-    assert t.led == DIAMONDS
-    assert t.winner == 0  # J♥ overtrumps 7♥
     played = Trick(HEARTS)
-    for s, c in zip(seats, cards, strict=True):
+    for s, c in zip([3, 0, 1, 2], cards, strict=True):
         played.play(s, c)
-    assert played.close(R1) == t.winner
-    assert (played.led, played.mask, played.cards, played.seats) == (
-        t.led,
-        t.mask,
-        t.cards,
-        t.seats,
-    )
+    winner = played.close(R1)
+    assert winner == 2  # J♥ overtrumps 7♥
+    done = PlayedTrick(3, cards, winner, 4)
+    assert done.seats == (3, 0, 1, 2) == tuple(played.seats)
+    assert PlayedTrick(4, cards[:3], 0, 5).seats == (4, 0, 1)
 
 
 # --- properties on random tricks ----------------------------------------------------------
