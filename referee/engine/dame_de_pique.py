@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import Enum
 from itertools import combinations
-from typing import Literal
 
 from referee.engine.actions import PASS, PLAY, encode
 from referee.engine.base import (
@@ -49,7 +48,7 @@ from referee.engine.cards import (
     iter_cards,
 )
 from referee.engine.errors import DealError, IllegalAction
-from referee.engine.options import GameOptions
+from referee.engine.options import DamePiqueOptions
 from referee.engine.tricks import follow, winning_card
 
 __all__ = ["DamePiqueMatch", "DamePiqueOptions"]
@@ -65,15 +64,6 @@ _PASS_NAMES = ("left", "right", "across", "none")
 def _points(taken: int) -> int:
     """DP.SCORE: one point a heart, thirteen for Q♠."""
     return (taken & HEARTS_MASK).bit_count() + 13 * (taken >> QUEEN_SPADES & 1)
-
-
-class DamePiqueOptions(GameOptions):
-    end_threshold: int = 100  # DP.END 4.1: a total >= this ends the match
-    qs_breaks_hearts: bool = False  # 4.2.2
-    qs_counts_as_heart_for_lead: bool = False  # 4.2.4
-    moon_mode: Literal["add_to_others", "subtract_self"] = "add_to_others"  # 4.2.6
-    hearts_broken_by: Literal["played", "discarded"] = "played"  # 4.2.2, 7
-    dealer_rotation: Literal["clockwise", "counterclockwise"] = "clockwise"  # 4.2.8
 
 
 def legal_play(hand: int, led: int, first: bool, broken: bool, lead_unbroken: int) -> int:

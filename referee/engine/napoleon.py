@@ -38,9 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum
-from typing import Any, Literal
-
-from pydantic import model_validator
+from typing import Any
 
 from referee.engine.actions import BID, BID_WORDS, PLAY, encode
 from referee.engine.base import (
@@ -65,7 +63,7 @@ from referee.engine.cards import (
     iter_cards,
 )
 from referee.engine.errors import DealError, InvalidAction, RulesError
-from referee.engine.options import GameOptions
+from referee.engine.options import GameOptions, NapoleonOptions
 from referee.engine.tricks import Regime, Trick, TrickRules
 
 __all__ = [
@@ -118,46 +116,6 @@ def _pack_name(players: int, short_deck: bool) -> str:
         return "the 52-card pack"
     lowest = RANK_NAMES[13 - (players + 3)]
     return f"the {4 * (players + 3)}-card short pack ({lowest} and up)"
-
-
-class NapoleonOptions(GameOptions):
-    players: int = 4  # 5.1, 5.2.8: 3 to 10
-    short_deck: bool = False  # 5.1, 5.2.10: 4 × (players + 3) cards
-    misere_trump: Literal["none", "first_card"] = "none"  # 5.2.1
-    allpass_redeal_same_dealer: bool = False  # 5.2.3, 7
-    scoring: Literal["seed_points", "stakes"] = "seed_points"  # 5.2.4, 7
-    deals: int | None = None  # 5.1, 5.2.6: None means 2 × players (filled in on validation)
-    stop_when_decided: bool = False  # 5.2.11
-
-    @model_validator(mode="before")
-    @classmethod
-    def _fill_deals(cls, data: Any) -> Any:
-        # The effective number of deals is stored, so that option_values() and the rules
-        # digest show it (2 × players by default).
-        if isinstance(data, dict) and data.get("deals") is None:
-            players = data.get("players", cls.model_fields["players"].default)
-            if type(players) is int:
-                data = {**data, "deals": 2 * players}
-        return data
-
-    @property
-    def effective_deals(self) -> int:
-        """The number of deals in the match (`deals`, else 2 × players)."""
-        return self.deals if self.deals is not None else 2 * self.players
-
-    def check(self, players: int) -> None:
-        if not 3 <= players <= 10:
-            raise RulesError(
-                f"option 'players' of napoleon: {players} is not allowed; Napoléon is played "
-                "by 3 to 10 players",
-                key="players",
-            )
-        if self.effective_deals < 1:
-            raise RulesError(
-                f"option 'deals' of napoleon: {self.deals} is not allowed; a match has at "
-                "least 1 deal",
-                key="deals",
-            )
 
 
 class Phase(Enum):

@@ -1,4 +1,4 @@
-"""Typed, validated options: one pydantic model per game and ruleset.
+"""Typed, validated options: one pydantic model per game and ruleset, all in this module.
 
 Each model is frozen, forbids unknown keys and is strict about types. A failure becomes a
 `RulesError` that names the key and, where the values are a closed list, the allowed values.
@@ -9,11 +9,11 @@ from __future__ import annotations
 import typing
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from referee.engine.errors import RulesError
 
-__all__ = ["GameOptions", "validate_options"]
+__all__ = ["DamePiqueOptions", "GameOptions", "NapoleonOptions", "validate_options"]
 
 
 class GameOptions(BaseModel):
@@ -70,3 +70,55 @@ def validate_options(model: type[OptionsT], options: dict[str, Any], where: str)
             f"option {key!r} of {where}: {value!r} is not allowed{_allowed(model, key)}",
             key=key,
         ) from None
+
+
+# --- the games' options (RULES.md section 6) ---------------------------------------------
+
+
+class DamePiqueOptions(GameOptions):
+    end_threshold: int = 100  # DP.END 4.1: a total >= this ends the match
+    qs_breaks_hearts: bool = False  # 4.2.2
+    qs_counts_as_heart_for_lead: bool = False  # 4.2.4
+    moon_mode: Literal["add_to_others", "subtract_self"] = "add_to_others"  # 4.2.6
+    hearts_broken_by: Literal["played", "discarded"] = "played"  # 4.2.2, 7
+    dealer_rotation: Literal["clockwise", "counterclockwise"] = "clockwise"  # 4.2.8
+
+
+class NapoleonOptions(GameOptions):
+    players: int = 4  # 5.1, 5.2.8: 3 to 10
+    short_deck: bool = False  # 5.1, 5.2.10: 4 × (players + 3) cards
+    misere_trump: Literal["none", "first_card"] = "none"  # 5.2.1
+    allpass_redeal_same_dealer: bool = False  # 5.2.3, 7
+    scoring: Literal["seed_points", "stakes"] = "seed_points"  # 5.2.4, 7
+    deals: int | None = None  # 5.1, 5.2.6: None means 2 × players (filled in on validation)
+    stop_when_decided: bool = False  # 5.2.11
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_deals(cls, data: Any) -> Any:
+        # The effective number of deals is stored, so that option_values() and the rules
+        # digest show it (2 × players by default).
+        if isinstance(data, dict) and data.get("deals") is None:
+            players = data.get("players", cls.model_fields["players"].default)
+            if type(players) is int:
+                data = {**data, "deals": 2 * players}
+        return data
+
+    @property
+    def effective_deals(self) -> int:
+        """The number of deals in the match (`deals`, else 2 × players)."""
+        return self.deals if self.deals is not None else 2 * self.players
+
+    def check(self, players: int) -> None:
+        if not 3 <= players <= 10:
+            raise RulesError(
+                f"option 'players' of napoleon: {players} is not allowed; Napoléon is played "
+                "by 3 to 10 players",
+                key="players",
+            )
+        if self.effective_deals < 1:
+            raise RulesError(
+                f"option 'deals' of napoleon: {self.deals} is not allowed; a match has at "
+                "least 1 deal",
+                key="deals",
+            )

@@ -13,9 +13,9 @@ from typing import Any
 
 from referee.engine import napoleon
 from referee.engine.base import Match, Rules, Start
-from referee.engine.dame_de_pique import DamePiqueMatch, DamePiqueOptions
+from referee.engine.dame_de_pique import DamePiqueMatch
 from referee.engine.errors import RulesError
-from referee.engine.options import GameOptions, validate_options
+from referee.engine.options import DamePiqueOptions, GameOptions, validate_options
 
 __all__ = ["GAMES", "GameSpec", "find_game", "make_rules", "new_match"]
 

@@ -13,7 +13,8 @@ from referee.engine.actions import BID, BID_WORDS, PASS, PLAY, VOLE, encode
 from referee.engine.base import Deal, HandResult, Note, ScoreLine, Start, TrickWon
 from referee.engine.cards import SUIT_MASK, card_str, iter_cards, parse_card
 from referee.engine.errors import DealError, IllegalAction, InvalidAction, NotYourTurn, RulesError
-from referee.engine.napoleon import NapoleonHand, NapoleonMatch, NapoleonOptions, pack_of
+from referee.engine.napoleon import NapoleonHand, NapoleonMatch, pack_of
+from referee.engine.options import NapoleonOptions
 from referee.engine.registry import find_game, make_rules, new_match
 
 VALUES = {"two": 2, "three": 3, "misere": 3, "four": 4, "nap": 5, "wellington": 10, "blucher": 20}
