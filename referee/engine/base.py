@@ -359,8 +359,12 @@ class Match(ABC):
                 self.deal_rule,
             )
         self._check_deal(deal)
-        self.hand = self._new_hand(self.hand_number, dealer, deal)
-        return self.hand
+        hand = self.hand = self._new_hand(self.hand_number, dealer, deal)
+        if hand.over:
+            # The rules ended the hand before any action (announcements that win the match,
+            # cartes blanches, ...): its score lines were made when it was dealt.
+            self._close_hand(hand)
+        return hand
 
     def rules_end_rule(self) -> str:
         return self.deal_rule.split(".")[0] + ".END"
