@@ -11,10 +11,12 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import operator
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,8 +58,16 @@ def score_to_pb(units: Sequence[str], score: Sequence[int]) -> pb.Score:
     return pb.Score(**dict(zip(units, score, strict=True)))
 
 
+@functools.cache
+def _getter(units: tuple[str, ...]) -> Callable[[pb.Score], tuple[int, ...]]:
+    if len(units) == 1:
+        one = operator.attrgetter(units[0])
+        return lambda score: (one(score),)
+    return operator.attrgetter(*units)
+
+
 def score_from_pb(units: Sequence[str], score: pb.Score) -> tuple[int, ...]:
-    return tuple(getattr(score, u) for u in units)
+    return _getter(tuple(units))(score)
 
 
 def _line_to_pb(units: Sequence[str], line: ScoreLine) -> pb.ScoreLine:

@@ -11,6 +11,8 @@ and its position (hand, action; 1-based).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from records.codec import (
@@ -26,6 +28,7 @@ from referee.engine import (
     InvalidAction,
     Match,
     RecordError,
+    Rules,
     RulesError,
     ScoreLine,
     find_game,
@@ -48,21 +51,32 @@ class VerifyResult:
         return self.error is None
 
 
-def _rules_of(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
-    r = rec.rules
+@functools.lru_cache(maxsize=256)
+def _checked_rules(
+    game: str, ruleset: str, players: int, options: tuple[tuple[str, object], ...], digest: str
+) -> Rules:
+    """The rules a record names, checked once per distinct rules (they are immutable)."""
     try:
-        spec = find_game(r.game)
-        options = options_from_pb(r.options)
-        options.pop("players", None)
-        rules = make_rules(spec.name, r.ruleset or None, options, r.players)
+        spec = find_game(game)
+        given = dict(options)
+        given.pop("players", None)
+        rules = make_rules(spec.name, ruleset or None, given, players)
     except RulesError as exc:
         raise RecordError("rules", f"the rules do not hold: {exc}") from None
-    if spec.name != r.game:
-        raise RecordError("rules", f"game {r.game!r} is not a canonical game name")
-    if options_from_pb(r.options) != rules.option_values():
+    if spec.name != game:
+        raise RecordError("rules", f"game {game!r} is not a canonical game name")
+    if dict(options) != rules.option_values():
         raise RecordError("rules", "the options listed are not the effective options")
-    if r.digest != rules.digest:
+    if digest != rules.digest:
         raise RecordError("rules-digest", "the rules digest does not match the rules")
+    return rules
+
+
+def _rules_of(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
+    r = rec.rules
+    options = tuple(options_from_pb(r.options).items())
+    rules = _checked_rules(r.game, r.ruleset, r.players, options, r.digest)
+    spec = find_game(rules.game)
     if len(rec.seats) != rules.players:
         raise RecordError("seats", f"{len(rec.seats)} seats for {rules.players} players")
     if rec.start.scores and len(rec.start.scores) != rules.players:
@@ -125,9 +139,9 @@ def replay_record(rec: pb.GameRecord, check: bool = True) -> Match:
 
 
 def _compare_lines(
-    units: tuple[str, ...], lines: list[ScoreLine], recorded: object, h: int
+    units: tuple[str, ...], lines: list[ScoreLine], recorded: Sequence[pb.ScoreLine], h: int
 ) -> None:
-    rec_lines = list(recorded)  # type: ignore[call-overload]
+    rec_lines = list(recorded)
     for i, line in enumerate(lines):
         if i >= len(rec_lines):
             raise RecordError("score-lines", f"score line {i + 1} is missing", hand=h)

@@ -5,6 +5,7 @@ hands with `Match.start_hand` (or `Match.deal_deck`), then `to_act`, `legal_acti
 `apply`/`step` and `view`.
 """
 
+from referee.engine._native import COMPILED  # first: picks compiled or pure modules
 from referee.engine.actions import action_str, action_to_json, parse_action
 from referee.engine.base import Deal, Event, Hand, Match, Rules, ScoreLine, Start, TrickWon, View
 from referee.engine.cards import card_str, mask_str, parse_card
@@ -21,6 +22,7 @@ from referee.engine.errors import (
 from referee.engine.registry import GAMES, find_game, make_rules, new_match
 
 __all__ = [
+    "COMPILED",
     "GAMES",
     "Deal",
     "DealError",

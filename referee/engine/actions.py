@@ -67,9 +67,9 @@ def payload_of(action: int) -> int:
 _PAYLOAD_LIMIT = (52, 1 << 52, len(BID_WORDS), 2, 3, PILLE_STOP + 1, 1)
 
 
-def check_action(action: int) -> None:
+def check_action(action: object) -> None:
     """`InvalidAction` unless `action` is a well-formed action int (any game)."""
-    if not isinstance(action, int) or action < 0:
+    if isinstance(action, bool) or not isinstance(action, int) or action < 0:
         raise InvalidAction(f"{action!r} is not an action")
     kind, payload = action & 7, action >> 3
     if kind >= len(KIND_NAMES) or payload >= _PAYLOAD_LIMIT[kind]:

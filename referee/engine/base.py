@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, NamedTuple
 
+from mypy_extensions import mypyc_attr
+
 from referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_str, check_action
 from referee.engine.cards import card_str, iter_cards, mask_str
 from referee.engine.errors import DealError, IllegalAction, NotYourTurn
@@ -156,6 +158,7 @@ class View:
 # --- a hand -------------------------------------------------------------------------------
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # game modules need not be compiled
 class Hand(ABC):
     """One deal played out. Subclasses define `Phase`, the legal sets and `_apply`."""
 
@@ -263,6 +266,7 @@ class HandResult:
     hand: Hand
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Match(ABC):
     """The hands of one game until it is won."""
 

@@ -100,7 +100,7 @@ def card_str(c: int) -> str:
     return _CARD_STR[c] if 0 <= c < 52 else f"card#{c}"
 
 
-def parse_card(text: str) -> int:
+def parse_card(text: object) -> int:
     """Parse one card in any form TRANSCRIPT.md accepts; raise `InvalidAction` otherwise."""
     if not isinstance(text, str):
         raise InvalidAction(f"a card must be a string such as 'QS', not {text!r}")
@@ -114,7 +114,7 @@ def parse_card(text: str) -> int:
     return card(rank, suit)
 
 
-def parse_cards(texts: Iterable[str]) -> list[int]:
+def parse_cards(texts: Iterable[object]) -> list[int]:
     """Parse several cards (order kept, duplicates kept: callers check them)."""
     return [parse_card(t) for t in texts]
 

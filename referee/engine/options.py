@@ -7,13 +7,22 @@ Each model is frozen, forbids unknown keys and is strict about types. A failure 
 from __future__ import annotations
 
 import typing
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from referee.engine.errors import RulesError
 
-__all__ = ["DamePiqueOptions", "GameOptions", "NapoleonOptions", "validate_options"]
+__all__ = [
+    "DamePiqueOptions",
+    "GameOptions",
+    "NapoleonOptions",
+    "TriompheAsQuiPilleOptions",
+    "TriompheEquipeOptions",
+    "TriompheIndividuelleOptions",
+    "TriompheOptions",
+    "validate_options",
+]
 
 
 class GameOptions(BaseModel):
@@ -122,3 +131,94 @@ class NapoleonOptions(GameOptions):
                 "least 1 deal",
                 key="deals",
             )
+
+
+class TriompheOptions(GameOptions):
+    """The keys every ruleset of La Triomphe has (RULES.md 3, 6); the three rulesets below
+    subclass it with their own defaults and keys. Not a ruleset itself."""
+
+    ruleset_name: ClassVar[str] = "individuelle"
+    min_players: ClassVar[int] = 2
+    max_players: ClassVar[int] = 6
+
+    players: int = 2  # 3.4: 2 to 6 (equipe: 4 or 6; as-qui-pille: 3 to 6)
+    regime: Literal["forcee", "forcat", "plaisant"] = "forcee"  # 3.2, 3.6.1
+    rank_order: Literal["R1", "R2"] = "R1"  # 3.1, 0.3
+    hand_size: int = 5  # 3.1, 3.6.14
+    target: int = 5  # TRI.END 3.1
+    vole_value: int = 2  # TRI.VOLE 3.1, 3.6.9
+    vole_fail_penalty: int = -2  # TRI.VOLE 3.1, 3.6.7 (also a refused abandon's failed vole)
+    abandon_allowed: bool = True  # TRI.ABANDON 3.1: only where exactly two sides exist
+    refused_abandon_vole_value: int = 2  # TRI.ABANDON 3.6.6
+
+    def _refuse(self, key: str, value: object, why: str) -> RulesError:
+        return RulesError(
+            f"option {key!r} of triomphe ({self.ruleset_name}): {value!r} is not allowed; {why}",
+            key=key,
+        )
+
+    def check(self, players: int) -> None:
+        if not self.min_players <= players <= self.max_players:
+            if self.ruleset_name == "equipe":
+                why = "the team game is played 2 v 2 or 3 v 3 (4 or 6 players)"
+            else:
+                why = f"this game is played by {self.min_players} to {self.max_players} players"
+            raise self._refuse("players", players, why)
+        if self.ruleset_name == "equipe" and players % 2:
+            raise self._refuse("players", players, "the team game is played 2 v 2 or 3 v 3")
+        if self.regime == "plaisant":
+            if self.ruleset_name == "equipe":
+                raise self._refuse(
+                    "regime", "plaisant", "plaisant is only for the individual game (3.2)"
+                )
+            if players < 3:
+                raise self._refuse(
+                    "regime", "plaisant", "plaisant needs three or more players (3.2)"
+                )
+        if self.hand_size < 1 or players * self.hand_size + 1 > 32:
+            most = 31 // players
+            raise self._refuse(
+                "hand_size",
+                self.hand_size,
+                f"{players} hands and the retourne must come from 32 cards (1 to {most} each)",
+            )
+        if self.target < 1:
+            raise self._refuse("target", self.target, "the target is at least 1 point")
+
+
+class TriompheIndividuelleOptions(TriompheOptions):
+    """`individuelle` (RULES.md 3.4): 2 to 6 players, each for himself."""
+
+
+class TriompheEquipeOptions(TriompheOptions):
+    """`equipe` (RULES.md 3.3): 2 v 2 or 3 v 3, partners side by side."""
+
+    ruleset_name: ClassVar[str] = "equipe"
+    min_players: ClassVar[int] = 4
+    max_players: ClassVar[int] = 6
+
+    players: int = 4
+    partners_see_hands: bool = True  # 3.3: the referee shows partners each other's hands
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_target(cls, data: Any) -> Any:
+        # TRI.END 3.3: 5 points with 4 players, 7 with 6 (the effective value is stored, so
+        # that option_values() and the rules digest show it).
+        if isinstance(data, dict) and "target" not in data:
+            players = data.get("players", cls.model_fields["players"].default)
+            data = {**data, "target": 7 if players == 6 and type(players) is int else 5}
+        return data
+
+
+class TriompheAsQuiPilleOptions(TriompheOptions):
+    """`as-qui-pille` (RULES.md 3.5): 3 to 6 players, ace high, the pillage."""
+
+    ruleset_name: ClassVar[str] = "as-qui-pille"
+    min_players: ClassVar[int] = 3
+    max_players: ClassVar[int] = 6
+
+    players: int = 3
+    rank_order: Literal["R1", "R2"] = "R2"
+    as_pille: bool = True  # TRI.PILLE 3.5: false = "l'As ne pille point"
+    pillage_continues: bool = True  # TRI.PILLE 3.6.12(d): rob on after the first take

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import NamedTuple
 
 from referee.engine.cards import SUIT_MASK, RankOrder
 
@@ -116,13 +115,19 @@ def legal_cards(
     return hand
 
 
-class PlayedTrick(NamedTuple):
+class PlayedTrick:
     """A completed trick: its leader, its cards in playing order, the winner's seat."""
 
-    leader: int
-    cards: list[int]
-    winner: int
-    players: int
+    __slots__ = ("cards", "leader", "players", "winner")
+
+    def __init__(self, leader: int, cards: list[int], winner: int, players: int) -> None:
+        self.leader = leader
+        self.cards = cards
+        self.winner = winner
+        self.players = players
+
+    def __repr__(self) -> str:
+        return f"PlayedTrick({self.leader}, {self.cards}, winner={self.winner})"
 
     @property
     def seats(self) -> tuple[int, ...]:
