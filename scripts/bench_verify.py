@@ -50,6 +50,7 @@ from records.codec import (
     write_envelopes,
 )
 from records.verify import verify_envelope
+from referee.engine import COMPILED as ENGINE_COMPILED
 from referee.engine import Match, Rules, make_rules, new_match
 from referee.engine.actions import PASS, PLAY
 from scripts import openspiel_hearts as osh
@@ -227,6 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     where = pin_one_core()
     print(f"Python {platform.python_version()} ({platform.python_implementation()}), {where}")
+    mode = (
+        "compiled with mypyc" if ENGINE_COMPILED else "pure Python (TAPIS_PURE_PYTHON or no build)"
+    )
+    print(f"Tapis engine: {mode}")
     game = osh.load_game()
     with tempfile.TemporaryDirectory(prefix="tapis-bench-") as tmp:
         path = Path(tmp) / "corpus.tapis"

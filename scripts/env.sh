@@ -1,5 +1,6 @@
 # Sourced by scripts/run and scripts/test: make ./.venv with everything the project needs.
-# Reinstalls only when pyproject.toml changed since the last install.
+# (Re)installs when pyproject.toml, setup.py or a compiled engine module changed since the
+# last install; the install compiles the engine with mypyc when it can (setup.py).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${TAPIS_VENV:-$ROOT/.venv}"
@@ -8,8 +9,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 STAMP="$VENV/.tapis-installed"
-WANT="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
+WANT="$(cd "$ROOT" && cat pyproject.toml setup.py referee/engine/{cards,actions,tricks,base,dame_de_pique,napoleon}.py | sha256sum | cut -d' ' -f1)${TAPIS_PURE_PYTHON:-}"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
+  echo "installing Tapis and its dependencies into $VENV ..." >&2
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
   "$VENV/bin/python" -m pip install --quiet -e "$ROOT[dev]"
   echo "$WANT" > "$STAMP"

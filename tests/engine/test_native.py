@@ -1,0 +1,58 @@
+"""The engine runs compiled (mypyc, when built) or as pure Python, and never runs compiled
+code older than its source."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import referee.engine
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = (
+    "import referee.engine as e, referee.engine.tricks as t, referee.engine.napoleon as n;"
+    "print(e.COMPILED, t.__file__.endswith('.py'), n.__file__.endswith('.py'))"
+)
+
+
+def probe(path: Path, **env: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=path,
+        env={"PYTHONPATH": str(path), "PATH": os.environ.get("PATH", "")} | env,
+    )
+    return result.stdout.strip()
+
+
+def test_pure_python_on_request() -> None:
+    assert probe(ROOT, TAPIS_PURE_PYTHON="1") == "False True True"
+
+
+def test_compiled_only_while_sources_match(tmp_path: Path) -> None:
+    built = list(ROOT.glob("tapis_engine__mypyc*")) + list(
+        (ROOT / "referee" / "engine").glob("*.so")
+    )
+    if not (ROOT / "referee" / "engine" / "_compiled.json").exists() or not built:
+        pytest.skip("the engine is not compiled in this checkout (pure Python install)")
+    for lib in ROOT.glob("tapis_engine__mypyc*"):
+        shutil.copy(lib, tmp_path)
+    shutil.copytree(ROOT / "referee", tmp_path / "referee")
+    shutil.copytree(ROOT / "tapis", tmp_path / "tapis")
+    assert probe(tmp_path) == "True False False"
+    with (tmp_path / "referee" / "engine" / "tricks.py").open("a") as f:
+        f.write("\n# an edit after the build\n")
+    assert probe(tmp_path) == "False True True"
+
+
+def test_this_process_matches_its_flag() -> None:
+    import referee.engine.cards as cards
+
+    assert referee.engine.COMPILED == (not cards.__file__.endswith(".py"))
