@@ -11,9 +11,14 @@ fi
 STAMP="$VENV/.tapis-installed"
 WANT="$(cd "$ROOT" && cat pyproject.toml setup.py referee/engine/{cards,actions,tricks,base,dame_de_pique,napoleon}.py | sha256sum | cut -d' ' -f1)${TAPIS_PURE_PYTHON:-}"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
-  echo "installing Tapis and its dependencies into $VENV ..." >&2
-  "$VENV/bin/python" -m pip install --quiet --upgrade pip
-  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[dev]"
+  echo "installing Tapis and its dependencies into $VENV (a few minutes the first time) ..." >&2
+  LOG="$VENV/install.log"
+  if ! { "$VENV/bin/python" -m pip install --upgrade pip && \
+         "$VENV/bin/python" -m pip install -e "$ROOT[dev]"; } > "$LOG" 2>&1; then
+    tail -n 40 "$LOG" >&2
+    echo "install failed; the whole log is $LOG" >&2
+    exit 1
+  fi
   echo "$WANT" > "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"

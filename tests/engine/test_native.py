@@ -55,4 +55,4 @@ def test_compiled_only_while_sources_match(tmp_path: Path) -> None:
 def test_this_process_matches_its_flag() -> None:
     import referee.engine.cards as cards
 
-    assert referee.engine.COMPILED == (not cards.__file__.endswith(".py"))
+    assert (not cards.__file__.endswith(".py")) == referee.engine.COMPILED
