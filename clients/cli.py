@@ -5,6 +5,8 @@
     tapis record verify RECORD...
     tapis record show RECORD
     tapis example [--print]        (the bundled example transcript, imported and scored)
+    tapis serve [--listen HOST:PORT] [--db PATH] [--key PATH]
+    tapis key show [PATH] | tapis key new PATH
 
 Exit status: 0 success; 1 a transcript refused or a record invalid; 2 a file that cannot be
 read as records, or bad command-line usage.
@@ -13,6 +15,7 @@ read as records, or bad command-line usage.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import time
@@ -29,6 +32,7 @@ from records.codec import (
 )
 from records.render import render_record
 from records.score import score_json, score_sheet
+from records.signing import key_id, load_or_create_private_key, load_public_key, public_pem
 from records.transcript import import_transcript, load_transcript
 from records.verify import verify_envelope
 from referee.engine import RecordError, TapisError
@@ -120,6 +124,13 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    keys = []
+    for path in args.key or ():
+        try:
+            keys.append(load_public_key(path))
+        except TapisError as exc:
+            _err(str(exc))
+            return 2
     loaded = _load(args.records)
     if loaded is None:
         return 2
@@ -128,7 +139,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     hands = 0
     t0 = time.perf_counter()
     for path, index, env in loaded:
-        result = verify_envelope(env)
+        result = verify_envelope(env, keys)
         hands += result.hands
         if result.ok:
             valid += 1
@@ -161,6 +172,46 @@ def cmd_show(args: argparse.Namespace) -> int:
             _err(f"{_where(path, index, len(loaded))}: {exc}")
             status = 1
     return status
+
+
+# --- referee and keys ---------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from referee.server.app import Limits, serve, setup_logging
+
+    setup_logging()
+    limits = Limits(args.max_message_bytes, args.max_tables_per_client)
+    try:
+        asyncio.run(serve(args.listen, args.db, args.key, limits))
+    except (OSError, TapisError) as exc:
+        _err(f"tapis serve: {exc}")
+        return 1
+    return 0
+
+
+def cmd_key_show(args: argparse.Namespace) -> int:
+    try:
+        key = load_public_key(args.path)
+    except TapisError as exc:
+        _err(str(exc))
+        return 1
+    print(public_pem(key), end="")
+    print(f"key id {key_id(key)}")
+    return 0
+
+
+def cmd_key_new(args: argparse.Namespace) -> int:
+    if Path(args.path).exists():
+        _err(f"{args.path} exists: not overwritten")
+        return 1
+    try:
+        key = load_or_create_private_key(args.path)
+    except TapisError as exc:
+        _err(str(exc))
+        return 1
+    print(f"{args.path}: new Ed25519 key, key id {key_id(key.public_key())}")
+    return 0
 
 
 # --- the bundled example ------------------------------------------------------------------
@@ -201,11 +252,35 @@ def build_parser() -> argparse.ArgumentParser:
     p = rsub.add_parser("verify", help="replay records and recompute everything")
     p.add_argument("records", nargs="+", metavar="RECORD")
     p.add_argument("-v", "--verbose", action="store_true", help="also list the valid records")
+    p.add_argument(
+        "--key",
+        action="append",
+        metavar="PUBLIC",
+        help="a PEM key file (public or private): the records must be signed by it; "
+        "may be given several times",
+    )
     p.set_defaults(func=cmd_verify)
 
     p = rsub.add_parser("show", help="render a record for a person")
     p.add_argument("record", metavar="RECORD")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("serve", help="run the referee (gRPC)")
+    p.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT")
+    p.add_argument("--db", default="tapis.db", metavar="PATH", help="the SQLite store")
+    p.add_argument("--key", default="referee.key", metavar="PATH", help="Ed25519 signing key")
+    p.add_argument("--max-tables-per-client", type=int, default=1000, metavar="N")
+    p.add_argument("--max-message-bytes", type=int, default=1 << 20, metavar="N")
+    p.set_defaults(func=cmd_serve)
+
+    key = sub.add_parser("key", help="the referee's signing key")
+    ksub = key.add_subparsers(dest="key_command", required=True)
+    p = ksub.add_parser("show", help="print the public key of a key file")
+    p.add_argument("path", nargs="?", default="referee.key", metavar="PATH")
+    p.set_defaults(func=cmd_key_show)
+    p = ksub.add_parser("new", help="create an Ed25519 key file (mode 0600)")
+    p.add_argument("path", metavar="PATH")
+    p.set_defaults(func=cmd_key_new)
 
     p = sub.add_parser("example", help="import the bundled example transcript and score it")
     p.add_argument("--print", action="store_true", help="print the transcript instead")

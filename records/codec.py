@@ -314,6 +314,9 @@ def write_envelopes(path: str | Path, envelopes: Iterable[pb.RecordEnvelope]) ->
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # an ordinary file, not mkstemp's 0600
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -15,6 +15,8 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 from records.codec import (
     deal_from_pb,
     decode_record,
@@ -23,6 +25,8 @@ from records.codec import (
     score_from_pb,
     start_from_pb,
 )
+from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
+from records.signing import signature_ok
 from referee.engine import (
     IllegalAction,
     InvalidAction,
@@ -90,8 +94,11 @@ def replay_record(rec: pb.GameRecord, check: bool = True) -> Match:
     score and the outcome with what the record says (`RecordError` at the first difference);
     the replay itself always checks every deal and action."""
     match, units = _rules_of(rec)
+    seed = _checked_seed(rec)
     last = len(rec.hands)
     for h, hand in enumerate(rec.hands, 1):
+        if seed is not None:
+            _check_seeded_deal(rec, match, seed, hand, h)
         if hand.number != match.hand_number:
             raise RecordError(
                 "hand-number", f"numbered {hand.number}, expected {match.hand_number}", hand=h
@@ -138,6 +145,28 @@ def replay_record(rec: pb.GameRecord, check: bool = True) -> Match:
     return match
 
 
+def _checked_seed(rec: pb.GameRecord) -> bytes | None:
+    """The revealed seed of a refereed record, once it matches its commitment."""
+    source = rec.deal_source
+    if not source.algorithm and not source.seed and not source.commitment:
+        return None
+    if source.algorithm != ALGORITHM:
+        raise RecordError("deal-algorithm", f"unknown deal algorithm {source.algorithm!r}")
+    if commitment(source.seed) != source.commitment:
+        raise RecordError("commitment", "the revealed seed does not match the commitment")
+    return source.seed
+
+
+def _check_seeded_deal(
+    rec: pb.GameRecord, match: Match, seed: bytes, hand: pb.HandRecord, h: int
+) -> None:
+    """Every deal of a refereed record comes from the seed (records/dealing.py)."""
+    if h == 1 and rec.start.hand_number <= 1 and hand.dealer != first_dealer(seed, match.players):
+        raise RecordError("deal-seed", "the first dealer is not the one the seed draws", hand=h)
+    if list(hand.deal.deck) != shuffled_pack(seed, hand.number, match.pack):
+        raise RecordError("deal-seed", "the pack is not the one the seed gives", hand=h)
+
+
 def _compare_lines(
     units: tuple[str, ...], lines: list[ScoreLine], recorded: Sequence[pb.ScoreLine], h: int
 ) -> None:
@@ -181,10 +210,16 @@ def _compare_outcome(match: Match, units: tuple[str, ...], out: pb.Outcome) -> N
         raise RecordError("outcome", "the resignation does not match the actions")
 
 
-def verify_envelope(env: pb.RecordEnvelope) -> VerifyResult:
-    """Verify one envelope's record; never raises for a bad record (the result says)."""
+def verify_envelope(env: pb.RecordEnvelope, keys: Sequence[Ed25519PublicKey] = ()) -> VerifyResult:
+    """Verify one envelope's record; never raises for a bad record (the result says).
+    With `keys`, the record must carry a valid signature by one of them."""
     rid = record_id(env.record)
     try:
+        if keys:
+            if not env.signature:
+                raise RecordError("signature", "the record is not signed")
+            if not any(signature_ok(env, k) for k in keys):
+                raise RecordError("signature", "the signature is not valid for the given key(s)")
         rec = decode_record(env.record)
         replay_record(rec)
     except RecordError as exc:

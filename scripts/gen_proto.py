@@ -36,6 +36,8 @@ def generate(out: Path) -> list[Path]:
         f"--grpc_python_out={out}",
         f"--plugin=protoc-gen-mypy={plugin}",
         f"--mypy_out={out}",
+        f"--plugin=protoc-gen-mypy_grpc={plugin}_grpc",
+        f"--mypy_grpc_out={out}",
         *protos,
     ]
     if protoc.main(args) != 0:

@@ -30,6 +30,7 @@ __all__ = [
     "KIND_NAMES",
     "PASS",
     "PILLE",
+    "PILLE_HIDDEN",
     "PILLE_STOP",
     "PLAY",
     "RESIGN",
@@ -50,6 +51,7 @@ BID_WORDS = ("pass", "two", "three", "misere", "four", "nap", "wellington", "blu
 VOLE_WORDS = ("stop", "continue")
 ABANDON_WORDS = ("offer", "accept", "refuse")
 PILLE_STOP = 63
+PILLE_HIDDEN = 62  # a pillage discard as the other seats know it (face down)
 
 
 def encode(kind: int, payload: int = 0) -> int:
@@ -137,7 +139,7 @@ def action_to_json(action: int) -> dict[str, Any]:
     if kind == PLAY:
         return {key: card_str(payload)}
     if kind == PASS:
-        return {key: [card_str(c) for c in iter_cards(payload)]}
+        return {key: [card_str(c) for c in iter_cards(payload)]}  # [] when hidden
     if kind == BID:
         return {key: BID_WORDS[payload]}
     if kind == VOLE:
@@ -145,6 +147,8 @@ def action_to_json(action: int) -> dict[str, Any]:
     if kind == ABANDON:
         return {key: ABANDON_WORDS[payload]}
     if kind == PILLE:
+        if payload == PILLE_HIDDEN:
+            return {key: "hidden"}
         return {key: "stop" if payload == PILLE_STOP else card_str(payload)}
     return {key: True}
 
@@ -153,7 +157,7 @@ def action_str(action: int) -> str:
     """`play QS`, `pass 2H 5H AS`, `bid nap`: an action for a person."""
     ((key, value),) = action_to_json(action).items()
     if isinstance(value, list):
-        value = " ".join(value)
+        value = " ".join(value) or "three cards"
     elif value is True:
         return key
     return f"{key} {value}"

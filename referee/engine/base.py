@@ -175,6 +175,7 @@ class Hand(ABC):
         self.events: list[Event] = []  # kept only when the match logs events
         self.log_events = match.log_events
         self.tricks: list[PlayedTrick] = []  # completed tricks, in order
+        self.held: list[int] = list(deal.hands)  # each seat's cards now (games update it)
         self.cursor = 0  # 1-based index of the action being applied (0: none yet)
         self.over = False
 
@@ -316,6 +317,11 @@ class Match(ABC):
     def _leaders(self, seats: Sequence[int]) -> tuple[int, ...]:
         """The best placed of `seats` by the current scores (ties share)."""
 
+    def public_action(self, action: int) -> int:
+        """The action as the other seats may know it: the same, except where the rules keep
+        it face down (Dame de Pique's passed cards, a pillage discard)."""
+        return action
+
     def team_of(self, seat: int) -> int:
         """The team of a seat (0 where the game has no teams)."""
         return 0
@@ -369,6 +375,19 @@ class Match(ABC):
             # cartes blanches, ...): its score lines were made when it was dealt.
             self._close_hand(hand)
         return hand
+
+    def begin_hand(self, dealer: int, deal: Deal) -> list[Event]:
+        """`start_hand`, returning the events of the deal itself: what the rules score as
+        the cards are dealt, and the end of the hand or match when they end it at once."""
+        results_before = len(self.results)
+        was_finished = self.finished
+        hand = self.start_hand(dealer, deal)
+        events: list[Event] = list(hand.events)
+        if len(self.results) > results_before:
+            events.append(HandOver(self.results[-1].number, self.results[-1].scores_after))
+        if self.finished and not was_finished:
+            events.append(MatchOver(self.winners, self.end_reason))
+        return events
 
     def rules_end_rule(self) -> str:
         return self.deal_rule.split(".")[0] + ".END"

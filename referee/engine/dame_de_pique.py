@@ -46,6 +46,7 @@ from referee.engine.cards import (
     card,
     card_str,
     iter_cards,
+    mask_str,
 )
 from referee.engine.errors import DealError, IllegalAction
 from referee.engine.options import DamePiqueOptions
@@ -387,9 +388,9 @@ class DamePiqueHand(Hand):
             "points_taken": tuple(_points(t) for t in self.taken),
         }
         if seat is not None:
-            public["given"] = self.passed[seat]
+            public["given"] = mask_str(self.passed[seat])
             if self._phase is not Phase.PASS and self.pass_offset:
-                public["received"] = self.passed[(seat - self.pass_offset) % 4]
+                public["received"] = mask_str(self.passed[(seat - self.pass_offset) % 4])
         return View(
             seat=seat,
             phase=self._phase.value,
@@ -446,6 +447,10 @@ class DamePiqueMatch(Match):
         for i, c in enumerate(deck):
             hands[(dealer + 1 + i) % 4] |= 1 << c
         return Deal(tuple(hands))
+
+    def public_action(self, action: int) -> int:
+        # DP.PASS: the cards passed are seen by their receiver only.
+        return encode(PASS, 0) if action & 7 == PASS else action
 
     def _next_dealer(self, previous: HandResult) -> int:
         step = 1 if self.opts.dealer_rotation == "clockwise" else -1

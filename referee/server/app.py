@@ -1,0 +1,142 @@
+"""Process wiring of the referee: `create_server` (for tests: port 0 gives a free port) and
+`serve` (for `tapis serve`: signals, graceful shutdown).
+
+Standard gRPC health checking reports SERVING only once every table is loaded from the store
+and NOT_SERVING as soon as shutdown begins; server reflection lists the services. Logs are
+JSON lines on stderr, one per event in a table's life.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from records.signing import key_id, load_or_create_private_key
+from referee.server.service import RefereeServicer
+from referee.server.store import Store
+from referee.server.tables import Referee
+from tapis.v1 import referee_pb2, referee_pb2_grpc
+
+__all__ = ["Limits", "RunningServer", "create_server", "serve"]
+
+SERVICE = referee_pb2.DESCRIPTOR.services_by_name["RefereeService"].full_name
+log = logging.getLogger("tapis.referee")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "time": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "event": record.getMessage(),
+        }
+        doc.update(getattr(record, "fields", {}))
+        return json.dumps(doc, separators=(",", ":"))
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger("tapis")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_message_bytes: int = 1 << 20
+    max_tables_per_client: int = 1000
+
+
+@dataclass
+class RunningServer:
+    server: grpc.aio.Server
+    port: int
+    referee: Referee
+    health: health.aio.HealthServicer
+    store: Store
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Graceful shutdown: NOT_SERVING at once, finish the calls under way, flush."""
+        await self.health.set(SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.server.stop(grace)
+        self.store.close()
+        log.info("referee stopped", extra={"fields": {"port": self.port}})
+
+
+async def create_server(
+    address: str = "127.0.0.1:0",
+    db: str | Path = "tapis.db",
+    key: str | Path = "referee.key",
+    limits: Limits = Limits(),
+) -> RunningServer:
+    """Start a referee on `address` (port 0: a free port); returns once it serves."""
+    private_key = load_or_create_private_key(key)
+    store = Store(db)
+    referee = Referee(store, private_key, limits.max_tables_per_client)
+    options = [
+        ("grpc.max_receive_message_length", limits.max_message_bytes),
+        ("grpc.max_send_message_length", 4 * limits.max_message_bytes),
+    ]
+    server = grpc.aio.server(options=options)
+    referee_pb2_grpc.add_RefereeServiceServicer_to_server(RefereeServicer(referee), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (
+            SERVICE,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    port = server.add_insecure_port(address)
+    if port == 0:
+        store.close()
+        raise OSError(f"cannot listen on {address}")
+    await health_servicer.set(SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
+    await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+    await server.start()
+    started = time.perf_counter()
+    count = await referee.load()
+    await health_servicer.set(SERVICE, health_pb2.HealthCheckResponse.SERVING)
+    await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    log.info(
+        "referee serving",
+        extra={
+            "fields": {
+                "address": address,
+                "port": port,
+                "tables": count,
+                "load_seconds": round(time.perf_counter() - started, 3),
+                "key_id": key_id(private_key.public_key()),
+            }
+        },
+    )
+    return RunningServer(server, port, referee, health_servicer, store)
+
+
+async def serve(address: str, db: str | Path, key: str | Path, limits: Limits = Limits()) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    running = await create_server(address, db, key, limits)
+    print(f"tapis referee listening on {address.rsplit(':', 1)[0]}:{running.port}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutdown requested", extra={"fields": {"port": running.port}})
+    await running.stop()

@@ -1,0 +1,459 @@
+"""The gRPC servicer of `tapis.v1.RefereeService` (grpc.aio).
+
+The servicer is separate from process wiring (app.py). It converts requests to calls on the
+`Referee` (tables.py) and its answers to messages, each viewer getting only what its seat may
+see. Every error becomes a status code in one place, `_status_of`.
+"""
+
+from __future__ import annotations
+
+import functools
+import typing
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Literal, TypeVar
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, status_pb2
+from grpc_status import rpc_status
+
+from records.codec import options_from_pb, score_to_pb
+from records.signing import public_bytes
+from referee.engine import (
+    GAMES,
+    IllegalAction,
+    InvalidAction,
+    RulesError,
+    TapisError,
+    find_game,
+    make_rules,
+)
+from referee.engine.actions import action_str, check_action
+from referee.engine.base import HandOver, MatchOver, Note, ScoreLine, TrickWon, View
+from referee.engine.cards import iter_cards
+from referee.server.tables import (
+    ActionEvent,
+    BadRequest,
+    EndEvent,
+    HandEvent,
+    NotFound,
+    NotReady,
+    PermissionDenied,
+    Referee,
+    SeatEvent,
+    Stale,
+    Table,
+    TableEventData,
+    TooMany,
+    Unauthenticated,
+)
+from tapis.v1 import record_pb2 as rpb
+from tapis.v1 import referee_pb2 as pb
+from tapis.v1 import referee_pb2_grpc
+
+__all__ = ["RefereeServicer"]
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+
+# --- errors: the one place where they become status codes ----------------------------------
+
+
+def _status_of(exc: Exception) -> status_pb2.Status:
+    details: list[Any] = []
+    if isinstance(exc, IllegalAction):
+        code, message = code_pb2.FAILED_PRECONDITION, f"{exc.message} [{exc.rule}]"
+        details.append(
+            pb.ActionRefusal(
+                code=exc.code,
+                rule=exc.rule,
+                reason=exc.reason,
+                legal_actions=[pb.ActionChoice(action=a, text=action_str(a)) for a in exc.legal],
+            )
+        )
+    elif isinstance(exc, Stale):
+        code, message = code_pb2.ABORTED, str(exc)
+        details.append(pb.StaleAction(action_index=exc.index))
+    elif isinstance(exc, NotFound):
+        code, message = code_pb2.NOT_FOUND, str(exc)
+    elif isinstance(exc, Unauthenticated):
+        code, message = code_pb2.UNAUTHENTICATED, str(exc)
+    elif isinstance(exc, PermissionDenied):
+        code, message = code_pb2.PERMISSION_DENIED, str(exc)
+    elif isinstance(exc, NotReady):
+        code, message = code_pb2.FAILED_PRECONDITION, str(exc)
+    elif isinstance(exc, TooMany):
+        code, message = code_pb2.RESOURCE_EXHAUSTED, str(exc)
+    elif isinstance(exc, BadRequest):
+        code, message = code_pb2.INVALID_ARGUMENT, f"{exc.field_name}: {exc}"
+    elif isinstance(exc, RulesError):
+        code, message = code_pb2.INVALID_ARGUMENT, f"{exc.key or 'rules'}: {exc}"
+    elif isinstance(exc, InvalidAction | TapisError):
+        code, message = code_pb2.INVALID_ARGUMENT, str(exc)
+    else:
+        code, message = code_pb2.INTERNAL, f"internal error: {type(exc).__name__}"
+    status = status_pb2.Status(code=code, message=message)
+    for d in details:
+        packed = any_pb2.Any()
+        packed.Pack(d)
+        status.details.append(packed)
+    return status
+
+
+_EXPECTED = (
+    TapisError,
+    NotFound,
+    NotReady,
+    Unauthenticated,
+    PermissionDenied,
+    Stale,
+    TooMany,
+    BadRequest,
+)
+
+
+def _handled(
+    method: Callable[[Any, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]],
+) -> Callable[[Any, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext[Any, Any]) -> Resp:
+        try:
+            return await method(self, request, context)
+        except _EXPECTED as exc:
+            await context.abort_with_status(rpc_status.to_status(_status_of(exc)))
+            raise  # unreachable: abort raises
+
+    return wrapper
+
+
+def _token(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization" and isinstance(value, str):
+            scheme, _, token = value.partition(" ")
+            return token.strip() if scheme.lower() == "bearer" else None
+    return None
+
+
+def _client(context: grpc.aio.ServicerContext[Any, Any]) -> str:
+    peer = context.peer() or "unknown"
+    return peer.rsplit(":", 1)[0] if peer.count(":") >= 2 else peer
+
+
+# --- conversions ---------------------------------------------------------------------------
+
+
+def _options_info(game: str, ruleset: str) -> list[pb.OptionInfo]:
+    model = find_game(game).rulesets[ruleset]
+    defaults = make_rules(game, ruleset, {}, None).option_values()
+    out = []
+    for key, fld in sorted(model.model_fields.items()):
+        ann = fld.annotation
+        args = typing.get_args(ann)
+        allowed: list[str] = []
+        if typing.get_origin(ann) is Literal:
+            allowed = [str(a) for a in args]
+        kind = "enum" if allowed else "bool" if ann is bool else "int"
+        value = defaults.get(key)
+        default = rpb.Option(key=key)
+        if isinstance(value, bool):
+            default.bool_value = value
+        elif isinstance(value, int):
+            default.int_value = value
+        elif value is not None:
+            default.string_value = str(value)
+        out.append(
+            pb.OptionInfo(
+                key=key,
+                type=kind,
+                default_value=default,
+                allowed=allowed,
+                description=fld.description or "",
+            )
+        )
+    return out
+
+
+def _player_counts(game: str, ruleset: str) -> list[int]:
+    counts = []
+    for n in range(2, 11):
+        try:
+            make_rules(game, ruleset, {}, n)
+        except RulesError:
+            continue
+        counts.append(n)
+    return counts
+
+
+def _fact(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple | list):
+        return ", ".join(
+            _fact(v) if not isinstance(v, tuple) else " ".join(map(str, v)) for v in value
+        )
+    return str(value)
+
+
+def _seat_view(table: Table, seat: int | None, view: View | None) -> pb.SeatView:
+    units = find_game(table.rules.game).units
+    out = pb.SeatView(
+        table_id=table.id,
+        status=_status(table),
+        action_index=len(table.actions),
+        event_index=len(table.events),
+        scores=[score_to_pb(units, s) for s in table.match.scores],
+        winners=list(table.match.winners),
+    )
+    if seat is not None:
+        out.seat = seat
+    if view is None:
+        out.phase = "waiting"
+        return out
+    out.hand_number = view.hand_number
+    out.dealer = view.dealer
+    out.phase = view.phase if not table.finished else "over"
+    out.hand.extend(iter_cards(view.hand))
+    for other, cards in sorted(view.known.items()):
+        out.known.add(seat=other, cards=list(iter_cards(cards)))
+    out.trick.extend(pb.PlayedCard(seat=s, card=c) for s, c in view.trick)
+    if view.trump >= 0:
+        out.trump = view.trump
+    if not table.finished:
+        out.to_act.extend(table.match.to_act())
+        if seat is not None:
+            out.legal_actions.extend(
+                pb.ActionChoice(action=a, text=action_str(a)) for a in table.legal(seat)
+            )
+    out.facts.extend(
+        pb.Fact(key=k, value=_fact(v)) for k, v in view.public.items() if v is not None
+    )
+    return out
+
+
+def _status(table: Table) -> pb.TableStatus.ValueType:
+    if table.finished:
+        return pb.TABLE_STATUS_FINISHED
+    return pb.TABLE_STATUS_PLAYING if table.started else pb.TABLE_STATUS_WAITING
+
+
+def _plays(plays: Sequence[tuple[int, int]]) -> list[pb.PlayedCard]:
+    return [pb.PlayedCard(seat=s, card=c) for s, c in plays]
+
+
+def event_message(
+    table: Table, index: int, event: TableEventData, viewer: int | None
+) -> pb.TableEvent:
+    """One event as `viewer` (a seat, or None for a spectator) may know it."""
+    units = find_game(table.rules.game).units
+    out = pb.TableEvent(index=index)
+    if isinstance(event, SeatEvent):
+        out.seat_taken.seat = event.seat
+        out.seat_taken.name = event.name
+    elif isinstance(event, HandEvent):
+        h = out.hand_started
+        h.number = event.number
+        h.dealer = event.dealer
+        if viewer is not None:
+            h.hand.extend(iter_cards(event.hands[viewer]))
+        if event.retourne >= 0:
+            h.retourne = event.retourne
+    elif isinstance(event, ActionEvent):
+        a = out.action_taken
+        a.action_index = event.index
+        a.seat = event.seat
+        action = event.action if viewer == event.seat else table.match.public_action(event.action)
+        a.action = action
+        a.text = action_str(action)
+        if viewer is not None and event.hands_after is not None:
+            a.hand.extend(iter_cards(event.hands_after[viewer]))
+    elif isinstance(event, TrickWon):
+        t = out.trick_completed
+        t.number = event.number
+        t.winner = event.winner
+        t.cards.extend(_plays(event.plays))
+    elif isinstance(event, ScoreLine):
+        out.score_line.CopyFrom(
+            rpb.ScoreLine(
+                seat=event.seat,
+                kind=event.kind,
+                delta=score_to_pb(units, event.delta),
+                rule=event.rule,
+                note=event.note,
+                after_action=event.at,
+            )
+        )
+    elif isinstance(event, Note):
+        out.note.kind = event.kind
+        out.note.text = event.text
+        if event.seat >= 0:
+            out.note.seat = event.seat
+    elif isinstance(event, HandOver):
+        out.hand_ended.number = event.number
+        out.hand_ended.scores.extend(score_to_pb(units, s) for s in event.scores)
+    elif isinstance(event, EndEvent):
+        out.match_ended.winners.extend(event.winners)
+        out.match_ended.reason = event.reason
+        out.match_ended.record_id = event.record_id
+    else:
+        assert isinstance(event, MatchOver), event
+        # The engine's end of match; the referee's EndEvent (with the record) follows it.
+        out.note.kind = "match-over"
+        out.note.text = event.reason
+    return out
+
+
+# --- the servicer --------------------------------------------------------------------------
+
+
+class RefereeServicer(referee_pb2_grpc.RefereeServiceServicer):
+    """`tapis.v1.RefereeService` over a `Referee`."""
+
+    def __init__(self, referee: Referee) -> None:
+        self.referee = referee
+        self.public_key = public_bytes(referee.key.public_key())
+
+    def _seat_for(
+        self, table: Table, seat: int | None, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> int | None:
+        """The authenticated seat of a call, or None for a spectator (no seat asked)."""
+        if seat is None:
+            return None
+        self.referee.authenticate(table, seat, _token(context))
+        return seat
+
+    @_handled
+    async def ListGames(
+        self, request: pb.ListGamesRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ListGamesResponse:
+        games = []
+        for spec in GAMES.values():
+            games.append(
+                pb.GameInfo(
+                    name=spec.name,
+                    title=spec.title,
+                    aliases=list(spec.aliases),
+                    units=list(spec.units),
+                    rulesets=[
+                        pb.RulesetInfo(
+                            name=r,
+                            options=_options_info(spec.name, r),
+                            player_counts=_player_counts(spec.name, r),
+                        )
+                        for r in spec.rulesets
+                    ],
+                )
+            )
+        return pb.ListGamesResponse(games=games)
+
+    @_handled
+    async def CreateTable(
+        self, request: pb.CreateTableRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.CreateTableResponse:
+        options = options_from_pb(request.options)
+        seats = [(s.name, s.open) for s in request.seats]
+        table, tokens = await self.referee.create(
+            request.game, request.ruleset, options, seats, _client(context)
+        )
+        return pb.CreateTableResponse(
+            table_id=table.id,
+            tokens=[pb.SeatToken(seat=i, token=t) for i, t in tokens],
+            commitment=pb.DealCommitment(algorithm="tapis-deal/1", seed_sha256=table.commitment),
+        )
+
+    @_handled
+    async def JoinTable(
+        self, request: pb.JoinTableRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.JoinTableResponse:
+        seat = request.seat if request.HasField("seat") else None
+        taken, token = await self.referee.join(request.table_id, seat, request.name)
+        table = self.referee.get(request.table_id)
+        return pb.JoinTableResponse(
+            token=pb.SeatToken(seat=taken, token=token),
+            commitment=pb.DealCommitment(algorithm="tapis-deal/1", seed_sha256=table.commitment),
+        )
+
+    @_handled
+    async def GetTable(
+        self, request: pb.GetTableRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.GetTableResponse:
+        table = self.referee.get(request.table_id)
+        rules = table.rules
+        return pb.GetTableResponse(
+            table_id=table.id,
+            rules=rpb.Rules(
+                game=rules.game, ruleset=rules.ruleset, players=rules.players, digest=rules.digest
+            ),
+            seats=[
+                pb.TableSeat(seat=i, name=s.name, taken=s.taken, team=table.match.team_of(i))
+                for i, s in enumerate(table.seats)
+            ],
+            status=_status(table),
+            commitment=pb.DealCommitment(algorithm="tapis-deal/1", seed_sha256=table.commitment),
+            action_index=len(table.actions),
+            event_index=len(table.events),
+        )
+
+    @_handled
+    async def GetView(
+        self, request: pb.GetViewRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.GetViewResponse:
+        table = self.referee.get(request.table_id)
+        seat = self._seat_for(table, request.seat if request.HasField("seat") else None, context)
+        view = table.match.view(seat) if table.started else None
+        return pb.GetViewResponse(view=_seat_view(table, seat, view))
+
+    @_handled
+    async def SubmitAction(
+        self, request: pb.SubmitActionRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.SubmitActionResponse:
+        table = self.referee.get(request.table_id)
+        seat = self._seat_for(table, request.seat, context)
+        assert seat is not None
+        check_action(request.action)
+        index, events = await self.referee.submit(
+            table, seat, request.expected_action_index, request.action
+        )
+        first = len(table.events) - len(events)
+        return pb.SubmitActionResponse(
+            action_index=index,
+            events=[event_message(table, first + i, e, seat) for i, e in enumerate(events)],
+        )
+
+    @_handled
+    async def Resign(
+        self, request: pb.ResignRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ResignResponse:
+        table = self.referee.get(request.table_id)
+        seat = self._seat_for(table, request.seat, context)
+        assert seat is not None
+        return pb.ResignResponse(action_index=await self.referee.resign(table, seat))
+
+    async def WatchTable(
+        self, request: pb.WatchTableRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[pb.WatchTableResponse]:
+        try:
+            table = self.referee.get(request.table_id)
+            seat = self._seat_for(
+                table, request.seat if request.HasField("seat") else None, context
+            )
+        except _EXPECTED as exc:
+            await context.abort_with_status(rpc_status.to_status(_status_of(exc)))
+            return
+        async for index, event in self.referee.watch(table, request.from_event_index):
+            yield pb.WatchTableResponse(event=event_message(table, index, event, seat))
+
+    @_handled
+    async def GetRecord(
+        self, request: pb.GetRecordRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.GetRecordResponse:
+        table = self.referee.get(request.table_id)
+        if table.envelope is None:
+            raise NotReady(f"table {table.id} is not finished: no record yet")
+        return pb.GetRecordResponse(
+            envelope=rpb.RecordEnvelope.FromString(table.envelope),
+            record_id=table.record_id,
+            public_key=self.public_key,
+        )
