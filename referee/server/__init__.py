@@ -1,0 +1,2 @@
+"""The referee service: gRPC servicer (service.py), tables (tables.py), durable store
+(store.py) and process wiring (app.py)."""
