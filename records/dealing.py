@@ -9,7 +9,9 @@ Algorithm `tapis-deal/1` (stable: a new algorithm gets a new name):
   big-endian 32-bit words.
 - A uniform integer below n: the next word w, rejected while w >= 2**32 - (2**32 mod n),
   then w mod n.
-- The first dealer: a uniform integer below the number of players, from label "dealer".
+- The first dealer: of the seats the rules allow to deal first (all seats, or in the team
+  Triomphe the last seat of each team), in ascending order, the one at a uniform index from
+  label "dealer".
 - The pack of hand number k (1-based, as in the record): the game's cards in ascending id
   order, shuffled by Fisher-Yates (for i from the last index down to 1, swap i with a uniform
   j below i + 1) with the stream of label "hand/<k>"; the result is the pack top first, dealt
@@ -57,9 +59,9 @@ def _below(words: Iterator[int], n: int) -> int:
             return w % n
 
 
-def first_dealer(seed: bytes, players: int) -> int:
-    """The dealer of the first hand."""
-    return _below(_words(seed, "dealer"), players)
+def first_dealer(seed: bytes, choices: tuple[int, ...]) -> int:
+    """The dealer of the first hand, among the seats allowed to deal it."""
+    return choices[_below(_words(seed, "dealer"), len(choices))]
 
 
 def shuffled_pack(seed: bytes, hand_number: int, pack: int) -> list[int]:

@@ -161,7 +161,11 @@ def _check_seeded_deal(
     rec: pb.GameRecord, match: Match, seed: bytes, hand: pb.HandRecord, h: int
 ) -> None:
     """Every deal of a refereed record comes from the seed (records/dealing.py)."""
-    if h == 1 and rec.start.hand_number <= 1 and hand.dealer != first_dealer(seed, match.players):
+    if (
+        h == 1
+        and rec.start.hand_number <= 1
+        and hand.dealer != first_dealer(seed, match.first_dealers())
+    ):
         raise RecordError("deal-seed", "the first dealer is not the one the seed draws", hand=h)
     if list(hand.deal.deck) != shuffled_pack(seed, hand.number, match.pack):
         raise RecordError("deal-seed", "the pack is not the one the seed gives", hand=h)

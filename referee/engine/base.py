@@ -317,6 +317,10 @@ class Match(ABC):
     def _leaders(self, seats: Sequence[int]) -> tuple[int, ...]:
         """The best placed of `seats` by the current scores (ties share)."""
 
+    def first_dealers(self) -> tuple[int, ...]:
+        """The seats that may deal the first hand (the referee draws one of them)."""
+        return tuple(range(self.players))
+
     def public_action(self, action: int) -> int:
         """The action as the other seats may know it: the same, except where the rules keep
         it face down (Dame de Pique's passed cards, a pillage discard)."""

@@ -248,7 +248,9 @@ class Table:
         while not match.finished and (match.hand is None or match.hand.over):
             number = match.hand_number
             expected = match.expected_dealer()
-            dealer = first_dealer(self.seed, match.players) if expected is None else expected
+            dealer = (
+                first_dealer(self.seed, match.first_dealers()) if expected is None else expected
+            )
             deck = shuffled_pack(self.seed, number, match.pack)
             deal = match.deal_deck(dealer, deck)
             self.decks.append(deck)

@@ -1,0 +1,193 @@
+"""A referee killed with SIGKILL at random points and restarted loses no acknowledged action,
+and every game still finishes with a record that verifies."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from records.codec import decode_record
+from records.signing import load_public_key
+from records.verify import verify_envelope
+from referee.engine import GAMES
+from tapis.v1 import record_pb2
+from tapis.v1 import referee_pb2 as pb
+from tapis.v1 import referee_pb2_grpc as rpc
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """`tapis serve` as a real subprocess."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.port = free_port()
+        self.tmp = tmp
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        cmd = [sys.executable, "-m", "clients.cli", "serve", "--listen",
+               f"127.0.0.1:{self.port}", "--db", str(self.tmp / "t.db"),
+               "--key", str(self.tmp / "k.key")]  # fmt: skip
+        with (self.tmp / f"server-{self.starts}.log").open("wb") as log:
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                stdout=log,
+                stderr=log,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+        self.starts += 1
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(20)
+
+    async def serving(self, channel: grpc.aio.Channel) -> None:
+        health = health_pb2_grpc.HealthStub(channel)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                reply = await health.Check(
+                    health_pb2.HealthCheckRequest(service="tapis.v1.RefereeService"), timeout=1
+                )
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.aio.AioRpcError:
+                pass
+            await asyncio.sleep(0.05)
+        raise AssertionError("the referee did not come back")
+
+
+def auth(token: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),)
+
+
+def test_sigkill_at_random_points_loses_no_acknowledged_action(tmp_path: Path) -> None:
+    games = [("dame-de-pique", [("end_threshold", 26)], 4), ("napoleon", [("deals", 4)], 4)]
+    if "imperiale" in GAMES:
+        games.append(("imperiale", [("target_fiches", 2)], 2))
+    server = Server(tmp_path)
+    server.start()
+    rng = random.Random(2024)
+
+    async def main() -> None:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = rpc.RefereeServiceStub(channel)
+            await server.serving(channel)
+            tables: list[tuple[str, dict[int, str]]] = []
+            for game, options, players in games:
+                resp = await stub.CreateTable(
+                    pb.CreateTableRequest(
+                        game=game,
+                        options=[_option(k, v) for k, v in options],
+                        seats=[pb.SeatRequest(name=f"P{i}") for i in range(players)],
+                    )
+                )
+                tables.append((resp.table_id, {t.seat: t.token for t in resp.tokens}))
+            acked: dict[str, dict[int, tuple[int, int]]] = {t: {} for t, _ in tables}
+            kills = 0
+            next_kill = rng.randint(5, 40)
+            done: set[str] = set()
+            while len(done) < len(tables):
+                for table_id, tokens in tables:
+                    if table_id in done:
+                        continue
+                    try:
+                        view = await _to_act(stub, table_id, tokens)
+                        if view is None:
+                            done.add(table_id)
+                            continue
+                        seat, v = view
+                        action = rng.choice(v.legal_actions).action
+                        request = pb.SubmitActionRequest(
+                            table_id=table_id,
+                            seat=seat,
+                            expected_action_index=v.action_index,
+                            action=action,
+                        )
+                        next_kill -= 1
+                        if next_kill <= 0:
+                            # Kill while the submission is in flight (or just before it).
+                            call = asyncio.ensure_future(
+                                stub.SubmitAction(request, metadata=auth(tokens[seat]))
+                            )
+                            await asyncio.sleep(rng.random() * 0.004)
+                            server.kill()
+                            kills += 1
+                            next_kill = rng.randint(5, 40)
+                            try:
+                                reply = await call
+                                acked[table_id][reply.action_index] = (seat, action)
+                            except grpc.aio.AioRpcError:
+                                pass
+                            server.start()
+                            await server.serving(channel)
+                            continue
+                        reply = await stub.SubmitAction(request, metadata=auth(tokens[seat]))
+                        acked[table_id][reply.action_index] = (seat, action)
+                    except grpc.aio.AioRpcError as exc:
+                        assert exc.code() == grpc.StatusCode.ABORTED, exc
+            assert kills >= 3
+            key = load_public_key(tmp_path / "k.key")
+            for table_id, _ in tables:
+                got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+                assert verify_envelope(got.envelope, [key]).ok
+                rec = decode_record(got.envelope.record)
+                recorded = [
+                    (seat, action)
+                    for hand in rec.hands
+                    for seat, action in zip(hand.seats, hand.actions, strict=True)
+                ]
+                for index, pair in acked[table_id].items():
+                    assert recorded[index] == pair, (table_id, index)
+        assert server.terminate() == 0  # graceful shutdown on SIGTERM
+
+    try:
+        asyncio.run(main())
+    finally:
+        if server.proc is not None and server.proc.poll() is None:
+            server.kill()
+
+
+def _option(key: str, value: int) -> record_pb2.Option:
+    return record_pb2.Option(key=key, int_value=value)
+
+
+async def _to_act(
+    stub: rpc.RefereeServiceStub, table_id: str, tokens: dict[int, str]
+) -> tuple[int, pb.SeatView] | None:
+    """A seat that may act now and its view; None when the match is over."""
+    for seat, token in tokens.items():
+        reply = await stub.GetView(
+            pb.GetViewRequest(table_id=table_id, seat=seat), metadata=auth(token)
+        )
+        view = reply.view
+        if view.status == pb.TABLE_STATUS_FINISHED:
+            return None
+        if view.legal_actions:
+            return seat, view
+    raise AssertionError("nobody may act")

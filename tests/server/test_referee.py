@@ -1,0 +1,393 @@
+"""The referee against real servers on free ports: full games of every game over gRPC whose
+signed records verify, tokens, duplicate and stale submissions, refusals with their rule id,
+streams cut and resumed, and what each seat may see."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_status import rpc_status
+
+from records.codec import decode_record
+from records.signing import load_public_key
+from records.verify import verify_envelope
+from referee.engine import GAMES
+from referee.engine.cards import iter_cards
+from referee.server.app import Limits, RunningServer, create_server
+from tapis.v1 import record_pb2 as rpb
+from tapis.v1 import referee_pb2 as pb
+from tapis.v1 import referee_pb2_grpc as rpc
+
+# (game, ruleset, options, players): one short match of each game and ruleset.
+MATCHES: list[tuple[str, str, dict[str, Any], int]] = [
+    ("dame-de-pique", "", {"end_threshold": 30}, 4),
+    ("napoleon", "", {"deals": 4}, 4),
+    ("napoleon", "", {"players": 6, "short_deck": True, "deals": 3}, 6),
+    ("imperiale", "academie", {"target_fiches": 2}, 2),
+    ("imperiale", "academie", {"target_fiches": 2, "players": 3}, 3),
+    ("imperiale", "moderne", {"target_fiches": 2}, 2),
+    ("triomphe", "individuelle", {"target": 3}, 3),
+    ("triomphe", "equipe", {"target": 3}, 4),
+    ("triomphe", "as-qui-pille", {"target": 3}, 4),
+]
+
+
+def run(coro_fn: Callable[..., Awaitable[Any]], tmp_path: Path, **limits: Any) -> Any:
+    async def main() -> Any:
+        server = await create_server(
+            "127.0.0.1:0", tmp_path / "t.db", tmp_path / "k.key", Limits(**limits)
+        )
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                return await coro_fn(server, rpc.RefereeServiceStub(channel), channel)
+        finally:
+            await server.stop(0)
+
+    return asyncio.run(main())
+
+
+def option(key: str, value: Any) -> rpb.Option:
+    if isinstance(value, bool):
+        return rpb.Option(key=key, bool_value=value)
+    if isinstance(value, int):
+        return rpb.Option(key=key, int_value=value)
+    return rpb.Option(key=key, string_value=value)
+
+
+def auth(token: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),)
+
+
+async def new_table(
+    stub: rpc.RefereeServiceStub, game: str, ruleset: str, options: dict[str, Any], n: int
+) -> tuple[str, dict[int, str]]:
+    resp = await stub.CreateTable(
+        pb.CreateTableRequest(
+            game=game,
+            ruleset=ruleset,
+            options=[option(k, v) for k, v in options.items()],
+            seats=[pb.SeatRequest(name=f"P{i}") for i in range(n)],
+        )
+    )
+    return resp.table_id, {t.seat: t.token for t in resp.tokens}
+
+
+async def play_random(
+    stub: rpc.RefereeServiceStub,
+    table_id: str,
+    tokens: dict[int, str],
+    rng: random.Random,
+    on_view: Callable[[int, pb.SeatView], None] | None = None,
+    limit: int = 100_000,
+) -> int:
+    """Play random legal actions until the match ends; returns the number of actions."""
+    count = 0
+    while count < limit:
+        acted = False
+        for seat, token in tokens.items():
+            view = (await stub.GetView(pb.GetViewRequest(table_id=table_id, seat=seat),
+                                       metadata=auth(token))).view  # fmt: skip
+            if on_view is not None:
+                on_view(seat, view)
+            if view.status == pb.TABLE_STATUS_FINISHED:
+                return count
+            if view.legal_actions:
+                choice = rng.choice(view.legal_actions).action
+                await stub.SubmitAction(
+                    pb.SubmitActionRequest(
+                        table_id=table_id,
+                        seat=seat,
+                        expected_action_index=view.action_index,
+                        action=choice,
+                    ),
+                    metadata=auth(token),
+                )
+                count += 1
+                acted = True
+        assert acted, "nobody could act but the match is not over"
+    raise AssertionError("the match did not end")
+
+
+@pytest.mark.parametrize(("game", "ruleset", "options", "players"), MATCHES)
+def test_full_match_over_grpc_gives_a_signed_record_that_verifies(
+    tmp_path: Path, game: str, ruleset: str, options: dict[str, Any], players: int
+) -> None:
+    if game not in GAMES:
+        pytest.skip(f"{game} is not in this engine yet")
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, tokens = await new_table(stub, game, ruleset, options, players)
+        actions = await play_random(stub, table_id, tokens, random.Random(game + ruleset))
+        assert actions > 0
+        got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+        key = load_public_key(tmp_path / "k.key")
+        result = verify_envelope(got.envelope, [key])
+        assert result.ok, result.error
+        rec = decode_record(got.envelope.record)
+        assert rec.outcome.finished
+        assert sum(len(h.actions) for h in rec.hands) == actions
+        assert rec.deal_source.algorithm == "tapis-deal/1" and len(rec.deal_source.seed) == 32
+        # A tampered byte breaks the signature.
+        bad = rpb.RecordEnvelope()
+        bad.CopyFrom(got.envelope)
+        flipped = bytearray(bad.record)
+        flipped[len(flipped) // 2] ^= 1
+        bad.record = bytes(flipped)
+        assert not verify_envelope(bad, [key]).ok
+
+    run(body, tmp_path)
+
+
+def _code_and_details(exc: grpc.aio.AioRpcError) -> tuple[grpc.StatusCode, list[Any]]:
+    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    return exc.code(), list(status.details) if status is not None else []
+
+
+def test_tokens_stale_duplicate_and_refusals(tmp_path: Path) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, tokens = await new_table(stub, "dame-de-pique", "", {}, 4)
+        view_req = pb.GetViewRequest(table_id=table_id, seat=0)
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await stub.GetView(view_req)
+        assert exc.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await stub.GetView(view_req, metadata=auth(tokens[1]))
+        assert exc.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        view = (await stub.GetView(view_req, metadata=auth(tokens[0]))).view
+        assert view.phase == "pass" and len(view.hand) == 13
+        give = view.legal_actions[0].action
+        submit = pb.SubmitActionRequest(
+            table_id=table_id, seat=0, expected_action_index=0, action=give
+        )
+        first = await stub.SubmitAction(submit, metadata=auth(tokens[0]))
+        again = await stub.SubmitAction(submit, metadata=auth(tokens[0]))  # a retry
+        assert first.action_index == again.action_index == 0
+        assert list(first.events) == list(again.events)
+        table = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+        assert table.action_index == 1
+        # A stale submission (another action at an old index) is refused with the index.
+        other = pb.SubmitActionRequest(
+            table_id=table_id, seat=1, expected_action_index=0, action=give
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await stub.SubmitAction(other, metadata=auth(tokens[1]))
+        code, details = _code_and_details(exc.value)
+        assert code == grpc.StatusCode.ABORTED
+        stale = pb.StaleAction()
+        assert details and details[0].Unpack(stale) and stale.action_index == 1
+        # An illegal action: a card while the exchange is on.
+        view1 = (await stub.GetView(pb.GetViewRequest(table_id=table_id, seat=1),
+                                    metadata=auth(tokens[1]))).view  # fmt: skip
+        card = view1.hand[0]
+        play = pb.SubmitActionRequest(
+            table_id=table_id, seat=1, expected_action_index=1, action=card << 3
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await stub.SubmitAction(play, metadata=auth(tokens[1]))
+        code, details = _code_and_details(exc.value)
+        assert code == grpc.StatusCode.FAILED_PRECONDITION
+        refusal = pb.ActionRefusal()
+        assert details[0].Unpack(refusal)
+        assert refusal.rule == "DP.PASS" and refusal.code == "exchange-first"
+        assert "DP.PASS" in (exc.value.details() or "")
+        # Nothing changed.
+        table = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+        assert table.action_index == 1
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+        assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await stub.GetTable(pb.GetTableRequest(table_id="nope"))
+        assert exc.value.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await new_table(stub, "dame-de-pique", "", {"colour": "red"}, 4)
+        assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "colour" in (exc.value.details() or "")
+
+    run(body, tmp_path)
+
+
+def test_open_seats_join_and_tables_per_client_limit(tmp_path: Path) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        resp = await stub.CreateTable(
+            pb.CreateTableRequest(
+                game="nap",
+                seats=[
+                    pb.SeatRequest(name="A"),
+                    pb.SeatRequest(name="B", open=True),
+                    pb.SeatRequest(name="C", open=True),
+                ],
+                options=[option("players", 3)],
+            )
+        )
+        assert [t.seat for t in resp.tokens] == [0]
+        table = await stub.GetTable(pb.GetTableRequest(table_id=resp.table_id))
+        assert table.status == pb.TABLE_STATUS_WAITING
+        joined = await stub.JoinTable(pb.JoinTableRequest(table_id=resp.table_id, name="Bea"))
+        assert joined.token.seat == 1
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await stub.JoinTable(pb.JoinTableRequest(table_id=resp.table_id, seat=1))
+        assert exc.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        await stub.JoinTable(pb.JoinTableRequest(table_id=resp.table_id, seat=2))
+        table = await stub.GetTable(pb.GetTableRequest(table_id=resp.table_id))
+        assert table.status == pb.TABLE_STATUS_PLAYING
+        assert [s.name for s in table.seats] == ["A", "Bea", "C"]
+        await new_table(stub, "hearts", "", {}, 4)
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await new_table(stub, "hearts", "", {}, 4)
+        assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    run(body, tmp_path, max_tables_per_client=2)
+
+
+def test_stream_cut_and_resumed_without_gap_or_duplicate(tmp_path: Path) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, tokens = await new_table(stub, "dame-de-pique", "", {"end_threshold": 20}, 4)
+        await play_random(stub, table_id, tokens, random.Random(3))
+
+        async def watch(start: int, stop_after: int | None = None) -> list[pb.TableEvent]:
+            got: list[pb.TableEvent] = []
+            call = stub.WatchTable(
+                pb.WatchTableRequest(table_id=table_id, seat=2, from_event_index=start),
+                metadata=auth(tokens[2]),
+            )
+            async for msg in call:
+                got.append(msg.event)
+                if stop_after is not None and len(got) == stop_after:
+                    call.cancel()
+                    break
+            return got
+
+        full = await watch(0)
+        assert [e.index for e in full] == list(range(len(full)))
+        assert full[-1].WhichOneof("event") == "match_ended"
+        part = await watch(0, stop_after=37)
+        rest = await watch(part[-1].index + 1)
+        assert [e.SerializeToString() for e in part + rest] == [e.SerializeToString() for e in full]
+
+    run(body, tmp_path)
+
+
+def test_live_stream_follows_play(tmp_path: Path) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, tokens = await new_table(stub, "nap", "", {"deals": 2}, 4)
+        seen: list[pb.TableEvent] = []
+
+        async def spectator() -> None:
+            async for msg in stub.WatchTable(pb.WatchTableRequest(table_id=table_id)):
+                seen.append(msg.event)
+
+        task = asyncio.create_task(spectator())
+        await asyncio.sleep(0.1)
+        await play_random(stub, table_id, tokens, random.Random(5))
+        await asyncio.wait_for(task, 10)
+        kinds = [e.WhichOneof("event") for e in seen]
+        assert kinds[-1] == "match_ended"
+        assert "trick_completed" in kinds or "note" in kinds
+        # A spectator never sees a hand.
+        assert all(not e.hand_started.hand for e in seen if e.HasField("hand_started"))
+
+    run(body, tmp_path)
+
+
+def _cards_in(message: Any) -> set[int]:
+    """Every card id in the card fields of a message (hand, known, trick, events)."""
+    found: set[int] = set()
+    for desc, value in message.ListFields():
+        if desc.message_type is not None:
+            items = value if desc.is_repeated else [value]
+            for item in items:
+                found |= _cards_in(item)
+        elif desc.name in ("hand", "cards", "card", "retourne"):
+            found |= set(value) if desc.is_repeated else {value}
+    return found
+
+
+@pytest.mark.parametrize(("game", "ruleset", "options", "players"), MATCHES)
+def test_no_seat_ever_sees_cards_it_may_not_see(
+    tmp_path: Path, game: str, ruleset: str, options: dict[str, Any], players: int
+) -> None:
+    """Every view and event sent to a seat holds only cards that seat may see at that
+    moment: its own (as dealt and as held), cards played, the retourne, and what the rules
+    show it (a partner's hand where the rules allow, the exchange's cards to their
+    receiver)."""
+    if game not in GAMES:
+        pytest.skip(f"{game} is not in this engine yet")
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, tokens = await new_table(stub, game, ruleset, options, players)
+        table = server.referee.tables[table_id]
+
+        def allowed(seat: int) -> int:
+            hand = table.match.hand
+            assert hand is not None
+            mask = hand.held[seat] | hand.deal.hands[seat]
+            for result in table.match.results:
+                mask |= result.deal.hands[seat]
+            for t in hand.tricks:
+                for c in t.cards:
+                    mask |= 1 << c
+            if hand.deal.retourne >= 0:
+                mask |= 1 << hand.deal.retourne
+            view = table.match.view(seat)
+            assert view is not None
+            for other in view.known.values():
+                mask |= other
+            for c in view.trick:
+                mask |= 1 << c[1]
+            for result in table.match.results:  # earlier hands are over: all shown
+                for t in result.tricks:
+                    for c in t.cards:
+                        mask |= 1 << c
+            return mask
+
+        def check(seat: int, view: pb.SeatView) -> None:
+            if table.match.hand is None:
+                return
+            seen = _cards_in(view)
+            bad = [c for c in seen if not allowed(seat) >> c & 1]
+            assert not bad, f"seat {seat} was shown {bad}"
+
+        await play_random(stub, table_id, tokens, random.Random(11), on_view=check)
+        # The event streams: nothing of another seat's hand as dealt.
+        for seat, token in tokens.items():
+            async for msg in stub.WatchTable(
+                pb.WatchTableRequest(table_id=table_id, seat=seat), metadata=auth(token)
+            ):
+                ev = msg.event
+                if ev.HasField("hand_started"):
+                    number = ev.hand_started.number
+                    dealt = next(
+                        r.deal.hands[seat] for r in table.match.results if r.number == number
+                    )
+                    assert set(ev.hand_started.hand) == set(iter_cards(dealt))
+
+    run(body, tmp_path)
+
+
+def test_health_serving_then_not_serving(tmp_path: Path) -> None:
+    async def main() -> None:
+        server = await create_server("127.0.0.1:0", tmp_path / "t.db", tmp_path / "k.key")
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            reply = await health.Check(
+                health_pb2.HealthCheckRequest(service="tapis.v1.RefereeService")
+            )
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+            await server.health.set(
+                "tapis.v1.RefereeService", health_pb2.HealthCheckResponse.NOT_SERVING
+            )
+            reply = await health.Check(
+                health_pb2.HealthCheckRequest(service="tapis.v1.RefereeService")
+            )
+            assert reply.status == health_pb2.HealthCheckResponse.NOT_SERVING
+        await server.stop(0)
+
+    asyncio.run(main())
