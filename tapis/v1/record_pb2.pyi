@@ -142,6 +142,8 @@ Global___GameRecord: _TypeAlias = GameRecord  # noqa: Y015
 
 @_typing.final
 class Rules(_message.Message):
+    """Game, ruleset and options of a match."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GAME_FIELD_NUMBER: _builtins.int
@@ -193,9 +195,13 @@ class Option(_message.Message):
     INT_VALUE_FIELD_NUMBER: _builtins.int
     STRING_VALUE_FIELD_NUMBER: _builtins.int
     key: _builtins.str
+    """The option key of RULES.md section 6."""
     bool_value: _builtins.bool
+    """A yes/no option."""
     int_value: _builtins.int
+    """A whole-number option."""
     string_value: _builtins.str
+    """A named choice, e.g. "subtract_self"."""
     def __init__(
         self,
         *,
@@ -216,6 +222,8 @@ Global___Option: _TypeAlias = Option  # noqa: Y015
 
 @_typing.final
 class Seat(_message.Message):
+    """One seat of a match."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int
@@ -250,8 +258,11 @@ class Score(_message.Message):
     IMPERIALES_FIELD_NUMBER: _builtins.int
     JETONS_FIELD_NUMBER: _builtins.int
     points: _builtins.int
+    """Points (Triomphe, Dame de Pique, Napoléon)."""
     imperiales: _builtins.int
+    """Fiches won (L'Impériale)."""
     jetons: _builtins.int
+    """Jetons held (L'Impériale), 0 to 5 between events."""
     def __init__(
         self,
         *,
@@ -269,6 +280,8 @@ Global___Score: _TypeAlias = Score  # noqa: Y015
 
 @_typing.final
 class Start(_message.Message):
+    """Where a match started: first hand number and scores before it."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     HAND_NUMBER_FIELD_NUMBER: _builtins.int
@@ -295,6 +308,8 @@ Global___Start: _TypeAlias = Start  # noqa: Y015
 
 @_typing.final
 class DealSource(_message.Message):
+    """How the deals of a refereed match were made (records/dealing.py)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ALGORITHM_FIELD_NUMBER: _builtins.int
@@ -325,6 +340,8 @@ Global___DealSource: _TypeAlias = DealSource  # noqa: Y015
 
 @_typing.final
 class Deal(_message.Message):
+    """The cards as dealt."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     HANDS_FIELD_NUMBER: _builtins.int
@@ -363,6 +380,8 @@ Global___Deal: _TypeAlias = Deal  # noqa: Y015
 
 @_typing.final
 class HandRecord(_message.Message):
+    """One hand: its deal, its actions and what it scored."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NUMBER_FIELD_NUMBER: _builtins.int
@@ -379,7 +398,9 @@ class HandRecord(_message.Message):
     seats: _builtins.bytes
     """The seat that took each action, one byte per action."""
     @_builtins.property
-    def deal(self) -> Global___Deal: ...
+    def deal(self) -> Global___Deal:
+        """The cards as dealt, before any exchange."""
+
     @_builtins.property
     def actions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """The actions in order (encoding in the header of this file)."""
@@ -413,6 +434,8 @@ Global___HandRecord: _TypeAlias = HandRecord  # noqa: Y015
 
 @_typing.final
 class ScoreLine(_message.Message):
+    """One scoring event, with the rule it applies."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -457,6 +480,8 @@ Global___ScoreLine: _TypeAlias = ScoreLine  # noqa: Y015
 
 @_typing.final
 class Outcome(_message.Message):
+    """The result of a match."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     FINISHED_FIELD_NUMBER: _builtins.int
@@ -499,6 +524,8 @@ Global___Outcome: _TypeAlias = Outcome  # noqa: Y015
 
 @_typing.final
 class Provenance(_message.Message):
+    """Where a record comes from."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SOURCE_FIELD_NUMBER: _builtins.int
@@ -533,7 +560,9 @@ class Annotations(_message.Message):
 
     ACTIONS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def actions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ActionAnnotation]: ...
+    def actions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ActionAnnotation]:
+        """One annotation per annotated action, in action order."""
+
     def __init__(
         self,
         *,
@@ -549,6 +578,8 @@ Global___Annotations: _TypeAlias = Annotations  # noqa: Y015
 
 @_typing.final
 class ActionAnnotation(_message.Message):
+    """What an annotator says of one action."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     HAND_FIELD_NUMBER: _builtins.int
@@ -561,6 +592,7 @@ class ActionAnnotation(_message.Message):
     hand: _builtins.int
     """1-based position of the annotated action."""
     action: _builtins.int
+    """1-based index of the action in its hand."""
     forced: _builtins.bool
     """Whether the action was the only legal one."""
     trick_winner: _builtins.int

@@ -50,6 +50,7 @@ class _TableStatus:
 class _TableStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TableStatus.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     TABLE_STATUS_UNSPECIFIED: _TableStatus.ValueType  # 0
+    """Not set."""
     TABLE_STATUS_WAITING: _TableStatus.ValueType  # 1
     """Some seats are still open; play starts when the last one is taken."""
     TABLE_STATUS_PLAYING: _TableStatus.ValueType  # 2
@@ -57,9 +58,11 @@ class _TableStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TableStat
     TABLE_STATUS_FINISHED: _TableStatus.ValueType  # 3
     """The match is over; its record can be fetched."""
 
-class TableStatus(_TableStatus, metaclass=_TableStatusEnumTypeWrapper): ...
+class TableStatus(_TableStatus, metaclass=_TableStatusEnumTypeWrapper):
+    """Where a table is in its life."""
 
 TABLE_STATUS_UNSPECIFIED: TableStatus.ValueType  # 0
+"""Not set."""
 TABLE_STATUS_WAITING: TableStatus.ValueType  # 1
 """Some seats are still open; play starts when the last one is taken."""
 TABLE_STATUS_PLAYING: TableStatus.ValueType  # 2
@@ -70,7 +73,10 @@ Global___TableStatus: _TypeAlias = TableStatus  # noqa: Y015
 
 @_typing.final
 class ListGamesRequest(_message.Message):
-    """--- games -----------------------------------------------------------------------------"""
+    """--- games -----------------------------------------------------------------------------
+
+    Asks for the games of this referee.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -87,11 +93,15 @@ Global___ListGamesRequest: _TypeAlias = ListGamesRequest  # noqa: Y015
 
 @_typing.final
 class ListGamesResponse(_message.Message):
+    """The games of this referee."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GAMES_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def games(self) -> _containers.RepeatedCompositeFieldContainer[Global___GameInfo]: ...
+    def games(self) -> _containers.RepeatedCompositeFieldContainer[Global___GameInfo]:
+        """One entry per game."""
+
     def __init__(
         self,
         *,
@@ -107,6 +117,8 @@ Global___ListGamesResponse: _TypeAlias = ListGamesResponse  # noqa: Y015
 
 @_typing.final
 class GameInfo(_message.Message):
+    """One game the referee runs."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int
@@ -149,12 +161,15 @@ Global___GameInfo: _TypeAlias = GameInfo  # noqa: Y015
 
 @_typing.final
 class RulesetInfo(_message.Message):
+    """One ruleset of a game."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
     PLAYER_COUNTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
+    """The ruleset's name, e.g. "academie", or "standard"."""
     @_builtins.property
     def options(self) -> _containers.RepeatedCompositeFieldContainer[Global___OptionInfo]:
         """The options of this ruleset, sorted by key."""
@@ -180,6 +195,8 @@ Global___RulesetInfo: _TypeAlias = RulesetInfo  # noqa: Y015
 
 @_typing.final
 class OptionInfo(_message.Message):
+    """One option of a ruleset (RULES.md section 6)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     KEY_FIELD_NUMBER: _builtins.int
@@ -220,7 +237,10 @@ Global___OptionInfo: _TypeAlias = OptionInfo  # noqa: Y015
 
 @_typing.final
 class SeatRequest(_message.Message):
-    """--- tables ----------------------------------------------------------------------------"""
+    """--- tables ----------------------------------------------------------------------------
+
+    One seat of a table being created.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -248,6 +268,8 @@ Global___SeatRequest: _TypeAlias = SeatRequest  # noqa: Y015
 
 @_typing.final
 class CreateTableRequest(_message.Message):
+    """Opens a table."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GAME_FIELD_NUMBER: _builtins.int
@@ -284,11 +306,14 @@ Global___CreateTableRequest: _TypeAlias = CreateTableRequest  # noqa: Y015
 
 @_typing.final
 class SeatToken(_message.Message):
+    """The secret token of a seat."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     TOKEN_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat it opens."""
     token: _builtins.str
     """Secret: send as "authorization: Bearer <token>". Shown once; the referee keeps a hash."""
     def __init__(
@@ -307,12 +332,15 @@ Global___SeatToken: _TypeAlias = SeatToken  # noqa: Y015
 
 @_typing.final
 class CreateTableResponse(_message.Message):
+    """The new table and the creator's tokens."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     TOKENS_FIELD_NUMBER: _builtins.int
     COMMITMENT_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table's id, used by every other call."""
     @_builtins.property
     def tokens(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatToken]:
         """The tokens of the seats the creator took."""
@@ -338,6 +366,8 @@ Global___CreateTableResponse: _TypeAlias = CreateTableResponse  # noqa: Y015
 
 @_typing.final
 class DealCommitment(_message.Message):
+    """The referee's commitment to the secret seed of a table's deals."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ALGORITHM_FIELD_NUMBER: _builtins.int
@@ -362,12 +392,15 @@ Global___DealCommitment: _TypeAlias = DealCommitment  # noqa: Y015
 
 @_typing.final
 class JoinTableRequest(_message.Message):
+    """Takes an open seat."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     SEAT_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table to join."""
     seat: _builtins.int
     """The seat to take; absent: the first open seat."""
     name: _builtins.str
@@ -391,14 +424,20 @@ Global___JoinTableRequest: _TypeAlias = JoinTableRequest  # noqa: Y015
 
 @_typing.final
 class JoinTableResponse(_message.Message):
+    """The seat taken and its token."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TOKEN_FIELD_NUMBER: _builtins.int
     COMMITMENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def token(self) -> Global___SeatToken: ...
+    def token(self) -> Global___SeatToken:
+        """The seat taken and its secret token."""
+
     @_builtins.property
-    def commitment(self) -> Global___DealCommitment: ...
+    def commitment(self) -> Global___DealCommitment:
+        """The table's deal commitment."""
+
     def __init__(
         self,
         *,
@@ -415,6 +454,8 @@ Global___JoinTableResponse: _TypeAlias = JoinTableResponse  # noqa: Y015
 
 @_typing.final
 class TableSeat(_message.Message):
+    """One seat of a table as everyone sees it."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -422,7 +463,9 @@ class TableSeat(_message.Message):
     TAKEN_FIELD_NUMBER: _builtins.int
     TEAM_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat's number in playing order."""
     name: _builtins.str
+    """The player's name."""
     taken: _builtins.bool
     """Whether someone holds this seat."""
     team: _builtins.int
@@ -445,10 +488,13 @@ Global___TableSeat: _TypeAlias = TableSeat  # noqa: Y015
 
 @_typing.final
 class GetTableRequest(_message.Message):
+    """Asks for the public facts of a table."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table."""
     def __init__(
         self,
         *,
@@ -464,6 +510,8 @@ Global___GetTableRequest: _TypeAlias = GetTableRequest  # noqa: Y015
 
 @_typing.final
 class GetTableResponse(_message.Message):
+    """The public facts of a table."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
@@ -474,17 +522,25 @@ class GetTableResponse(_message.Message):
     ACTION_INDEX_FIELD_NUMBER: _builtins.int
     EVENT_INDEX_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table."""
     status: Global___TableStatus.ValueType
+    """Waiting for players, playing or finished."""
     action_index: _builtins.int
     """Number of actions applied so far (the next expected_action_index)."""
     event_index: _builtins.int
     """Number of events so far (the next event index)."""
     @_builtins.property
-    def rules(self) -> _record_pb2.Rules: ...
+    def rules(self) -> _record_pb2.Rules:
+        """Game, ruleset, players and rules digest (options are in the record)."""
+
     @_builtins.property
-    def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___TableSeat]: ...
+    def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___TableSeat]:
+        """Every seat."""
+
     @_builtins.property
-    def commitment(self) -> Global___DealCommitment: ...
+    def commitment(self) -> Global___DealCommitment:
+        """The deal commitment."""
+
     def __init__(
         self,
         *,
@@ -506,13 +562,17 @@ Global___GetTableResponse: _TypeAlias = GetTableResponse  # noqa: Y015
 
 @_typing.final
 class GetViewRequest(_message.Message):
-    """--- views -----------------------------------------------------------------------------"""
+    """--- views -----------------------------------------------------------------------------
+
+    Asks for what a seat (or a spectator) sees.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     SEAT_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table."""
     seat: _builtins.int
     """The seat (needs its token); absent for a spectator's view."""
     def __init__(
@@ -533,11 +593,15 @@ Global___GetViewRequest: _TypeAlias = GetViewRequest  # noqa: Y015
 
 @_typing.final
 class GetViewResponse(_message.Message):
+    """What the seat sees."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     VIEW_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def view(self) -> Global___SeatView: ...
+    def view(self) -> Global___SeatView:
+        """The view."""
+
     def __init__(
         self,
         *,
@@ -560,7 +624,9 @@ class ActionChoice(_message.Message):
     ACTION_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     action: _builtins.int
+    """The action code to submit."""
     text: _builtins.str
+    """The action for a person, e.g. "play QS", "bid nap"."""
     def __init__(
         self,
         *,
@@ -584,8 +650,11 @@ class KnownCards(_message.Message):
     SEAT_FIELD_NUMBER: _builtins.int
     CARDS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The other seat."""
     @_builtins.property
-    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Its cards this seat may see."""
+
     def __init__(
         self,
         *,
@@ -609,7 +678,9 @@ class PlayedCard(_message.Message):
     SEAT_FIELD_NUMBER: _builtins.int
     CARD_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """Who played the card."""
     card: _builtins.int
+    """The card."""
     def __init__(
         self,
         *,
@@ -633,7 +704,9 @@ class Fact(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     VALUE_FIELD_NUMBER: _builtins.int
     key: _builtins.str
+    """What the fact is about, e.g. "exchange", "contract"."""
     value: _builtins.str
+    """Its value as text."""
     def __init__(
         self,
         *,
@@ -650,6 +723,8 @@ Global___Fact: _TypeAlias = Fact  # noqa: Y015
 
 @_typing.final
 class SeatView(_message.Message):
+    """Everything one seat (or a spectator) may know of a table now."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
@@ -670,9 +745,11 @@ class SeatView(_message.Message):
     FACTS_FIELD_NUMBER: _builtins.int
     WINNERS_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table."""
     seat: _builtins.int
     """The viewing seat; absent for a spectator."""
     status: Global___TableStatus.ValueType
+    """Waiting, playing or finished."""
     action_index: _builtins.int
     """Number of actions applied so far: the expected_action_index of the next submission."""
     event_index: _builtins.int
@@ -755,7 +832,10 @@ Global___SeatView: _TypeAlias = SeatView  # noqa: Y015
 
 @_typing.final
 class SubmitActionRequest(_message.Message):
-    """--- actions ---------------------------------------------------------------------------"""
+    """--- actions ---------------------------------------------------------------------------
+
+    Submits one action for a seat.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -764,7 +844,9 @@ class SubmitActionRequest(_message.Message):
     EXPECTED_ACTION_INDEX_FIELD_NUMBER: _builtins.int
     ACTION_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table."""
     seat: _builtins.int
+    """The acting seat (the token must be this seat's)."""
     expected_action_index: _builtins.int
     """The number of actions the client believes the table has applied (SeatView.action_index).
     A retry of an acknowledged submission is answered again without effect; any other
@@ -790,6 +872,8 @@ Global___SubmitActionRequest: _TypeAlias = SubmitActionRequest  # noqa: Y015
 
 @_typing.final
 class SubmitActionResponse(_message.Message):
+    """The acknowledgement of a durable action."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACTION_INDEX_FIELD_NUMBER: _builtins.int
@@ -874,12 +958,16 @@ Global___StaleAction: _TypeAlias = StaleAction  # noqa: Y015
 
 @_typing.final
 class ResignRequest(_message.Message):
+    """Concedes the match for a seat."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     SEAT_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table."""
     seat: _builtins.int
+    """The seat that resigns (the token must be this seat's)."""
     def __init__(
         self,
         *,
@@ -896,10 +984,13 @@ Global___ResignRequest: _TypeAlias = ResignRequest  # noqa: Y015
 
 @_typing.final
 class ResignResponse(_message.Message):
+    """The acknowledgement of a resignation."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACTION_INDEX_FIELD_NUMBER: _builtins.int
     action_index: _builtins.int
+    """The index the resignation took in the action list."""
     def __init__(
         self,
         *,
@@ -915,7 +1006,10 @@ Global___ResignResponse: _TypeAlias = ResignResponse  # noqa: Y015
 
 @_typing.final
 class WatchTableRequest(_message.Message):
-    """--- events ----------------------------------------------------------------------------"""
+    """--- events ----------------------------------------------------------------------------
+
+    Asks for a table's events.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -923,6 +1017,7 @@ class WatchTableRequest(_message.Message):
     SEAT_FIELD_NUMBER: _builtins.int
     FROM_EVENT_INDEX_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table."""
     seat: _builtins.int
     """The seat (needs its token); absent to watch as a spectator."""
     from_event_index: _builtins.int
@@ -946,11 +1041,15 @@ Global___WatchTableRequest: _TypeAlias = WatchTableRequest  # noqa: Y015
 
 @_typing.final
 class WatchTableResponse(_message.Message):
+    """One event of the stream."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def event(self) -> Global___TableEvent: ...
+    def event(self) -> Global___TableEvent:
+        """The event, as the watcher may know it."""
+
     def __init__(
         self,
         *,
@@ -984,21 +1083,37 @@ class TableEvent(_message.Message):
     index: _builtins.int
     """Position in the table's event list, from 0."""
     @_builtins.property
-    def seat_taken(self) -> Global___SeatTaken: ...
+    def seat_taken(self) -> Global___SeatTaken:
+        """A seat was taken."""
+
     @_builtins.property
-    def hand_started(self) -> Global___HandStarted: ...
+    def hand_started(self) -> Global___HandStarted:
+        """A hand was dealt."""
+
     @_builtins.property
-    def action_taken(self) -> Global___ActionTaken: ...
+    def action_taken(self) -> Global___ActionTaken:
+        """A seat acted."""
+
     @_builtins.property
-    def trick_completed(self) -> Global___TrickCompleted: ...
+    def trick_completed(self) -> Global___TrickCompleted:
+        """A trick was completed."""
+
     @_builtins.property
-    def score_line(self) -> _record_pb2.ScoreLine: ...
+    def score_line(self) -> _record_pb2.ScoreLine:
+        """The rules scored something."""
+
     @_builtins.property
-    def note(self) -> Global___Note: ...
+    def note(self) -> Global___Note:
+        """Something public happened (contract, trump, exchange...)."""
+
     @_builtins.property
-    def hand_ended(self) -> Global___HandEnded: ...
+    def hand_ended(self) -> Global___HandEnded:
+        """A hand ended."""
+
     @_builtins.property
-    def match_ended(self) -> Global___MatchEnded: ...
+    def match_ended(self) -> Global___MatchEnded:
+        """The match ended; the record is ready."""
+
     def __init__(
         self,
         *,
@@ -1024,12 +1139,16 @@ Global___TableEvent: _TypeAlias = TableEvent  # noqa: Y015
 
 @_typing.final
 class SeatTaken(_message.Message):
+    """A seat was taken."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """The seat."""
     name: _builtins.str
+    """The player's name."""
     def __init__(
         self,
         *,
@@ -1046,6 +1165,8 @@ Global___SeatTaken: _TypeAlias = SeatTaken  # noqa: Y015
 
 @_typing.final
 class HandStarted(_message.Message):
+    """A hand was dealt."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NUMBER_FIELD_NUMBER: _builtins.int
@@ -1053,7 +1174,9 @@ class HandStarted(_message.Message):
     HAND_FIELD_NUMBER: _builtins.int
     RETOURNE_FIELD_NUMBER: _builtins.int
     number: _builtins.int
+    """The hand's number in the match."""
     dealer: _builtins.int
+    """The dealer's seat."""
     retourne: _builtins.int
     """The retourne, where the game turns one up."""
     @_builtins.property
@@ -1080,6 +1203,8 @@ Global___HandStarted: _TypeAlias = HandStarted  # noqa: Y015
 
 @_typing.final
 class ActionTaken(_message.Message):
+    """A seat acted."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACTION_INDEX_FIELD_NUMBER: _builtins.int
@@ -1090,9 +1215,11 @@ class ActionTaken(_message.Message):
     action_index: _builtins.int
     """Index of the action in the table's action list."""
     seat: _builtins.int
+    """The acting seat."""
     action: _builtins.int
     """The action as this viewer may know it: a pass or a discard by another seat shows no cards."""
     text: _builtins.str
+    """The action for a person, e.g. "play QS"."""
     @_builtins.property
     def hand(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """The viewing seat's cards after this action (empty for spectators)."""
@@ -1116,6 +1243,8 @@ Global___ActionTaken: _TypeAlias = ActionTaken  # noqa: Y015
 
 @_typing.final
 class TrickCompleted(_message.Message):
+    """A trick was completed."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NUMBER_FIELD_NUMBER: _builtins.int
@@ -1124,8 +1253,11 @@ class TrickCompleted(_message.Message):
     number: _builtins.int
     """1-based within the hand."""
     winner: _builtins.int
+    """The seat that won it."""
     @_builtins.property
-    def cards(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlayedCard]: ...
+    def cards(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlayedCard]:
+        """Its cards in playing order."""
+
     def __init__(
         self,
         *,
@@ -1143,6 +1275,8 @@ Global___TrickCompleted: _TypeAlias = TrickCompleted  # noqa: Y015
 
 @_typing.final
 class Note(_message.Message):
+    """A public fact for a person."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     KIND_FIELD_NUMBER: _builtins.int
@@ -1151,6 +1285,7 @@ class Note(_message.Message):
     kind: _builtins.str
     """e.g. "exchange", "contract", "trump", "thrown-in"."""
     text: _builtins.str
+    """What happened, for a person."""
     seat: _builtins.int
     """The seat concerned, if any."""
     def __init__(
@@ -1172,11 +1307,14 @@ Global___Note: _TypeAlias = Note  # noqa: Y015
 
 @_typing.final
 class HandEnded(_message.Message):
+    """A hand ended."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NUMBER_FIELD_NUMBER: _builtins.int
     SCORES_FIELD_NUMBER: _builtins.int
     number: _builtins.int
+    """The hand's number."""
     @_builtins.property
     def scores(self) -> _containers.RepeatedCompositeFieldContainer[_record_pb2.Score]:
         """Every seat's score after the hand."""
@@ -1197,16 +1335,21 @@ Global___HandEnded: _TypeAlias = HandEnded  # noqa: Y015
 
 @_typing.final
 class MatchEnded(_message.Message):
+    """The match ended."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     WINNERS_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     RECORD_ID_FIELD_NUMBER: _builtins.int
     reason: _builtins.str
+    """Why it ended, for a person."""
     record_id: _builtins.str
     """The id of the signed record (GetRecord)."""
     @_builtins.property
-    def winners(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def winners(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The winning seats (several when the rules share a victory)."""
+
     def __init__(
         self,
         *,
@@ -1224,12 +1367,16 @@ Global___MatchEnded: _TypeAlias = MatchEnded  # noqa: Y015
 
 @_typing.final
 class GetRecordRequest(_message.Message):
-    """--- records ---------------------------------------------------------------------------"""
+    """--- records ---------------------------------------------------------------------------
+
+    Asks for the record of a finished table.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     TABLE_ID_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
+    """The table."""
     def __init__(
         self,
         *,
@@ -1245,6 +1392,8 @@ Global___GetRecordRequest: _TypeAlias = GetRecordRequest  # noqa: Y015
 
 @_typing.final
 class GetRecordResponse(_message.Message):
+    """The signed record of a table."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ENVELOPE_FIELD_NUMBER: _builtins.int
