@@ -52,7 +52,7 @@ from records.codec import (
 from records.verify import verify_envelope
 from referee.engine import COMPILED as ENGINE_COMPILED
 from referee.engine import Match, Rules, make_rules, new_match
-from referee.engine.actions import PASS, PLAY
+from referee.engine.actions import PASS, PLAY, pass_cards
 from scripts import openspiel_hearts as osh
 from tapis.v1 import record_pb2 as pb
 
@@ -113,7 +113,7 @@ def os_actions(hand: pb.HandRecord) -> list[int]:
         if kind == PLAY:
             plays.append(card_to_action(action >> 3))
         elif kind == PASS:
-            passes[seat] = action >> 3
+            passes[seat] = pass_cards(action)
         else:
             raise ValueError(f"unexpected action {action} in a Dame de Pique hand")
     if direction != osh.OS_NO_PASS:

@@ -7,7 +7,7 @@ of small ints.
 | kind | payload |
 |---|---|
 | PLAY | card id |
-| PASS | mask of the three cards given (Dame de Pique) |
+| PASS | the three cards given, lowest id first, 6 bits each (`c1 + c2 * 64 + c3 * 4096`) |
 | BID | contract index (Napoléon: 0 pass, 1 two ... 7 blucher) |
 | VOLE | 0 stop, 1 continue (Triomphe) |
 | ABANDON | 0 offer, 1 accept, 2 refuse (Triomphe) |
@@ -42,6 +42,8 @@ __all__ = [
     "encode",
     "kind_of",
     "parse_action",
+    "pass_action",
+    "pass_cards",
     "payload_of",
 ]
 
@@ -52,6 +54,21 @@ VOLE_WORDS = ("stop", "continue")
 ABANDON_WORDS = ("offer", "accept", "refuse")
 PILLE_STOP = 63
 PILLE_HIDDEN = 62  # a pillage discard as the other seats know it (face down)
+
+
+def pass_action(mask: int) -> int:
+    """The PASS action giving the three cards of `mask` (Dame de Pique). Every action code
+    stays below 2**53, so clients in any language hold it exactly."""
+    a, b, c = iter_cards(mask)
+    return encode(PASS, a | b << 6 | c << 12)
+
+
+def pass_cards(action: int) -> int:
+    """The mask of the cards a PASS action gives (0 for a pass whose cards are hidden)."""
+    p = action >> 3
+    if p == 0:
+        return 0
+    return 1 << (p & 63) | 1 << (p >> 6 & 63) | 1 << (p >> 12)
 
 
 def encode(kind: int, payload: int = 0) -> int:
@@ -66,7 +83,7 @@ def payload_of(action: int) -> int:
     return action >> 3
 
 
-_PAYLOAD_LIMIT = (52, 1 << 52, len(BID_WORDS), 2, 3, PILLE_STOP + 1, 1)
+_PAYLOAD_LIMIT = (52, 1 << 18, len(BID_WORDS), 2, 3, PILLE_STOP + 1, 1)
 
 
 def check_action(action: object) -> None:
@@ -78,7 +95,7 @@ def check_action(action: object) -> None:
         raise InvalidAction(f"{action} is not an action (kind {kind}, payload {payload})")
     if kind == PILLE and payload != PILLE_STOP and payload >= 52:
         raise InvalidAction(f"{action} is not an action (pille of card {payload})")
-    if kind == PASS and payload.bit_count() != 3:
+    if kind == PASS and not (payload & 63) < (payload >> 6 & 63) < (payload >> 12) < 52:
         raise InvalidAction(f"{action} is not an action (a pass gives three cards)")
 
 
@@ -116,7 +133,7 @@ def parse_action(entry: dict[str, Any]) -> int:
         cards = [parse_card(v) for v in value]
         if len(set(cards)) != 3:
             raise InvalidAction(f"'pass' names the same card twice: {value!r}")
-        return encode(PASS, mask_of(cards))
+        return pass_action(mask_of(cards))
     if kind == BID:
         return encode(BID, _word(BID_WORDS, value, key))
     if kind == VOLE:
@@ -139,7 +156,7 @@ def action_to_json(action: int) -> dict[str, Any]:
     if kind == PLAY:
         return {key: card_str(payload)}
     if kind == PASS:
-        return {key: [card_str(c) for c in iter_cards(payload)]}  # [] when hidden
+        return {key: [card_str(c) for c in iter_cards(pass_cards(action))]}  # [] when hidden
     if kind == BID:
         return {key: BID_WORDS[payload]}
     if kind == VOLE:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from enum import Enum
 from itertools import combinations
 
-from referee.engine.actions import PASS, PLAY, encode
+from referee.engine.actions import PASS, PLAY, encode, pass_action, pass_cards
 from referee.engine.base import (
     Deal,
     Hand,
@@ -160,7 +160,7 @@ class DamePiqueHand(Hand):
                 (1 << a) | (1 << b) | (1 << c)
                 for a, b, c in combinations(iter_cards(self.held[seat]), 3)
             )
-            return sorted(encode(PASS, m) for m in masks)
+            return sorted(pass_action(m) for m in masks)
         return [encode(PLAY, c) for c in iter_cards(self.legal_play_mask(seat))]
 
     # -- applying actions -----------------------------------------------------------------
@@ -195,13 +195,13 @@ class DamePiqueHand(Hand):
         error = self._pass_refusal(seat, action)
         if error is not None:
             raise error
-        self._give(seat, action >> 3)
+        self._give(seat, pass_cards(action))
 
     def _pass_refusal(self, seat: int, action: int) -> IllegalAction | None:
         # DP.PASS: three cards of the dealt hand, chosen before seeing what is received.
         if not 0 <= seat < 4 or self.passed[seat]:
             return self.not_your_turn(seat, action, "DP.PASS")
-        mask = action >> 3
+        mask = pass_cards(action)
         missing = mask & ~self.held[seat]
         if missing:
             return self.illegal(
@@ -240,7 +240,7 @@ class DamePiqueHand(Hand):
             action = actions[end]
             if action & 7 != PASS or self._pass_refusal(seats[end], action) is not None:
                 break
-            self._give(seats[end], action >> 3)
+            self._give(seats[end], pass_cards(action))
             self.actions.append(action)
             self.action_seats.append(seats[end])
             end += 1

@@ -13,10 +13,12 @@ Conventions shared by every message:
   ranks 0 = two, 1 = three, ..., 8 = ten, 9 = jack, 10 = queen, 11 = king, 12 = ace.
 - A set of cards is a 64-bit mask whose bit `c` is set when card `c` is in the set.
 - Seats are numbered 0..n-1 in playing order (seat i+1 plays after seat i).
-- An action is the integer `payload << 3 | kind`; kinds: 0 play (payload: card), 1 pass
-  (payload: mask of the three cards given), 2 bid (payload: 0 pass, 1 two, 2 three,
+- An action is the integer `payload << 3 | kind`, always below 2^53; kinds: 0 play
+  (payload: card), 1 pass (payload: the three cards given, lowest id first, six bits each:
+  c1 | c2 << 6 | c3 << 12; 0 when the cards are hidden), 2 bid (payload: 0 pass, 1 two, 2 three,
   3 misere, 4 four, 5 nap, 6 wellington, 7 blucher), 3 vole (0 stop, 1 continue),
-  4 abandon (0 offer, 1 accept, 2 refuse), 5 pille (payload: card discarded, 63 stop),
+  4 abandon (0 offer, 1 accept, 2 refuse), 5 pille (payload: card discarded, 63 stop,
+  62 when the card is hidden),
   6 resign (payload 0).
 
 Storage: a record is kept as a RecordEnvelope holding the GameRecord's bytes exactly as

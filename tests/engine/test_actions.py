@@ -28,7 +28,7 @@ from referee.engine.actions import (
     parse_action,
     payload_of,
 )
-from referee.engine.cards import card_str, mask_of, parse_card
+from referee.engine.cards import card_str, parse_card
 from referee.engine.errors import InvalidAction, TapisError
 
 
@@ -62,8 +62,9 @@ def test_kind_names_are_the_transcript_keys() -> None:
         ({"seat": 0, "play": "QS"}, PLAY, c("QS")),
         ({"play": "10H"}, PLAY, c("10H")),
         ({"seat": 3, "play": "D♠"}, PLAY, c("QS")),
-        ({"seat": 1, "pass": ["2H", "5H", "AS"]}, PASS, mask_of([c("2H"), c("5H"), c("AS")])),
-        ({"seat": 2, "pass": ["QS", "R♥", "TD"]}, PASS, mask_of([c("QS"), c("KH"), c("10D")])),
+        # pass: the three card ids, lowest first, six bits each (AS=12, 2H=13, 5H=16)
+        ({"seat": 1, "pass": ["2H", "5H", "AS"]}, PASS, 12 | 13 << 6 | 16 << 12),
+        ({"seat": 2, "pass": ["QS", "R♥", "TD"]}, PASS, 10 | 24 << 6 | 34 << 12),
         *[({"seat": 0, "bid": w}, BID, i) for i, w in enumerate(BID_WORDS)],
         ({"seat": 0, "vole": "stop"}, VOLE, 0),
         ({"seat": 0, "vole": "continue"}, VOLE, 1),

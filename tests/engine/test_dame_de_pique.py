@@ -14,7 +14,7 @@ import pytest
 
 from records.codec import Provenance, build_record, canonical_bytes, decode_record
 from records.verify import replay_record
-from referee.engine.actions import PASS, PLAY, encode
+from referee.engine.actions import PLAY, encode, pass_action
 from referee.engine.base import Deal, Start
 from referee.engine.cards import FULL_DECK, SUIT_MASK, iter_cards, parse_card
 from referee.engine.dame_de_pique import (
@@ -41,7 +41,7 @@ def play(text: str) -> int:
 
 
 def give(text: str) -> int:
-    return encode(PASS, mask(text))
+    return pass_action(mask(text))
 
 
 def match_of(start: Start | None = None, **options: Any) -> DamePiqueMatch:

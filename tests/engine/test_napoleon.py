@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from referee.engine.actions import BID, BID_WORDS, PASS, PLAY, VOLE, encode
+from referee.engine.actions import BID, BID_WORDS, PLAY, VOLE, encode, pass_action
 from referee.engine.base import Deal, HandResult, Note, ScoreLine, Start, TrickWon
 from referee.engine.cards import SUIT_MASK, card_str, iter_cards, parse_card
 from referee.engine.errors import DealError, IllegalAction, InvalidAction, NotYourTurn, RulesError
@@ -559,7 +559,7 @@ def test_discard_when_void_is_free() -> None:
 def test_other_action_kinds_and_bad_payloads() -> None:
     m = started_n1()
     with pytest.raises(IllegalAction) as exc:
-        m.apply(0, encode(PASS, mask("QS 7D 8D")))
+        m.apply(0, pass_action(mask("QS 7D 8D")))
     assert exc.value.code == "wrong-action"
     with pytest.raises(IllegalAction) as exc:
         m.apply(0, encode(VOLE, 1))
