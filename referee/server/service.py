@@ -69,7 +69,7 @@ def _status_of(exc: Exception) -> status_pb2.Status:
                 code=exc.code,
                 rule=exc.rule,
                 reason=exc.reason,
-                legal_actions=[pb.ActionChoice(action=a, text=action_str(a)) for a in exc.legal],
+                legal_actions=_choices(exc.legal),
             )
         )
     elif isinstance(exc, Stale):
@@ -141,6 +141,15 @@ def _client(context: grpc.aio.ServicerContext[Any, Any]) -> str:
 
 
 # --- conversions ---------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _text(action: int) -> str:
+    return action_str(action)
+
+
+def _choices(actions: Sequence[int]) -> list[pb.ActionChoice]:
+    return [pb.ActionChoice(action=a, text=_text(a)) for a in actions]
 
 
 def _options_info(game: str, ruleset: str) -> list[pb.OptionInfo]:
@@ -224,9 +233,7 @@ def _seat_view(table: Table, seat: int | None, view: View | None) -> pb.SeatView
     if not table.finished:
         out.to_act.extend(table.match.to_act())
         if seat is not None:
-            out.legal_actions.extend(
-                pb.ActionChoice(action=a, text=action_str(a)) for a in table.legal(seat)
-            )
+            out.legal_actions.extend(_choices(table.legal(seat)))
     out.facts.extend(
         pb.Fact(key=k, value=_fact(v)) for k, v in view.public.items() if v is not None
     )

@@ -132,8 +132,12 @@ class Store:
             except sqlite3.Error as exc:
                 conn.execute("ROLLBACK")
                 results = [exc] * len(batch)
+            # One wake-up of each event loop per commit, not one per write.
+            by_loop: dict[asyncio.AbstractEventLoop, list[Settlement]] = {}
             for (_, future), error in zip(batch, results, strict=True):
-                future.get_loop().call_soon_threadsafe(_settle, future, error)
+                by_loop.setdefault(future.get_loop(), []).append((future, error))
+            for loop, settlements in by_loop.items():
+                loop.call_soon_threadsafe(_settle, settlements)
             if stop:
                 break
         conn.close()
@@ -254,10 +258,14 @@ class Store:
         ]
 
 
-def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is None:
-        future.set_result(None)
-    else:
-        future.set_exception(error)
+Settlement = tuple[asyncio.Future[None], BaseException | None]
+
+
+def _settle(settlements: list[Settlement]) -> None:
+    for future, error in settlements:
+        if future.done():
+            continue
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)

@@ -166,6 +166,8 @@ class Table:
     decks: list[list[int]] = field(default_factory=list)
     envelope: bytes | None = None
     record_id: str = ""
+    _legal_cache: dict[int, tuple[list[int], frozenset[int]]] = field(default_factory=dict)
+    _legal_at: int = -1
     _lock: asyncio.Lock | None = None
     _changed: asyncio.Event | None = None
 
@@ -280,7 +282,19 @@ class Table:
         return list(hand.held) if hand is not None else []
 
     def legal(self, seat: int) -> list[int]:
-        return self.match.legal_actions(seat) if self.started else []
+        """The seat's legal actions now (cached until the next action)."""
+        if self._legal_at != len(self.actions):
+            self._legal_cache.clear()
+            self._legal_at = len(self.actions)
+        cached = self._legal_cache.get(seat)
+        if cached is None:
+            legal = self.match.legal_actions(seat) if self.started else []
+            cached = self._legal_cache[seat] = (legal, frozenset(legal))
+        return cached[0]
+
+    def is_legal(self, seat: int, action: int) -> bool:
+        self.legal(seat)
+        return action in self._legal_cache[seat][1]
 
 
 class Referee:
@@ -297,6 +311,7 @@ class Referee:
         self.max_tables_per_client = max_tables_per_client
         self.tables: dict[str, Table] = {}
         self._rules: dict[str, Rules] = {}
+        self._open_tables: dict[str, int] = {}  # per client: tables created and not finished
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -305,6 +320,8 @@ class Referee:
         for stored in self.store.load():
             table = self._restore(stored)
             self.tables[table.id] = table
+            if not table.finished:
+                self._open_tables[table.creator] = self._open_tables.get(table.creator, 0) + 1
             if table.finished and stored.record is None:
                 await self._issue_record(table)
             elif stored.record is not None:
@@ -349,7 +366,7 @@ class Referee:
         creator: str,
     ) -> tuple[Table, list[tuple[int, str]]]:
         """A new table; returns it with the tokens of the seats the creator took."""
-        active = sum(1 for t in self.tables.values() if t.creator == creator and not t.finished)
+        active = self._open_tables.get(creator, 0)
         if active >= self.max_tables_per_client:
             raise TooMany(
                 f"this client already has {active} open tables (limit {self.max_tables_per_client})"
@@ -389,6 +406,7 @@ class Referee:
         for i, _ in tokens:
             table.take(i, table.seats[i].name, hashes[i])
         self.tables[table.id] = table
+        self._open_tables[creator] = active + 1
         _log("table created", table, creator=creator, open=[i for i, s in enumerate(seats) if s[1]])
         if table.started:
             _log("table started", table)
@@ -466,7 +484,7 @@ class Referee:
     def _check_legal(self, table: Table, seat: int, action: int) -> None:
         """Refuse without changing the table: a refusal comes from the engine itself, on a
         copy of the table rebuilt by replay when needed."""
-        if action & 7 == RESIGN or action in table.legal(seat):
+        if action & 7 == RESIGN or table.is_legal(seat, action):
             return
         probe = self._restore_copy(table)
         try:
@@ -512,6 +530,8 @@ class Referee:
         table.envelope = env.SerializeToString(deterministic=True)
         table.record_id = record_id(data)
         await self.store.finish(table.id, table.envelope, table.record_id)
+        if self._open_tables.get(table.creator, 0) > 0:
+            self._open_tables[table.creator] -= 1
         event = EndEvent(table.match.winners, table.match.end_reason, table.record_id)
         table.events.append(event)
         _log(
