@@ -61,12 +61,27 @@ def render_record(rec: pb.GameRecord, record_bytes: bytes | None = None) -> str:
         if hand.deal.talon:
             lines.append(f"  talon {' '.join(card_str(c) for c in hand.deal.talon)}")
         tricks = engine_hand.tricks if engine_hand is not None else []
+        # Score lines are shown where the rules made them: after the action they follow.
+        by_action: dict[int, list[pb.ScoreLine]] = {}
+        for line in hand.lines:
+            by_action.setdefault(line.after_action, []).append(line)
+
+        def score_lines(at: int, by_action: dict[int, list[pb.ScoreLine]] = by_action) -> None:
+            for line in by_action.pop(at, []):
+                delta = score_from_pb(units, line.delta)
+                parts = (f"{v:+d} {u}" for u, v in zip(units, delta, strict=True) if v)
+                amount = " ".join(parts) or "0"
+                note = f" ({line.note})" if line.note else ""
+                lines.append(f"      {names[line.seat]}: {line.kind} {amount}{note} [{line.rule}]")
+
+        score_lines(0)
         t = 0
         in_trick = 0
         pending: list[str] = []
-        for seat, action in zip(hand.seats, hand.actions, strict=True):
+        for index, (seat, action) in enumerate(zip(hand.seats, hand.actions, strict=True), 1):
             if action & 7 != PLAY:
                 lines.append(f"  {names[seat]}: {action_str(action)}")
+                score_lines(index)
                 continue
             pending.append(f"{names[seat]} {card_str(action >> 3)}")
             in_trick += 1
@@ -77,13 +92,12 @@ def render_record(rec: pb.GameRecord, record_bytes: bytes | None = None) -> str:
                 t += 1
                 in_trick = 0
                 pending = []
+            if not pending:
+                score_lines(index)
         if pending:
             lines.append(f"  {t + 1:>2}. {'  '.join(pending)} (unfinished)")
-        for line in hand.lines:
-            delta = score_from_pb(units, line.delta)
-            amount = " ".join(f"{v:+d} {u}" for u, v in zip(units, delta, strict=True) if v) or "0"
-            note = f" ({line.note})" if line.note else ""
-            lines.append(f"  {names[line.seat]}: {line.kind} {amount}{note} [{line.rule}]")
+        for at in sorted(by_action):
+            score_lines(at)
     lines.append("")
     lines.append(score_sheet(rec))
     return "\n".join(lines)

@@ -49,10 +49,14 @@ def score_json(rec: pb.GameRecord) -> dict[str, Any]:
     }
 
 
+# How a score sheet abbreviates a unit: fiches (impériales) F, jetons J (RULES.md 0.1).
+_ABBREVIATION = {"imperiales": "F", "jetons": "J", "points": ""}
+
+
 def _fmt(units: tuple[str, ...], values: tuple[int, ...]) -> str:
     if len(units) == 1:
         return str(values[0])
-    return " ".join(f"{v}{u[0].upper()}" for u, v in zip(units, values, strict=True))
+    return " ".join(f"{v}{_ABBREVIATION[u]}" for u, v in zip(units, values, strict=True))
 
 
 def _fmt_delta(units: tuple[str, ...], values: tuple[int, ...]) -> str:
@@ -60,7 +64,8 @@ def _fmt_delta(units: tuple[str, ...], values: tuple[int, ...]) -> str:
         return "."
     if len(units) == 1:
         return f"{values[0]:+d}"
-    return " ".join(f"{v:+d}{u[0].upper()}" for u, v in zip(units, values, strict=True) if v)
+    parts = (f"{v:+d}{_ABBREVIATION[u]}" for u, v in zip(units, values, strict=True) if v)
+    return " ".join(parts)
 
 
 def score_sheet(rec: pb.GameRecord) -> str:

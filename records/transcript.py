@@ -180,7 +180,10 @@ def replay_transcript(doc: dict[str, Any]) -> tuple[Match, list[str], list[list[
         if "scores" in raw:
             scores = _parse_scores(raw["scores"], spec.units, rules.players)
         start = Start(number, scores)
-    match = new_match(rules, start, log_events=False)
+    try:
+        match = new_match(rules, start, log_events=False)
+    except RulesError as exc:
+        raise _fail("start", str(exc)) from None
     hands = doc.get("hands")
     if not isinstance(hands, list):
         raise _fail("hands", "expected a list of hands")

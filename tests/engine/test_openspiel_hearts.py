@@ -29,7 +29,7 @@ import pytest
 
 pyspiel = pytest.importorskip("pyspiel")
 
-from referee.engine.actions import PASS, PLAY, encode  # noqa: E402
+from referee.engine.actions import PASS, PLAY, encode, pass_action, pass_cards  # noqa: E402
 from referee.engine.base import Deal, HandResult, Match, Rules, Start  # noqa: E402
 from referee.engine.cards import iter_cards, parse_card  # noqa: E402
 from referee.engine.dame_de_pique import DamePiqueHand  # noqa: E402
@@ -181,7 +181,7 @@ def test_openspiel_hands_replay_in_tapis(config: tuple[str, Any, Rules, int]) ->
             assert len(passes) == 4
             for seat in range(4):
                 assert seat in match.to_act(), ctx
-                action = encode(PASS, passes[seat])
+                action = pass_action(passes[seat])
                 assert action in match.legal_actions(seat), ctx
                 match.step(seat, action)
         assert len(ref["plays"]) == 52 and len(ref["legal"]) == 52, ctx
@@ -236,7 +236,7 @@ def play_random_hand(
         for seat in order:
             action = rng.choice(match.legal_actions(seat))
             assert action & 7 == PASS
-            passes[seat] = action >> 3
+            passes[seat] = pass_cards(action)
             match.step(seat, action)
     plays: list[tuple[int, int]] = []
     while match.to_act():
