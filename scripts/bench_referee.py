@@ -1,0 +1,840 @@
+"""Benchmark: the referee's acknowledged actions per second and latency, side by side with a
+bare gRPC echo server driven the same way, and the referee's memory per idle open table.
+
+Not a test. In one run, each server a real subprocess on loopback, the client one asyncio
+process:
+
+1. Referee: `tapis serve` with its durable SQLite store (synchronous=FULL, group commit) in a
+   fresh temporary directory. ``--tables`` coroutines each play Dame de Pique with random legal
+   actions (``end_threshold`` small, so matches end, their records are signed, and the
+   coroutine opens a new table): GetView for the seat expected to act, then SubmitAction.
+   The seat expected to act is the next one in playing order, or the winner of the trick
+   the last action completed; when it is wrong (the view lists no legal action, about once
+   a hand), one more GetView asks the seat the view names. Counted over ``--seconds`` after
+   ``--warmup``: acknowledged SubmitAction calls (the rate of actions), every RPC (the rate
+   of calls, CreateTable included), and the latency of each SubmitAction.
+2. Baseline: a bare grpc.aio echo server (`--echo-server PORT`: this script in its own
+   subprocess; a generic handler with identity bytes serializers) driven by the same client
+   set-up (same coroutines, same channel arrangement, two unary calls per "action" with the
+   same metadata and the mean request and response sizes measured for GetView and
+   SubmitAction in part 1). The target is referee actions/s >= 50% of echo's, and a
+   SubmitAction p99 <= 10 ms. Both servers run throughout parts 1 and 2 and the load takes
+   turns (``--rounds``, each with its warm-up), so a drift in the machine's speed hits both.
+3. Memory: a fresh `tapis serve`; its VmRSS once it serves, then after ``--idle-tables``
+   CreateTable calls of Dame de Pique with all four seats open (WAITING) and a short settle.
+   The target is (RSS after - RSS before) / N <= 20 KB per table.
+
+The machine may have few cores: client and servers are not pinned and share them.
+
+Usage (from the repository root):
+
+    .venv/bin/python scripts/bench_referee.py [--tables 32] [--seconds 10]
+        [--rounds 2] [--channels per-table|shared] [--idle-tables 10000] [--profile-server 25]
+
+``--profile-server N`` runs the referee of part 1 under cProfile (only that server process;
+the numbers of that run are then slower than the real ones) and prints its top N functions.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import io
+import os
+import platform
+import pstats
+import random
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from referee.engine import COMPILED as ENGINE_COMPILED
+from tapis.v1 import record_pb2 as rpb
+from tapis.v1 import referee_pb2 as pb
+from tapis.v1 import referee_pb2_grpc as rpc
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = Path(__file__).resolve()
+SERVICE = "tapis.v1.RefereeService"
+ECHO_VIEW = "/tapis.bench.Echo/View"
+ECHO_SUBMIT = "/tapis.bench.Echo/Submit"
+CPROFILE_FLAG = "--cprofile-server"  # internal: run `tapis serve` under cProfile
+
+TARGET_RATIO = 0.50  # referee actions/s >= this fraction of echo's
+TARGET_P99_MS = 10.0  # SubmitAction p99 latency
+TARGET_KB_PER_TABLE = 20.0  # RSS per idle open table
+BUSY_WARNING_PCT = 15.0  # warn when the rest of the machine used more of a core than this
+
+
+# --- processes ------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clock_ticks() -> int:
+    return os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU time spent by the whole machine so far, all cores (from /proc/stat)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / clock_ticks()
+
+
+class Child:
+    """A server subprocess: its output goes to a log file."""
+
+    def __init__(self, cmd: Sequence[str], log: Path) -> None:
+        self.cmd = list(cmd)
+        self.log = log
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                self.cmd,
+                cwd=ROOT,
+                stdout=out,
+                stderr=out,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def status_kb(self, key: str) -> int:
+        """A `kB` line of /proc/<pid>/status, e.g. VmRSS."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+        raise KeyError(key)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the process so far (all its threads)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / clock_ticks()
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            tail = self.log.read_text(errors="replace")[-2000:]
+            raise SystemExit(f"server exited with {self.proc.returncode}:\n{tail}")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                return self.proc.wait(10)
+        return self.proc.returncode
+
+
+def referee_cmd(tmp: Path, port: int, max_tables: int, profile: Path | None) -> list[str]:
+    serve = ["serve", "--listen", f"127.0.0.1:{port}", "--db", str(tmp / "tapis.db"),
+             "--key", str(tmp / "referee.key"),
+             "--max-tables-per-client", str(max_tables)]  # fmt: skip
+    if profile is not None:
+        return [sys.executable, str(SCRIPT), CPROFILE_FLAG, str(profile), *serve]
+    return [sys.executable, "-m", "clients.cli", *serve]
+
+
+async def wait_serving(child: Child, target: str) -> None:
+    """Until the referee's health check says SERVING."""
+    async with grpc.aio.insecure_channel(target) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            child.check_alive()
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                reply = await health.Check(
+                    health_pb2.HealthCheckRequest(service=SERVICE), timeout=1
+                )
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            await asyncio.sleep(0.05)
+    raise SystemExit("the referee did not become SERVING")
+
+
+async def wait_ready(child: Child, target: str) -> None:
+    """Until a channel to the echo server connects."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        child.check_alive()
+        async with grpc.aio.insecure_channel(target) as channel:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(channel.channel_ready(), 1)
+                return
+        await asyncio.sleep(0.05)
+    raise SystemExit("the echo server did not come up")
+
+
+# --- the echo server (a subprocess: this script with --echo-server PORT) ------------------
+
+
+def _identity(data: bytes) -> bytes:
+    return data
+
+
+async def _echo_server(port: int) -> None:
+    """Answer each call with as many bytes as its first 4 bytes say (little endian)."""
+    payload = bytes(range(256)) * 4096
+
+    async def respond(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        return payload[: int.from_bytes(request[:4], "little")]
+
+    handler = grpc.unary_unary_rpc_method_handler(
+        respond, request_deserializer=_identity, response_serializer=_identity
+    )
+    service, view = ECHO_VIEW.rsplit("/", 2)[1:]
+    submit = ECHO_SUBMIT.rsplit("/", 1)[1]
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(service, {view: handler, submit: handler}),)
+    )
+    if server.add_insecure_port(f"127.0.0.1:{port}") == 0:
+        raise SystemExit(f"echo server: cannot listen on port {port}")
+    await server.start()
+    print(f"echo server listening on 127.0.0.1:{port}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await server.stop(1)
+
+
+def _cprofile_server(out: str, argv: list[str]) -> int:
+    """`tapis serve` under cProfile (its event-loop thread); stats written on SIGTERM."""
+    from clients.cli import main as cli_main
+
+    profiler = cProfile.Profile()
+    try:
+        code = profiler.runcall(cli_main, argv)
+    finally:
+        profiler.dump_stats(out)
+    return int(code)
+
+
+# --- the load -------------------------------------------------------------------------------
+
+
+@dataclass
+class Load:
+    """What the coroutines measured; only calls wholly inside [start, end] count."""
+
+    start: float
+    end: float
+    acks: int = 0
+    rpcs: int = 0
+    views: int = 0
+    misses: int = 0  # extra GetView calls: the seat asked was not the one to act
+    creates: int = 0
+    matches: int = 0  # matches played to their end (a signed record each)
+    submit_ms: list[float] = field(default_factory=list)
+    view_ms: list[float] = field(default_factory=list)
+    # Mean sizes of the serialized messages (all calls, warm-up included).
+    size_sum: dict[str, int] = field(default_factory=dict)
+    size_n: dict[str, int] = field(default_factory=dict)
+
+    def counts(self, t0: float, t1: float) -> bool:
+        return t0 >= self.start and t1 <= self.end
+
+    def size(self, name: str, n: int) -> None:
+        self.size_sum[name] = self.size_sum.get(name, 0) + n
+        self.size_n[name] = self.size_n.get(name, 0) + 1
+
+    def mean_size(self, name: str) -> int:
+        return round(self.size_sum.get(name, 0) / max(1, self.size_n.get(name, 0)))
+
+
+def channel_options(mode: str) -> list[tuple[str, Any]]:
+    # gRPC shares one connection between channels with the same target and arguments
+    # (global subchannel pool); a local pool gives each channel its own TCP connection.
+    return [("grpc.use_local_subchannel_pool", 1)] if mode == "per-table" else []
+
+
+async def drive(
+    target: str,
+    mode: str,
+    n: int,
+    bot: Callable[[int, grpc.aio.Channel], Awaitable[None]],
+) -> None:
+    """Run `n` bots: each on its own channel (per-table) or all on one (shared)."""
+    count = n if mode == "per-table" else 1
+    channels = [
+        grpc.aio.insecure_channel(target, options=channel_options(mode)) for _ in range(count)
+    ]
+    try:
+        await asyncio.gather(*(asyncio.wait_for(c.channel_ready(), 30) for c in channels))
+        await asyncio.gather(*(bot(i, channels[i % count]) for i in range(n)))
+    finally:
+        for c in channels:
+            await c.close()
+
+
+def auth(token: str) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),)
+
+
+def next_seat(seat: int, resp: pb.SubmitActionResponse) -> int | None:
+    """The seat likely to act next (None: the match ended)."""
+    guess = (seat + 1) % 4
+    for event in resp.events:
+        kind = event.WhichOneof("event")
+        if kind == "trick_completed":
+            guess = event.trick_completed.winner
+        elif kind == "match_ended":
+            return None
+    return guess
+
+
+async def referee_bot(
+    channel: grpc.aio.Channel, load: Load, threshold: int, rng: random.Random
+) -> None:
+    """Tables of Dame de Pique, one after the other, until the window ends."""
+    stub = rpc.RefereeServiceStub(channel)
+    now = time.perf_counter
+    create = pb.CreateTableRequest(
+        game="dame-de-pique",
+        options=[rpb.Option(key="end_threshold", int_value=threshold)],
+        seats=[pb.SeatRequest(name=f"bot {i}") for i in range(4)],
+    )
+    while now() < load.end:
+        t0 = now()
+        created = await stub.CreateTable(create)
+        t1 = now()
+        if load.counts(t0, t1):
+            load.rpcs += 1
+            load.creates += 1
+        table_id = created.table_id
+        metadata = {t.seat: auth(t.token) for t in created.tokens}
+        seat: int | None = 0
+        while seat is not None and now() < load.end:
+            request = pb.GetViewRequest(table_id=table_id, seat=seat)
+            t0 = now()
+            reply = await stub.GetView(request, metadata=metadata[seat])
+            t1 = now()
+            load.size("view.request", request.ByteSize())
+            load.size("view.response", reply.ByteSize())
+            view = reply.view
+            counted = load.counts(t0, t1)
+            if counted:
+                load.rpcs += 1
+                load.views += 1
+                load.view_ms.append(1000 * (t1 - t0))
+            if view.status == pb.TABLE_STATUS_FINISHED:
+                break
+            if not view.legal_actions:
+                if counted:
+                    load.misses += 1
+                seat = view.to_act[0]
+                continue
+            submit = pb.SubmitActionRequest(
+                table_id=table_id,
+                seat=seat,
+                expected_action_index=view.action_index,
+                action=rng.choice(view.legal_actions).action,
+            )
+            t0 = now()
+            ack = await stub.SubmitAction(submit, metadata=metadata[seat])
+            t1 = now()
+            load.size("submit.request", submit.ByteSize())
+            load.size("submit.response", ack.ByteSize())
+            if load.counts(t0, t1):
+                load.rpcs += 1
+                load.acks += 1
+                load.submit_ms.append(1000 * (t1 - t0))
+            seat = next_seat(seat, ack)
+            if seat is None and load.counts(t0, t1):
+                load.matches += 1
+
+
+def sized(request_size: int, response_size: int) -> bytes:
+    """An echo request of `request_size` bytes asking for `response_size` bytes back."""
+    return response_size.to_bytes(4, "little") + b"\x01" * max(0, request_size - 4)
+
+
+async def echo_bot(channel: grpc.aio.Channel, load: Load, sizes: dict[str, int]) -> None:
+    """Two unary calls per "action", sized like GetView and SubmitAction, until the end."""
+    view = channel.unary_unary(
+        ECHO_VIEW, request_serializer=_identity, response_deserializer=_identity
+    )
+    submit = channel.unary_unary(
+        ECHO_SUBMIT, request_serializer=_identity, response_deserializer=_identity
+    )
+    metadata = auth(random.randbytes(24).hex()[:32])  # the length of a seat token
+    view_request = sized(sizes["view.request"], sizes["view.response"])
+    submit_request = sized(sizes["submit.request"], sizes["submit.response"])
+    now = time.perf_counter
+    while now() < load.end:
+        t0 = now()
+        await view(view_request, metadata=metadata)
+        t1 = now()
+        if load.counts(t0, t1):
+            load.rpcs += 1
+            load.views += 1
+            load.view_ms.append(1000 * (t1 - t0))
+        t0 = now()
+        await submit(submit_request, metadata=metadata)
+        t1 = now()
+        if load.counts(t0, t1):
+            load.rpcs += 1
+            load.acks += 1
+            load.submit_ms.append(1000 * (t1 - t0))
+
+
+@dataclass
+class Run:
+    name: str
+    seconds: float
+    load: Load
+    server_cpu: float  # seconds of server CPU in the window(s)
+    client_cpu: float  # seconds of client CPU in the window(s)
+    other_cpu: float  # seconds of CPU of the rest of the machine in the window(s)
+    rounds: list[float] = field(default_factory=list)  # actions/s of each round
+
+    @property
+    def actions_per_s(self) -> float:
+        return self.load.acks / self.seconds
+
+    @property
+    def rpcs_per_s(self) -> float:
+        return self.load.rpcs / self.seconds
+
+
+def merged(runs: Sequence[Run]) -> Run:
+    """Several rounds against one server as one run."""
+    load = Load(0.0, 0.0)
+    for run in runs:
+        part = run.load
+        load.acks += part.acks
+        load.rpcs += part.rpcs
+        load.views += part.views
+        load.misses += part.misses
+        load.creates += part.creates
+        load.matches += part.matches
+        load.submit_ms += part.submit_ms
+        load.view_ms += part.view_ms
+        for key, n in part.size_n.items():
+            load.size_n[key] = load.size_n.get(key, 0) + n
+            load.size_sum[key] = load.size_sum.get(key, 0) + part.size_sum[key]
+    return Run(
+        runs[0].name,
+        sum(r.seconds for r in runs),
+        load,
+        sum(r.server_cpu for r in runs),
+        sum(r.client_cpu for r in runs),
+        sum(r.other_cpu for r in runs),
+        [r.actions_per_s for r in runs],
+    )
+
+
+Bot = Callable[[int, grpc.aio.Channel], Awaitable[None]]
+
+
+async def measured(
+    child: Child,
+    target: str,
+    args: argparse.Namespace,
+    name: str,
+    seconds: float,
+    make_bot: Callable[[Load], Bot],
+) -> Run:
+    """Drive the load, sampling the CPU of server and client at the window's edges."""
+    start = time.perf_counter() + args.warmup
+    load = Load(start, start + seconds)
+    cpu: dict[str, tuple[float, float, float]] = {}
+
+    async def sample() -> None:
+        await asyncio.sleep(max(0.0, load.start - time.perf_counter()))
+        cpu["start"] = (child.cpu_seconds(), time.process_time(), machine_busy_seconds())
+        await asyncio.sleep(max(0.0, load.end - time.perf_counter()))
+        cpu["end"] = (child.cpu_seconds(), time.process_time(), machine_busy_seconds())
+
+    await asyncio.gather(sample(), drive(target, args.channels, args.tables, make_bot(load)))
+    child.check_alive()
+    server, client, machine = (end - start for start, end in zip(*cpu.values(), strict=True))
+    return Run(name, seconds, load, server, client, max(0.0, machine - server - client))
+
+
+async def throughput_phase(
+    args: argparse.Namespace, tmp: Path
+) -> tuple[Run, Run | None, dict[str, int], Path | None]:
+    """Parts 1 and 2: both servers up, the load alternating between them by rounds (so a
+    drift of the machine's speed hits both alike); the echo sizes come from round 1."""
+    profile = tmp / "referee.prof" if args.profile_server else None
+    referee_port, echo_port = free_port(), free_port()
+    referee_target, echo_target = f"127.0.0.1:{referee_port}", f"127.0.0.1:{echo_port}"
+    referee = Child(
+        referee_cmd(tmp, referee_port, 10 * args.tables + 1000, profile), tmp / "referee.log"
+    )
+    echo = None
+    if not args.no_echo:
+        echo_cmd = [sys.executable, str(SCRIPT), "--echo-server", str(echo_port)]
+        echo = Child(echo_cmd, tmp / "echo.log")
+    try:
+        await wait_serving(referee, referee_target)
+        if echo is not None:
+            await wait_ready(echo, echo_target)
+        rngs = [random.Random(args.seed * 1000 + i) for i in range(args.tables)]
+        seconds = args.seconds / args.rounds
+
+        def referee_bots(load: Load) -> Bot:
+            async def bot(i: int, channel: grpc.aio.Channel) -> None:
+                await referee_bot(channel, load, args.end_threshold, rngs[i])
+
+            return bot
+
+        def echo_bots(sizes: dict[str, int]) -> Callable[[Load], Bot]:
+            def make(load: Load) -> Bot:
+                async def bot(i: int, channel: grpc.aio.Channel) -> None:
+                    await echo_bot(channel, load, sizes)
+
+                return bot
+
+            return make
+
+        referee_runs: list[Run] = []
+        echo_runs: list[Run] = []
+        sizes: dict[str, int] = {}
+        for _ in range(args.rounds):
+            run = await measured(referee, referee_target, args, "referee", seconds, referee_bots)
+            referee_runs.append(run)
+            sizes = sizes or {k: run.load.mean_size(k) for k in run.load.size_n}
+            if echo is not None:
+                echo_runs.append(
+                    await measured(echo, echo_target, args, "echo", seconds, echo_bots(sizes))
+                )
+    finally:
+        referee.stop()
+        if echo is not None:
+            echo.stop()
+    return merged(referee_runs), merged(echo_runs) if echo_runs else None, sizes, profile
+
+
+# --- memory per idle table ------------------------------------------------------------------
+
+
+@dataclass
+class Memory:
+    tables: int
+    rss_before_kb: int
+    rss_warm_kb: int  # after the first `warm` tables
+    warm: int
+    rss_after_kb: int
+    hwm_kb: int
+    warm_seconds: float  # to create the first `warm`
+    create_seconds: float  # to create all
+    db_bytes: int  # while serving: the database file
+    wal_bytes: int  # while serving: its write-ahead log
+    db_closed_bytes: int  # after a clean shutdown (WAL checkpointed)
+    waiting: int  # of the sampled tables, how many are WAITING
+    sampled: int
+
+    @property
+    def kb_per_table(self) -> float:
+        return (self.rss_after_kb - self.rss_before_kb) / self.tables
+
+    @property
+    def kb_per_table_warm(self) -> float:
+        return (self.rss_after_kb - self.rss_warm_kb) / max(1, self.tables - self.warm)
+
+
+def file_size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+async def memory_phase(args: argparse.Namespace, tmp: Path) -> Memory:
+    n = args.idle_tables
+    port = free_port()
+    target = f"127.0.0.1:{port}"
+    child = Child(referee_cmd(tmp, port, n + 1000, None), tmp / "referee-idle.log")
+    try:
+        await wait_serving(child, target)
+        await asyncio.sleep(args.settle)
+        before = child.status_kb("VmRSS")
+        request = pb.CreateTableRequest(
+            game="dame-de-pique",
+            seats=[pb.SeatRequest(name=f"player {i}", open=True) for i in range(4)],
+        )
+        ids: list[str] = []
+        async with grpc.aio.insecure_channel(target) as channel:
+            stub = rpc.RefereeServiceStub(channel)
+
+            async def create(count: int) -> None:
+                remaining = [count]
+
+                async def worker() -> None:
+                    while remaining[0] > 0:
+                        remaining[0] -= 1
+                        reply = await stub.CreateTable(request)
+                        if reply.tokens:
+                            raise SystemExit("an all-open table gave the creator a token")
+                        ids.append(reply.table_id)
+
+                await asyncio.gather(*(worker() for _ in range(min(64, count))))
+
+            warm = min(100, n)
+            t0 = time.perf_counter()
+            await create(warm)
+            warm_seconds = time.perf_counter() - t0
+            warm_kb = child.status_kb("VmRSS")
+            await create(n - warm)
+            create_seconds = time.perf_counter() - t0
+            await asyncio.sleep(args.settle)
+            after = child.status_kb("VmRSS")
+            hwm = child.status_kb("VmHWM")
+            db = file_size(tmp / "tapis.db")
+            wal = file_size(tmp / "tapis.db-wal")
+            # Only after the readings: check a sample of the tables is WAITING.
+            sample = random.Random(args.seed).sample(ids, min(50, len(ids)))
+            waiting = 0
+            for table_id in sample:
+                got = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+                waiting += got.status == pb.TABLE_STATUS_WAITING
+        child.check_alive()
+    finally:
+        child.stop()
+    return Memory(
+        n, before, warm_kb, warm, after, hwm, warm_seconds, create_seconds, db, wal,
+        file_size(tmp / "tapis.db"), waiting, len(sample),
+    )  # fmt: skip
+
+
+# --- report ---------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of `values` (q in 0..100)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def latency_line(values: Sequence[float]) -> str:
+    return " / ".join(f"{percentile(values, q):.2f}" for q in (50, 90, 99, 100))
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def print_run(run: Run) -> None:
+    load = run.load
+    print(
+        f"{run.name}: {load.acks} acknowledged actions, {load.rpcs} RPCs in {run.seconds:.1f} s "
+        f"-> {run.actions_per_s:,.0f} actions/s, {run.rpcs_per_s:,.0f} RPCs/s "
+        f"(rounds: {', '.join(f'{r:,.0f}' for r in run.rounds)})"
+    )
+    if run.name == "referee":
+        print(
+            f"  calls: {load.views} GetView ({load.misses} asked a seat not to act), "
+            f"{load.acks} SubmitAction, {load.creates} CreateTable; {load.matches} matches ended"
+        )
+    print(f"  second call (SubmitAction) ms p50/p90/p99/max: {latency_line(load.submit_ms)}")
+    print(f"  first call (GetView) ms p50/p90/p99/max:      {latency_line(load.view_ms)}")
+    per_action = 1e6 * run.server_cpu / max(1, load.acks)
+    server_pct = 100 * run.server_cpu / run.seconds
+    client_pct = 100 * run.client_cpu / run.seconds
+    other_pct = 100 * run.other_cpu / run.seconds
+    print(
+        f"  CPU in the window: server {run.server_cpu:.1f} s ({server_pct:.0f}% of a core, "
+        f"{per_action:,.0f} us per action), client {run.client_cpu:.1f} s ({client_pct:.0f}%), "
+        f"rest of the machine {run.other_cpu:.1f} s ({other_pct:.0f}%)"
+    )
+    if other_pct > BUSY_WARNING_PCT:
+        print(
+            f"  WARNING: other processes used {other_pct:.0f}% of a core during the window: "
+            "these numbers are not reliable; run again on a quiet machine"
+        )
+
+
+def profile_text(path: Path, top: int) -> str:
+    """The top `top` functions of a cProfile dump, by own time and by cumulative time."""
+    if not path.exists():
+        return f"\n(no profile: {path.name} was not written)"
+    parts = []
+    for order in ("tottime", "cumulative"):
+        out = io.StringIO()
+        pstats.Stats(str(path), stream=out).strip_dirs().sort_stats(order).print_stats(top)
+        body = out.getvalue().split("\n", 6)[-1].rstrip()
+        parts.append(
+            f"\ncProfile of the referee's event-loop thread, top {top} by {order}:\n{body}"
+        )
+    return "\n".join(parts)
+
+
+def run_all(args: argparse.Namespace) -> int:
+    cpus = os.cpu_count() or 0
+    engine = "compiled with mypyc" if ENGINE_COMPILED else "pure Python (no matching build)"
+    print(
+        f"Python {platform.python_version()} ({platform.python_implementation()}), grpcio "
+        f"{grpc.__version__}, {cpus} CPUs (client and servers unpinned, sharing them); "
+        f"Tapis engine: {engine}"
+    )
+    channels = (
+        "one channel (its own TCP connection) per table"
+        if args.channels == "per-table"
+        else "one channel shared by all tables"
+    )
+    print(
+        f"load: {args.tables} concurrent tables, one coroutine each, {channels}, "
+        f"{args.seconds:g} s measured per server in {args.rounds} alternating round(s) of "
+        f"{args.warmup:g} s warm-up + {args.seconds / args.rounds:g} s; Dame de Pique "
+        f"end_threshold {args.end_threshold}"
+    )
+    if args.profile_server:
+        print("NOTE: the referee runs under cProfile: its numbers below are slowed down by it")
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tapis-bench-referee-") as name:
+        tmp = Path(name)
+        (tmp / "serve").mkdir()
+        (tmp / "idle").mkdir()
+        referee, echo, sizes, profile = asyncio.run(throughput_phase(args, tmp / "serve"))
+        profiled = profile_text(profile, args.profile_server) if profile is not None else ""
+        print(
+            "\nmean message sizes in round 1 (bytes, echo's sizes): GetView "
+            f"{sizes['view.request']} -> {sizes['view.response']}, SubmitAction "
+            f"{sizes['submit.request']} -> {sizes['submit.response']}"
+        )
+        print_run(referee)
+        if echo is not None:
+            print_run(echo)
+        memory = asyncio.run(memory_phase(args, tmp / "idle")) if args.idle_tables > 0 else None
+        if memory is not None:
+            print(
+                f"\nidle tables: {memory.tables} created in {memory.create_seconds:.1f} s "
+                f"({memory.tables / memory.create_seconds:,.0f}/s; the first {memory.warm}: "
+                f"{memory.warm / memory.warm_seconds:,.0f}/s); {memory.waiting} of "
+                f"{memory.sampled} sampled are WAITING"
+            )
+            print(
+                f"  VmRSS {memory.rss_before_kb:,} kB serving -> {memory.rss_warm_kb:,} kB after "
+                f"{memory.warm} -> {memory.rss_after_kb:,} kB after {memory.tables} "
+                f"(peak {memory.hwm_kb:,} kB)"
+            )
+            print(
+                f"  per table: {memory.kb_per_table:.1f} KB; beyond the first {memory.warm}: "
+                f"{memory.kb_per_table_warm:.1f} KB"
+            )
+            print(
+                f"  store: {memory.db_bytes / 1e6:.2f} MB database + "
+                f"{memory.wal_bytes / 1e6:.2f} MB WAL while serving, "
+                f"{memory.db_closed_bytes / 1e6:.2f} MB after shutdown "
+                f"({memory.db_closed_bytes / memory.tables:,.0f} bytes per table)"
+            )
+
+    print("\nsummary")
+    rows: list[tuple[str, str, str, str, str]] = []
+    r = referee
+    ratio = r.actions_per_s / echo.actions_per_s if echo else float("nan")
+    rows.append(("acknowledged actions/s", f"{r.actions_per_s:,.0f}",
+                 f"{echo.actions_per_s:,.0f}" if echo else "-", "", ""))  # fmt: skip
+    rows.append(("RPCs/s (all calls)", f"{r.rpcs_per_s:,.0f}",
+                 f"{echo.rpcs_per_s:,.0f}" if echo else "-", "", ""))  # fmt: skip
+    for q in (50, 90, 99, 100):
+        label = "max" if q == 100 else f"p{q}"
+        rows.append((
+            f"SubmitAction latency {label} (ms)",
+            f"{percentile(r.load.submit_ms, q):.2f}",
+            f"{percentile(echo.load.submit_ms, q):.2f}" if echo else "-",
+            f"<= {TARGET_P99_MS:g}" if q == 99 else "",
+            verdict(percentile(r.load.submit_ms, q) <= TARGET_P99_MS) if q == 99 else "",
+        ))  # fmt: skip
+    if echo:
+        rows.append(("actions/s referee / echo", f"{100 * ratio:.1f}%", "",
+                     f">= {100 * TARGET_RATIO:.0f}%", verdict(ratio >= TARGET_RATIO)))  # fmt: skip
+    if memory is not None:
+        rows.append(("RSS per idle open table (KB)", f"{memory.kb_per_table:.1f}", "",
+                     f"<= {TARGET_KB_PER_TABLE:g}",
+                     verdict(memory.kb_per_table <= TARGET_KB_PER_TABLE)))  # fmt: skip
+        rows.append((f"store for {memory.tables} idle tables (MB)",
+                     f"{memory.db_closed_bytes / 1e6:.2f}", "", "", ""))  # fmt: skip
+    header = ("", "referee", "echo", "target", "")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(5)]
+    for row in [header, *rows]:
+        print(
+            f"  {row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  "
+            f"{row[3]:<{widths[3]}}  {row[4]}".rstrip()
+        )
+    print(f"\n(total {time.perf_counter() - started:.0f} s)")
+    if profiled:
+        print(profiled)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == [CPROFILE_FLAG]:
+        return _cprofile_server(argv[1], argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tables", type=int, default=32, help="concurrent tables (coroutines)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured window")
+    parser.add_argument(
+        "--warmup", type=float, default=1.0, help="seconds of load before each round's window"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="referee and echo take turns this many times, --seconds / rounds each",
+    )
+    parser.add_argument(
+        "--channels",
+        choices=("per-table", "shared"),
+        default="per-table",
+        help="one channel (and TCP connection) per table, or one channel for all",
+    )
+    parser.add_argument(
+        "--end-threshold",
+        type=int,
+        default=26,
+        help="Dame de Pique end_threshold: small, so matches end and new tables start",
+    )
+    parser.add_argument("--idle-tables", type=int, default=10_000, help="0: skip part 3")
+    parser.add_argument("--settle", type=float, default=2.0, help="seconds before RSS readings")
+    parser.add_argument("--no-echo", action="store_true", help="skip the echo baseline")
+    parser.add_argument("--seed", type=int, default=2024, help="seed of the bots' choices")
+    parser.add_argument(
+        "--profile-server",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run part 1's referee under cProfile and print its top N functions",
+    )
+    parser.add_argument("--echo-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.echo_server is not None:
+        asyncio.run(_echo_server(args.echo_server))
+        return 0
+    if min(args.tables, args.rounds) < 1 or args.seconds <= 0:
+        parser.error("--tables and --rounds must be >= 1 and --seconds > 0")
+    if args.warmup < 0 or args.idle_tables < 0:
+        parser.error("--warmup and --idle-tables must be >= 0")
+    return run_all(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
