@@ -28,6 +28,8 @@ COMPILED = [
     "referee/engine/base.py",
     "referee/engine/dame_de_pique.py",
     "referee/engine/napoleon.py",
+    "referee/engine/triomphe.py",
+    "referee/engine/imperiale.py",
 ]
 STAMP = "referee/engine/_compiled.json"
 

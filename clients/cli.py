@@ -7,6 +7,10 @@
     tapis example [--print]        (the bundled example transcript, imported and scored)
     tapis serve [--listen HOST:PORT] [--db PATH] [--key PATH]
     tapis key show [PATH] | tapis key new PATH
+    tapis play [--address HOST:PORT] [--game G] [--ruleset R] [--option KEY=VALUE ...]
+               [--name NAME] [--bots heuristic|random] [--seed N]
+    tapis bot --address HOST:PORT --table ID (--seat N --token T | --join [--name NAME])
+              [--kind heuristic|random] [--seed N]
 
 Exit status: 0 success; 1 a transcript refused or a record invalid; 2 a file that cannot be
 read as records, or bad command-line usage.
@@ -190,6 +194,44 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_play(args: argparse.Namespace) -> int:
+    from clients.play import parse_option, run_play
+    from clients.sdk import RefereeError
+
+    try:
+        options = dict(parse_option(o) for o in args.option or ())
+    except ValueError as exc:
+        _err(f"tapis play: {exc}")
+        return 2
+    try:
+        return asyncio.run(
+            run_play(
+                args.address, args.game, args.ruleset, options, args.name, args.bots, args.seed
+            )
+        )
+    except (RefereeError, OSError, TapisError) as exc:
+        _err(f"tapis play: {exc}")
+        return 1
+
+
+def cmd_bot(args: argparse.Namespace) -> int:
+    from clients.play import run_bot
+    from clients.sdk import RefereeError
+
+    seated = args.seat is not None and args.token is not None
+    if args.join == seated or (args.join and args.token is not None):
+        _err("tapis bot: give --seat N --token T, or --join [--seat N]")
+        return 2
+    a = args
+    try:
+        return asyncio.run(
+            run_bot(a.address, a.table, a.seat, a.token, a.join, a.name, a.kind, a.seed)
+        )
+    except RefereeError as exc:
+        _err(f"tapis bot: {exc}")
+        return 1
+
+
 def cmd_key_show(args: argparse.Namespace) -> int:
     try:
         key = load_public_key(args.path)
@@ -281,6 +323,27 @@ def build_parser() -> argparse.ArgumentParser:
     p = ksub.add_parser("new", help="create an Ed25519 key file (mode 0600)")
     p.add_argument("path", metavar="PATH")
     p.set_defaults(func=cmd_key_new)
+
+    p = sub.add_parser("play", help="play at a terminal against bots")
+    p.add_argument("--address", metavar="HOST:PORT", help="a referee (default: start one here)")
+    p.add_argument("--game", default="hearts", help="game name or alias (default hearts)")
+    p.add_argument("--ruleset", default="", help="ruleset (default: the game's first)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="a rules option")
+    p.add_argument("--name", default="You", help="your name at the table")
+    p.add_argument("--bots", choices=("heuristic", "random"), default="heuristic")
+    p.add_argument("--seed", type=int, metavar="N", help="seed of the random bots")
+    p.set_defaults(func=cmd_play)
+
+    p = sub.add_parser("bot", help="seat a bot at a remote table and play it to the end")
+    p.add_argument("--address", required=True, metavar="HOST:PORT")
+    p.add_argument("--table", required=True, metavar="ID")
+    p.add_argument("--seat", type=int, metavar="N", help="a seat taken at creation ...")
+    p.add_argument("--token", metavar="T", help="... with its token")
+    p.add_argument("--join", action="store_true", help="take an open seat (--seat: that one)")
+    p.add_argument("--name", default="", help="the name to join with")
+    p.add_argument("--kind", choices=("heuristic", "random"), default="heuristic")
+    p.add_argument("--seed", type=int, metavar="N", help="seed of a random bot")
+    p.set_defaults(func=cmd_bot)
 
     p = sub.add_parser("example", help="import the bundled example transcript and score it")
     p.add_argument("--print", action="store_true", help="print the transcript instead")

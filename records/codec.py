@@ -36,6 +36,7 @@ __all__ = [
     "envelope",
     "read_envelopes",
     "record_id",
+    "rules_to_pb",
     "score_from_pb",
     "score_to_pb",
     "start_from_pb",
@@ -78,6 +79,17 @@ def _line_to_pb(units: Sequence[str], line: ScoreLine) -> pb.ScoreLine:
         rule=line.rule,
         note=line.note,
         after_action=line.at,
+    )
+
+
+def rules_to_pb(rules: Rules) -> pb.Rules:
+    """The record form of rules: game, ruleset, players, every option, digest."""
+    return pb.Rules(
+        game=rules.game,
+        ruleset=rules.ruleset,
+        players=rules.players,
+        options=_options_to_pb(rules),
+        digest=rules.digest,
     )
 
 
@@ -127,13 +139,7 @@ def build_record(
     units = find_game(rules.game).units
     rec = pb.GameRecord(
         format_version=FORMAT_VERSION,
-        rules=pb.Rules(
-            game=rules.game,
-            ruleset=rules.ruleset,
-            players=rules.players,
-            options=_options_to_pb(rules),
-            digest=rules.digest,
-        ),
+        rules=rules_to_pb(rules),
         seats=[pb.Seat(name=n, team=match.team_of(s)) for s, n in enumerate(names)],
         start=pb.Start(
             hand_number=match.first_hand_number,

@@ -12,7 +12,7 @@ from records.score import score_sheet
 from records.verify import replay_record
 from referee.engine import find_game, make_rules
 from referee.engine.actions import PLAY, action_str
-from referee.engine.cards import R1, R3, card_str, mask_str
+from referee.engine.cards import card_str, mask_str
 from tapis.v1 import record_pb2 as pb
 
 __all__ = ["render_record"]
@@ -35,7 +35,7 @@ def render_record(rec: pb.GameRecord, record_bytes: bytes | None = None) -> str:
     match = replay_record(rec, check=False)
     names = [s.name for s in rec.seats]
     width = max(len(n) for n in names)
-    order = R1 if spec.name in ("imperiale", "triomphe") else R3
+    order = match.order
     lines: list[str] = []
     title = spec.title + ("" if rec.rules.ruleset == "standard" else f" ({rec.rules.ruleset})")
     lines.append(f"{title}: {', '.join(names)}")

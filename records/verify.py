@@ -85,7 +85,10 @@ def _rules_of(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
         raise RecordError("seats", f"{len(rec.seats)} seats for {rules.players} players")
     if rec.start.scores and len(rec.start.scores) != rules.players:
         raise RecordError("start", "the start scores do not give one score per seat")
-    match = new_match(rules, start_from_pb(spec.units, rec.start), log_events=False)
+    try:
+        match = new_match(rules, start_from_pb(spec.units, rec.start), log_events=False)
+    except RulesError as exc:
+        raise RecordError("start", f"the start scores do not hold: {exc}") from None
     return match, spec.units
 
 

@@ -21,7 +21,16 @@ __all__ = ["COMPILED"]
 
 _HERE = Path(__file__).resolve().parent
 # In dependency order: each module's imports are loaded before it.
-_MODULES = ("cards", "actions", "tricks", "base", "dame_de_pique", "napoleon")
+_MODULES = (
+    "cards",
+    "actions",
+    "tricks",
+    "base",
+    "dame_de_pique",
+    "napoleon",
+    "triomphe",
+    "imperiale",
+)
 
 
 def _stamp_matches() -> bool:

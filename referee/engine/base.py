@@ -26,7 +26,7 @@ from typing import Any, ClassVar, NamedTuple
 from mypy_extensions import mypyc_attr
 
 from referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_str, check_action
-from referee.engine.cards import card_str, iter_cards, mask_str
+from referee.engine.cards import R3, RankOrder, card_str, iter_cards, mask_str
 from referee.engine.errors import DealError, IllegalAction, NotYourTurn
 from referee.engine.options import GameOptions
 from referee.engine.tricks import PlayedTrick
@@ -274,6 +274,7 @@ class Match(ABC):
     units: ClassVar[tuple[str, ...]] = ("points",)
     deal_rule: ClassVar[str]  # rule id of dealing and dealers for this game
     pack: int  # the mask of the cards this game is played with (set by each game)
+    order: RankOrder = R3  # the rank order of play (RULES.md 0.3), e.g. to show hands
 
     def __init__(self, rules: Rules, start: Start | None = None, log_events: bool = True) -> None:
         start = start or Start()

@@ -16,6 +16,8 @@ from referee.engine.errors import RulesError
 __all__ = [
     "DamePiqueOptions",
     "GameOptions",
+    "ImperialeAcademieOptions",
+    "ImperialeModerneOptions",
     "NapoleonOptions",
     "TriompheAsQuiPilleOptions",
     "TriompheEquipeOptions",
@@ -222,3 +224,86 @@ class TriompheAsQuiPilleOptions(TriompheOptions):
     rank_order: Literal["R1", "R2"] = "R2"
     as_pille: bool = True  # TRI.PILLE 3.5: false = "l'As ne pille point"
     pillage_continues: bool = True  # TRI.PILLE 3.6.12(d): rob on after the first take
+
+
+class ImperialeAcademieOptions(GameOptions):
+    """L'Impériale `academie` (RULES.md 2, seed 001): 2 players (32 cards) or 3 (36 cards)."""
+
+    players: int = 2  # 2.1: 2, or 3 with 36 cards (IMP-A.3P)
+    target_fiches: int = 5  # IMP-A.TARGET 2.1, 2.3.11
+    point_rule: Literal["count_then_pips", "pips"] = "count_then_pips"  # IMP-A.E5, 2.2
+    imperiales_before_point: bool = True  # IMP-A.E2-E5, 2.2
+    trump_major_value: int = 2  # IMP-A.E2: a quatrième majeure in trump, 1 or 2 fiches (2.2)
+    imperiale_de_retourne: bool = False  # IMP-A.E3 (c), 2.3.10: two players only
+    imperiale_tombee: bool = False  # IMP-A.E7
+    tombee_requires_capture: bool = True  # IMP-A.E7, 2.3.6: not when dealt all four
+    cartes_blanches: bool = True  # IMP-A.E2 (a), E4
+    effacement: bool = True  # IMP-A.EFFACEMENT
+    protect_retourne: bool = True  # IMP-A.EFFACEMENT, 2.3.1
+    blanches_erase: bool = True  # 2.3.2
+    optional_erase: bool = True  # 2.3.2: the impériales de retourne and tombée erase
+    capot_fiches: int = 2  # IMP-A.E8 (0: no capot, twelve tricks score their card jetons)
+    packet: int = 3  # 2.1 Deal, 7: 3 or 4 cards a packet
+    undertrump_duty: bool = False  # IMP-A.PLAY 2.3.8
+    force_after_ruff: bool = False  # IMP-A.PLAY 2.3.7
+    three_player_first_lead_trump: bool = False  # IMP-A.3P, 2.3.14: three players only
+    allow_overlap: bool = True  # IMP-A.E2, 2.3.9: one card in two impériales
+
+    def _refuse(self, key: str, value: object, why: str) -> RulesError:
+        return RulesError(
+            f"option {key!r} of imperiale (academie): {value!r} is not allowed; {why}", key=key
+        )
+
+    def check(self, players: int) -> None:
+        if players not in (2, 3):
+            raise self._refuse(
+                "players", players, "L'Impériale is played by 2 (32 cards) or 3 (36 cards)"
+            )
+        if self.target_fiches < 1:
+            raise self._refuse("target_fiches", self.target_fiches, "the target is at least 1")
+        if self.trump_major_value not in (1, 2):
+            raise self._refuse("trump_major_value", self.trump_major_value, "allowed: 1, 2")
+        if self.capot_fiches < 0:
+            raise self._refuse("capot_fiches", self.capot_fiches, "expected 0 or more fiches")
+        if self.packet not in (3, 4):
+            raise self._refuse("packet", self.packet, "allowed: 3, 4")
+        if players != 3 and self.three_player_first_lead_trump:
+            raise self._refuse(
+                "three_player_first_lead_trump", True, "it applies to three players only"
+            )
+        if players == 3 and self.imperiale_de_retourne:
+            raise self._refuse(
+                "imperiale_de_retourne",
+                True,
+                "with three players the dealer holds the retourne: it is never an impériale "
+                "de retourne (RULES.md 7)",
+            )
+
+
+class ImperialeModerneOptions(GameOptions):
+    """L'Impériale `moderne` (RULES.md 1, seed 000): 2 players, 32 cards."""
+
+    players: int = 2  # 1.1: two players only
+    target_fiches: int = 3  # IMP-M.END
+    point_rule: Literal["pips", "count_then_pips"] = "pips"  # IMP-M.COULEUR, 1.2.6
+    imperiales_before_point: bool = False  # 1.2.4
+    tournee_holder: Literal["any", "dealer"] = "any"  # IMP-M.IMPERIALES, 1.2.3
+    tombee_mode: Literal["per_trick", "end_of_coup", "off"] = "per_trick"  # IMP-M.TOMBEE, 2.2
+    cards_scoring: Literal["flat_first_to_six", "per_trick"] = "flat_first_to_six"  # 2.2
+    effacement: bool = False  # 1.2.5, 7
+    allow_overlap: bool = True  # IMP-M.IMPERIALES, 1.1 step 3
+    honour_timing: Literal["per_trick", "end_of_coup"] = "per_trick"  # IMP-M.HONNEURS, 1.2.8
+
+    def check(self, players: int) -> None:
+        if players != 2:
+            raise RulesError(
+                f"option 'players' of imperiale (moderne): {players} is not allowed; the "
+                "modern Impériale is played by two players",
+                key="players",
+            )
+        if self.target_fiches < 1:
+            raise RulesError(
+                f"option 'target_fiches' of imperiale (moderne): {self.target_fiches} is not "
+                "allowed; the target is at least 1",
+                key="target_fiches",
+            )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from referee.engine import napoleon
+from referee.engine import imperiale, napoleon, triomphe
 from referee.engine.base import Match, Rules, Start
 from referee.engine.dame_de_pique import DamePiqueMatch
 from referee.engine.errors import RulesError
@@ -71,6 +71,30 @@ register(
         units=napoleon.UNITS,
         fixed_players=napoleon.FIXED_PLAYERS,
         seed=napoleon.SEED,
+    )
+)
+register(
+    GameSpec(
+        name=imperiale.NAME,
+        title=imperiale.TITLE,
+        aliases=imperiale.ALIASES,
+        rulesets=imperiale.RULESETS,
+        match_class=imperiale.ImperialeMatch,
+        units=imperiale.UNITS,
+        fixed_players=imperiale.FIXED_PLAYERS,
+        seed=imperiale.SEED,
+    )
+)
+register(
+    GameSpec(
+        name=triomphe.NAME,
+        title=triomphe.TITLE,
+        aliases=triomphe.ALIASES,
+        rulesets=triomphe.RULESETS,
+        match_class=triomphe.TriompheMatch,
+        units=triomphe.UNITS,
+        fixed_players=triomphe.FIXED_PLAYERS,
+        seed=triomphe.SEED,
     )
 )
 

@@ -7,6 +7,7 @@ see. Every error becomes a status code in one place, `_status_of`.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -17,7 +18,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, status_pb2
 from grpc_status import rpc_status
 
-from records.codec import options_from_pb, score_to_pb
+from records.codec import options_from_pb, rules_to_pb, score_to_pb
 from records.signing import public_bytes
 from referee.engine import (
     GAMES,
@@ -51,7 +52,7 @@ from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 from tapis.v1 import referee_pb2_grpc
 
-__all__ = ["RefereeServicer"]
+__all__ = ["RefereeServicer", "event_message", "seat_view"]
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -206,13 +207,13 @@ def _fact(value: object) -> str:
     return str(value)
 
 
-def _seat_view(table: Table, seat: int | None, view: View | None) -> pb.SeatView:
+def seat_view(table: Table, seat: int | None, view: View | None) -> pb.SeatView:
     units = find_game(table.rules.game).units
     out = pb.SeatView(
         table_id=table.id,
         status=_status(table),
         action_index=len(table.actions),
-        event_index=len(table.events),
+        event_index=table.durable_events,
         scores=[score_to_pb(units, s) for s in table.match.scores],
         winners=list(table.match.winners),
     )
@@ -387,12 +388,13 @@ class RefereeServicer(referee_pb2_grpc.RefereeServiceServicer):
         self, request: pb.GetTableRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.GetTableResponse:
         table = self.referee.get(request.table_id)
-        rules = table.rules
+        async with table.lock:  # committed state only
+            return self._table_reply(table)
+
+    def _table_reply(self, table: Table) -> pb.GetTableResponse:
         return pb.GetTableResponse(
             table_id=table.id,
-            rules=rpb.Rules(
-                game=rules.game, ruleset=rules.ruleset, players=rules.players, digest=rules.digest
-            ),
+            rules=rules_to_pb(table.rules),
             seats=[
                 pb.TableSeat(seat=i, name=s.name, taken=s.taken, team=table.match.team_of(i))
                 for i, s in enumerate(table.seats)
@@ -400,7 +402,7 @@ class RefereeServicer(referee_pb2_grpc.RefereeServiceServicer):
             status=_status(table),
             commitment=pb.DealCommitment(algorithm="tapis-deal/1", seed_sha256=table.commitment),
             action_index=len(table.actions),
-            event_index=len(table.events),
+            event_index=table.durable_events,
         )
 
     @_handled
@@ -409,8 +411,9 @@ class RefereeServicer(referee_pb2_grpc.RefereeServiceServicer):
     ) -> pb.GetViewResponse:
         table = self.referee.get(request.table_id)
         seat = self._seat_for(table, request.seat if request.HasField("seat") else None, context)
-        view = table.match.view(seat) if table.started else None
-        return pb.GetViewResponse(view=_seat_view(table, seat, view))
+        async with table.lock:  # committed state only
+            view = table.match.view(seat) if table.started else None
+            return pb.GetViewResponse(view=seat_view(table, seat, view))
 
     @_handled
     async def SubmitAction(
@@ -420,10 +423,9 @@ class RefereeServicer(referee_pb2_grpc.RefereeServiceServicer):
         seat = self._seat_for(table, request.seat, context)
         assert seat is not None
         check_action(request.action)
-        index, events = await self.referee.submit(
+        index, first, events = await self.referee.submit(
             table, seat, request.expected_action_index, request.action
         )
-        first = len(table.events) - len(events)
         return pb.SubmitActionResponse(
             action_index=index,
             events=[event_message(table, first + i, e, seat) for i, e in enumerate(events)],
@@ -449,8 +451,11 @@ class RefereeServicer(referee_pb2_grpc.RefereeServiceServicer):
         except _EXPECTED as exc:
             await context.abort_with_status(rpc_status.to_status(_status_of(exc)))
             return
-        async for index, event in self.referee.watch(table, request.from_event_index):
-            yield pb.WatchTableResponse(event=event_message(table, index, event, seat))
+        try:
+            async for index, event in self.referee.watch(table, request.from_event_index):
+                yield pb.WatchTableResponse(event=event_message(table, index, event, seat))
+        except asyncio.CancelledError:
+            return  # the client went away, or the server is shutting down
 
     @_handled
     async def GetRecord(

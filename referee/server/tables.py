@@ -166,6 +166,7 @@ class Table:
     decks: list[list[int]] = field(default_factory=list)
     envelope: bytes | None = None
     record_id: str = ""
+    durable_events: int = 0  # events of committed writes: all that watchers may see
     _legal_cache: dict[int, tuple[list[int], frozenset[int]]] = field(default_factory=dict)
     _legal_at: int = -1
     _lock: asyncio.Lock | None = None
@@ -233,6 +234,7 @@ class Table:
             table.take(i, name, hashed)
         for seat, action in actions:
             table.apply(seat, action)
+        table.durable_events = len(table.events)
         return table
 
     def take(self, seat: int, name: str, hashed: bytes) -> None:
@@ -324,6 +326,7 @@ class Referee:
                 self._open_tables[table.creator] = self._open_tables.get(table.creator, 0) + 1
             if table.finished and stored.record is None:
                 await self._issue_record(table)
+                table.durable_events = len(table.events)
             elif stored.record is not None:
                 table.envelope = stored.record
                 table.record_id = record_id(pb.RecordEnvelope.FromString(stored.record).record)
@@ -405,6 +408,7 @@ class Referee:
         await self.store.create_table(stored)
         for i, _ in tokens:
             table.take(i, table.seats[i].name, hashes[i])
+        table.durable_events = len(table.events)
         self.tables[table.id] = table
         self._open_tables[creator] = active + 1
         _log("table created", table, creator=creator, open=[i for i, s in enumerate(seats) if s[1]])
@@ -431,6 +435,7 @@ class Referee:
                 table_id, seat, name or table.seats[seat].name, hashed, order
             )
             table.take(seat, name, hashed)
+            table.durable_events = len(table.events)
             table.notify()
             _log("seat taken", table, seat=seat)
             if table.started:
@@ -450,18 +455,25 @@ class Referee:
 
     async def submit(
         self, table: Table, seat: int, expected: int, action: int
-    ) -> tuple[int, list[TableEventData]]:
-        """Apply `action` for `seat` at index `expected`; durable before this returns."""
+    ) -> tuple[int, int, list[TableEventData]]:
+        """Apply `action` for `seat` at index `expected`; durable before this returns.
+        Returns the action's index, the index of its first event, and its events."""
         async with table.lock:
             current = len(table.actions)
-            if expected < current and table.actions[expected] == (seat, action):
+            if (
+                expected < current
+                and table.actions[expected] == (seat, action)
+                and all(s != seat for s, _ in table.actions[expected + 1 :])
+            ):
+                # A retry of an acknowledged submission (the seat has not acted since, as it
+                # would have had it received the acknowledgement): the same answer.
                 first = table.action_events[expected]
                 last = (
                     table.action_events[expected + 1]
                     if expected + 1 < current
                     else len(table.events)
                 )
-                return expected, list(table.events[first:last])  # a retry: same answer
+                return expected, first, list(table.events[first:last])
             if expected != current:
                 raise Stale(
                     f"expected_action_index is {expected} but the table is at {current}",
@@ -470,6 +482,7 @@ class Referee:
             if not table.started:
                 raise NotReady("the table is waiting for players")
             self._check_legal(table, seat, action)
+            first = len(table.events)
             events = table.apply(seat, action)
             try:
                 await self.store.append_action(table.id, current, seat, action)
@@ -478,8 +491,9 @@ class Referee:
                 raise
             if table.finished:
                 events.append(await self._issue_record(table))
+            table.durable_events = len(table.events)
             table.notify()
-            return current, events
+            return current, first, events
 
     def _check_legal(self, table: Table, seat: int, action: int) -> None:
         """Refuse without changing the table: a refusal comes from the engine itself, on a
@@ -489,7 +503,11 @@ class Referee:
         probe = self._restore_copy(table)
         try:
             probe.match.apply(seat, action)
-        except (IllegalAction, InvalidAction):
+        except IllegalAction as exc:
+            if not exc.legal:  # a refusal of the phase: list what the seat may do instead
+                exc.legal = tuple(table.legal(seat))
+            raise
+        except InvalidAction:
             raise
         raise AssertionError("an action not in the legal set was accepted")  # pragma: no cover
 
@@ -511,7 +529,7 @@ class Referee:
             self.tables[table.id] = self._restore(stored[0])
 
     async def resign(self, table: Table, seat: int) -> int:
-        index, _ = await self.submit(table, seat, len(table.actions), encode(RESIGN))
+        index, _, _ = await self.submit(table, seat, len(table.actions), encode(RESIGN))
         return index
 
     async def _issue_record(self, table: Table) -> EndEvent:
@@ -526,10 +544,11 @@ class Referee:
             pb.DealSource(algorithm=ALGORITHM, commitment=table.commitment, seed=table.seed),
         )
         data = canonical_bytes(rec)
-        env = sign(data, self.key)
-        table.envelope = env.SerializeToString(deterministic=True)
+        envelope = sign(data, self.key).SerializeToString(deterministic=True)
+        await self.store.finish(table.id, envelope, record_id(data))
+        # From here to the end event, nothing awaits: no watcher sees one without the other.
+        table.envelope = envelope
         table.record_id = record_id(data)
-        await self.store.finish(table.id, table.envelope, table.record_id)
         if self._open_tables.get(table.creator, 0) > 0:
             self._open_tables[table.creator] -= 1
         event = EndEvent(table.match.winners, table.match.end_reason, table.record_id)
@@ -553,11 +572,11 @@ class Referee:
         index = start
         while True:
             table = self.tables.get(table.id, table)
-            while index < len(table.events):
+            while index < table.durable_events:
                 yield index, table.events[index]
                 index += 1
-            if table.finished and table.envelope is not None and index >= len(table.events):
-                return
+            if table.envelope is not None and index >= table.durable_events:
+                return  # the match is over and its last event (the record) was sent
             await table.wait_change(idle)
 
 

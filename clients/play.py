@@ -1,0 +1,429 @@
+"""Terminal clients of the referee: `tapis play` (a person against bots) and `tapis bot` (a bot
+at a remote table). Plain text on stdout, one line per thing that happens.
+
+`tapis play` without `--address` starts a referee in-process on a free port, with its store
+and key in a temporary directory; the bots run as asyncio tasks through the SDK. Input is
+read by a daemon thread (a blocked `input()` must neither stall the event loop nor keep the
+process alive after Ctrl-C); end of input or Ctrl-C resigns the seat and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+import grpc
+
+from clients.bots import make_bot, play_seat
+from clients.sdk import (
+    ActionRefused,
+    OptionValue,
+    RefereeClient,
+    RefereeError,
+    SeatHandle,
+    StaleAction,
+    is_finished,
+)
+from referee.engine.actions import (
+    ABANDON_WORDS,
+    BID_WORDS,
+    KIND_NAMES,
+    VOLE_WORDS,
+    parse_action,
+)
+from referee.engine.cards import SUIT_WORDS, card_str
+from referee.engine.errors import InvalidAction
+from tapis.v1 import record_pb2 as rpb
+from tapis.v1 import referee_pb2 as pb
+
+__all__ = ["parse_choice", "parse_option", "run_bot", "run_play", "score_text"]
+
+LIST_LIMIT = 40  # more legal actions than this are not listed unless asked
+HELP = (
+    "Type the number of an action, or its text: 'play QS' or 'QS', 'pass QS AS KH', "
+    "'bid nap' or 'nap'; 'list' shows every legal action; 'resign' concedes."
+)
+
+
+def parse_option(text: str) -> tuple[str, OptionValue]:
+    """`KEY=VALUE` with VALUE a bool (true/false), an int, or text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"option {text!r}: expected KEY=VALUE")
+    if value.lower() in ("true", "false"):
+        return key, value.lower() == "true"
+    try:
+        return key, int(value)
+    except ValueError:
+        return key, value
+
+
+# --- reading a person's choice ---------------------------------------------------------------
+
+
+def parse_choice(text: str, legal: Sequence[pb.ActionChoice]) -> int:
+    """The action a person typed: a number from the list, or the action's text ("play QS",
+    "QS", "bid nap", "nap", "pass QS AS KH", "stop"). The result need not be legal: the
+    referee says why it is not. Raises `ValueError` with a message for a person."""
+    words = text.strip().split()
+    if not words:
+        raise ValueError("type a number or an action")
+    if len(words) == 1 and words[0].isdigit():
+        n = int(words[0])
+        if not 1 <= n <= len(legal):
+            raise ValueError(f"choose a number from 1 to {len(legal)}")
+        return legal[n - 1].action
+    normal = " ".join(w.lower() for w in words)
+    for choice in legal:
+        if choice.text.lower() == normal:
+            return choice.action
+    kinds = {KIND_NAMES[c.action & 7] for c in legal}
+    first = words[0].lower()
+    if first in KIND_NAMES and not (first == "pass" and len(words) == 1 and "bid" in kinds):
+        kind, rest = first, words[1:]
+    elif len(words) == 1 and first in BID_WORDS:
+        kind, rest = "bid", words
+    elif len(words) == 1 and first in VOLE_WORDS and "pille" not in kinds:
+        kind, rest = "vole", words
+    elif len(words) == 1 and first in ABANDON_WORDS:
+        kind, rest = "abandon", words
+    elif len(words) == 3:
+        kind, rest = "pass", words
+    elif "pille" in kinds and "play" not in kinds:
+        kind, rest = "pille", words
+    else:
+        kind, rest = "play", words
+    value: object
+    if kind == "pass":
+        value = rest
+    elif kind == "resign":
+        value = True
+    elif len(rest) == 1:
+        value = rest[0]
+    else:
+        raise ValueError(f"{text.strip()!r}: {kind} takes one word, e.g. '{kind} ...'")
+    try:
+        return parse_action({kind: value})
+    except InvalidAction as exc:
+        raise ValueError(str(exc)) from None
+
+
+class LineReader:
+    """Lines of a text stream read by a daemon thread: `await readline()` gives the next
+    line, or None at the end of input."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.interactive = stream.isatty()
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self.loop = asyncio.get_running_loop()
+        threading.Thread(target=self._run, name="tapis-input", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            for line in self.stream:
+                self.loop.call_soon_threadsafe(self.queue.put_nowait, line.rstrip("\n"))
+        except (OSError, ValueError, RuntimeError):
+            pass
+        with contextlib.suppress(RuntimeError):  # the loop may be closed already
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, None)
+
+    async def readline(self) -> str | None:
+        return await self.queue.get()
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def score_text(score: rpb.Score, units: Sequence[str], signed: bool = False) -> str:
+    """A score in the game's units: "13", or "2 imperiales 3 jetons"."""
+    fmt = "{:+d}" if signed else "{:d}"
+    parts = [fmt.format(getattr(score, u)) for u in units]
+    if len(units) == 1:
+        return parts[0]
+    return " ".join(f"{p} {u}" for p, u in zip(parts, units, strict=True))
+
+
+class Screen:
+    """Plain-text rendering of a table for one seat."""
+
+    def __init__(self, out: TextIO, names: Sequence[str], me: int, units: Sequence[str]) -> None:
+        self.out = out
+        self.names = list(names)
+        self.me = me
+        self.units = list(units) or ["points"]
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    def who(self, seat: int) -> str:
+        return "You" if seat == self.me else self.names[seat]
+
+    def score(self, score: rpb.Score, signed: bool = False) -> str:
+        return score_text(score, self.units, signed)
+
+    def scores(self, scores: Sequence[rpb.Score]) -> str:
+        return " | ".join(f"{self.who(s)} {self.score(x)}" for s, x in enumerate(scores))
+
+    def cards(self, plays: Sequence[pb.PlayedCard]) -> str:
+        return ", ".join(f"{self.who(p.seat)} {card_str(p.card)}" for p in plays)
+
+    def event(self, event: pb.TableEvent) -> None:
+        kind = event.WhichOneof("event")
+        if kind == "hand_started":
+            h = event.hand_started
+            self.say(f"\n=== Hand {h.number} (dealer: {self.who(h.dealer)}) ===")
+            if h.HasField("retourne"):
+                self.say(f"Retourne: {card_str(h.retourne)}")
+        elif kind == "action_taken":
+            a = event.action_taken
+            self.say(f"{self.who(a.seat)}: {a.text}")
+        elif kind == "trick_completed":
+            t = event.trick_completed
+            self.say(f"Trick {t.number}: {self.cards(t.cards)} -> won by {self.who(t.winner)}")
+        elif kind == "score_line":
+            s = event.score_line
+            note = f" ({s.note})" if s.note else ""
+            self.say(f"  {self.who(s.seat)}: {self.score(s.delta, True)} {s.kind} [{s.rule}]{note}")
+        elif kind == "note":
+            self.say(f"  * {event.note.text}")
+        elif kind == "hand_ended":
+            ended = event.hand_ended
+            self.say(f"Scores after hand {ended.number}: {self.scores(ended.scores)}")
+        elif kind == "match_ended":
+            m = event.match_ended
+            winners = ", ".join(self.who(s) for s in m.winners) or "nobody"
+            self.say(f"\nMatch over ({m.reason}). Winner: {winners}")
+
+    def turn(self, view: pb.SeatView, full: bool) -> None:
+        facts = {f.key: f.value for f in view.facts}
+        self.say(f"\n-- Your turn: hand {view.hand_number}, {view.phase} --")
+        self.say("Your cards:")
+        for suit in range(4):
+            cards = sorted((c for c in view.hand if c // 13 == suit), reverse=True)
+            shown = " ".join(card_str(c) for c in cards) or "-"
+            self.say(f"  {SUIT_WORDS[suit] + ':':<9} {shown}")
+        for known in view.known:
+            self.say(f"{self.who(known.seat)} shows: {' '.join(map(card_str, known.cards))}")
+        if view.HasField("trump"):
+            self.say(f"Trump: {SUIT_WORDS[view.trump]}")
+        if view.trick:
+            self.say(f"Trick: {self.cards(view.trick)}")
+        elif any(c.action & 7 == 0 for c in view.legal_actions):
+            self.say("Trick: (you lead)")
+        self.say(f"Scores: {self.scores(view.scores)}")
+        if facts:
+            self.say("Facts: " + "; ".join(f"{k} {v}" for k, v in facts.items() if v))
+        self.legal(view.legal_actions, full)
+
+    def legal(self, legal: Sequence[pb.ActionChoice], full: bool) -> None:
+        if len(legal) > LIST_LIMIT and not full:
+            example = legal[0].text
+            self.say(
+                f"{len(legal)} legal actions, e.g. 1) {example}; type one as text "
+                f"(e.g. '{example}') or a number; 'list' shows them all"
+            )
+            return
+        self.say("Legal:")
+        for n, choice in enumerate(legal, 1):
+            self.say(f"  {n:>2}) {choice.text}")
+
+
+# --- tapis play ------------------------------------------------------------------------------
+
+
+async def _person(
+    me: SeatHandle, screen: Screen, reader: LineReader, prompt_out: TextIO
+) -> tuple[pb.SeatView, str]:
+    """Show the table to the person and submit their choices until the match ends; returns
+    the last view and the record id. End of input resigns."""
+    view = await me.view()
+    known = view.event_index  # the number of events the last view reflects
+    record_id = ""
+    stream = me.watch(from_index=0)
+    try:
+        async for event in stream:
+            screen.event(event)
+            if event.HasField("match_ended"):
+                record_id = event.match_ended.record_id
+                break
+            if event.index + 1 < known:
+                continue  # more events are known to follow: show them first
+            view = await me.view()
+            known = view.event_index
+            fresh = True  # show the whole table before the first prompt of a turn
+            while event.index + 1 >= known and me.seat in view.to_act and view.legal_actions:
+                if fresh:
+                    screen.turn(view, False)
+                    fresh = False
+                print("> ", end="", file=prompt_out, flush=True)
+                line = await reader.readline()
+                if line is not None and not reader.interactive:
+                    print(line, file=prompt_out, flush=True)  # a transcript reads as typed
+                command = "resign-eof" if line is None else line.strip().lower()
+                if command in ("help", "?", "list"):
+                    screen.legal(view.legal_actions, True)
+                    screen.say(HELP)
+                    continue
+                if command in ("resign", "resign-eof"):
+                    screen.say("\nEnd of input: you resign." if line is None else "You resign.")
+                    await me.resign()
+                    break
+                assert line is not None
+                try:
+                    # No expected index: if a bot acted meanwhile (the exchange), the choice
+                    # is resubmitted while it is still legal.
+                    await me.act(parse_choice(line, view.legal_actions))
+                except ValueError as exc:
+                    screen.say(f"? {exc}")
+                    continue
+                except ActionRefused as exc:
+                    screen.say(f"Refused [{exc.rule}]: {exc.reason or exc.message}")
+                    continue
+                except StaleAction as exc:
+                    if exc.view is not None:
+                        view, known, fresh = exc.view, exc.view.event_index, True
+                    continue
+                view = await me.view()
+                known = view.event_index
+    finally:
+        await stream.aclose()
+    view = await me.view()
+    return view, record_id
+
+
+async def _game(client: RefereeClient, game: str) -> pb.GameInfo:
+    for info in await client.list_games():
+        if game.lower() in (info.name, *info.aliases):
+            return info
+    raise RefereeError(grpc.StatusCode.NOT_FOUND, f"the referee has no game {game!r}")
+
+
+def _players(info: pb.GameInfo, ruleset: str, options: Mapping[str, OptionValue]) -> int:
+    """The number of seats: the `players` option, else its default, else the ruleset's."""
+    given = options.get("players")
+    if isinstance(given, int) and not isinstance(given, bool):
+        return given
+    chosen = next((r for r in info.rulesets if r.name == ruleset), info.rulesets[0])
+    for option in chosen.options:
+        if option.key == "players":
+            return int(option.default_value.int_value)
+    return int(chosen.player_counts[0])
+
+
+async def run_play(
+    address: str | None,
+    game: str = "hearts",
+    ruleset: str = "",
+    options: Mapping[str, OptionValue] | None = None,
+    name: str = "You",
+    bots: str = "heuristic",
+    seed: int | None = None,
+    out: TextIO = sys.stdout,
+    stdin: TextIO = sys.stdin,
+) -> int:
+    """A person at a terminal against bots. Returns the exit status (130 after Ctrl-C)."""
+    options = dict(options or {})
+    server = None
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+    if address is None:
+        from referee.server.app import create_server
+
+        tmp = tempfile.TemporaryDirectory(prefix="tapis-play-")
+        server = await create_server(
+            "127.0.0.1:0", db=Path(tmp.name) / "tapis.db", key=Path(tmp.name) / "referee.key"
+        )
+        address = f"127.0.0.1:{server.port}"
+    try:
+        async with RefereeClient(address) as client:
+            game_info = await _game(client, game)
+            players = _players(game_info, ruleset, options)
+            seats = [(name, False)] + [(f"{bots} bot {i}", False) for i in range(1, players)]
+            created = await client.create_table(game, ruleset, options, seats)
+            info = await client.table(created.table_id)
+            screen = Screen(out, [s.name for s in info.seats], 0, game_info.units)
+            screen.say(
+                f"Table {created.table_id}: {info.rules.game} ({info.rules.ruleset}), "
+                + ", ".join(f"seat {s.seat} {screen.who(s.seat)}" for s in info.seats)
+            )
+            tasks = [
+                asyncio.create_task(
+                    play_seat(
+                        client.seat(created.table_id, i, created.tokens[i]),
+                        make_bot(
+                            bots,
+                            info.rules.game,
+                            info.rules.ruleset,
+                            None if seed is None else seed + i,
+                            options,
+                        ),
+                    )
+                )
+                for i in range(1, players)
+            ]
+            me = client.seat(created.table_id, 0, created.tokens[0])
+            try:
+                view, record_id = await _person(me, screen, LineReader(stdin), out)
+            except asyncio.CancelledError:
+                screen.say("\nInterrupted: you resign.")
+                with contextlib.suppress(RefereeError):
+                    if not is_finished(await me.view()):
+                        await me.resign()
+                return 130
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+            if not record_id:
+                record_id = (await me.record()).record_id
+            screen.say(f"Final scores: {screen.scores(view.scores)}")
+            screen.say(f"Record: {record_id}")
+            return 0
+    finally:
+        if server is not None:
+            await server.stop(0)
+        if tmp is not None:
+            tmp.cleanup()
+
+
+# --- tapis bot -------------------------------------------------------------------------------
+
+
+async def run_bot(
+    address: str,
+    table_id: str,
+    seat: int | None,
+    token: str | None,
+    join: bool,
+    name: str = "",
+    kind: str = "heuristic",
+    seed: int | None = None,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Seat a bot at a remote table and play it to the end; print a one-line result."""
+    async with RefereeClient(address) as client:
+        if join:
+            handle = await client.join(table_id, seat, name or f"{kind} bot")
+        else:
+            assert seat is not None and token is not None
+            handle = client.seat(table_id, seat, token)
+        info = await client.table(table_id)
+        units = (await _game(client, info.rules.game)).units
+        bot = make_bot(kind, info.rules.game, info.rules.ruleset, seed)
+        result = await play_seat(handle, bot)
+        scores = ", ".join(score_text(s, units) for s in result.view.scores)
+        winners = ",".join(map(str, result.view.winners))
+        print(
+            f"table {table_id} seat {handle.seat} ({kind}): {'won' if result.won else 'lost'}; "
+            f"winners {winners}; scores {scores}; {result.actions} actions; "
+            f"record {result.record_id}",
+            file=out,
+            flush=True,
+        )
+        return 0

@@ -1,0 +1,422 @@
+"""An async Python client of the Tapis referee (`tapis.v1.RefereeService`, grpc.aio).
+
+    async with RefereeClient("127.0.0.1:50051") as client:
+        table = await client.create_table("hearts", seats=[("Ann", False), ("Bob", True), ...])
+        ann = client.seat(table.table_id, 0, table.tokens[0])
+        bob = await client.join(table.table_id, name="Bob")
+        view = await ann.view()
+        await ann.act(view.legal_actions[0].action)
+        async for event in ann.watch():  # resumes by itself after a dropped stream
+            ...
+        envelope = (await ann.record()).envelope
+
+Messages are the generated ones (`tapis.v1.referee_pb2`): a view is a `SeatView`, an event a
+`TableEvent`. Seat calls carry the metadata `authorization: Bearer <token>`. Every failed
+call raises a `RefereeError` (its `status` is the gRPC code); a move the rules refuse raises
+`ActionRefused` (rule id, code, reason, legal actions), a submission at a stale action index
+`StaleAction` (the table's current index and a fresh view).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TypeVar
+
+import grpc
+from grpc_status import rpc_status
+
+from tapis.v1 import record_pb2 as rpb
+from tapis.v1 import referee_pb2 as pb
+from tapis.v1 import referee_pb2_grpc
+
+__all__ = [
+    "ActionRefused",
+    "CreatedTable",
+    "RefereeClient",
+    "RefereeError",
+    "SeatHandle",
+    "StaleAction",
+    "is_finished",
+    "option_messages",
+]
+
+Resp = TypeVar("Resp")
+OptionValue = bool | int | str
+Metadata = tuple[tuple[str, str], ...]
+
+# A watch stream that fails with one of these is resumed; any other code is final.
+_RESUMABLE = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.ABORTED,
+    }
+)
+# A stream that ends cleanly before match_ended is reopened this many times.
+_CLEAN_END_RETRIES = 4
+# The channel retries a lost connection quickly (the gRPC defaults start at one second).
+_CHANNEL_OPTIONS = (
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+)
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+class RefereeError(Exception):
+    """A call the referee failed; `status` is its gRPC status code."""
+
+    def __init__(self, status: grpc.StatusCode, message: str) -> None:
+        super().__init__(f"{status.name}: {message}")
+        self.status = status
+        self.message = message
+
+
+class ActionRefused(RefereeError):
+    """FAILED_PRECONDITION with an `ActionRefusal`: the rules refuse the action."""
+
+    def __init__(
+        self,
+        message: str,
+        rule: str,
+        code: str,
+        reason: str,
+        legal_actions: Sequence[pb.ActionChoice],
+    ) -> None:
+        super().__init__(grpc.StatusCode.FAILED_PRECONDITION, message)
+        self.rule = rule  # the RULES.md rule id, e.g. "DP.FOLLOW"
+        self.code = code  # stable code, e.g. "must-follow"
+        self.reason = reason  # for a person
+        self.legal_actions = list(legal_actions)
+
+
+class StaleAction(RefereeError):
+    """ABORTED: the table is not at the expected action index. `view` is a fresh view of
+    the seat when the SDK re-read it."""
+
+    def __init__(self, message: str, action_index: int, view: pb.SeatView | None = None) -> None:
+        super().__init__(grpc.StatusCode.ABORTED, message)
+        self.action_index = action_index
+        self.view = view
+
+
+def _error(exc: grpc.aio.AioRpcError) -> RefereeError:
+    """The SDK exception of a failed call, with the details of its google.rpc.Status."""
+    status, message = exc.code(), exc.details() or ""
+    try:
+        rich = rpc_status.from_call(exc)
+    except ValueError:
+        rich = None
+    for detail in rich.details if rich is not None else ():
+        if detail.Is(pb.ActionRefusal.DESCRIPTOR):
+            refusal = pb.ActionRefusal()
+            detail.Unpack(refusal)
+            return ActionRefused(
+                message, refusal.rule, refusal.code, refusal.reason, refusal.legal_actions
+            )
+        if detail.Is(pb.StaleAction.DESCRIPTOR):
+            stale = pb.StaleAction()
+            detail.Unpack(stale)
+            return StaleAction(message, stale.action_index)
+    return RefereeError(status, message)
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def option_messages(options: Mapping[str, OptionValue] | None) -> list[rpb.Option]:
+    """`{"end_threshold": 50}` as the contract's `Option` messages."""
+    out = []
+    for key, value in (options or {}).items():
+        if isinstance(value, bool):
+            out.append(rpb.Option(key=key, bool_value=value))
+        elif isinstance(value, int):
+            out.append(rpb.Option(key=key, int_value=value))
+        else:
+            out.append(rpb.Option(key=key, string_value=str(value)))
+    return out
+
+
+def is_finished(view: pb.SeatView) -> bool:
+    return view.status == pb.TABLE_STATUS_FINISHED
+
+
+@dataclass(frozen=True)
+class CreatedTable:
+    table_id: str
+    tokens: dict[int, str]  # seat -> token, for the seats the creator took
+    commitment: pb.DealCommitment
+
+
+# --- the client ----------------------------------------------------------------------------
+
+
+class RefereeClient:
+    """A connection to one referee; an async context manager owning a grpc.aio channel.
+
+    `timeout` bounds each unary call (seconds); `retries` is how many times a lost
+    connection is retried, with exponential backoff from `backoff` seconds, by the calls that
+    are safe to repeat (reads, a submission at a given index, and resuming a watch).
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float | None = 30.0,
+        retries: int = 8,
+        backoff: float = 0.05,
+        max_backoff: float = 2.0,
+    ) -> None:
+        self.address = address
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: referee_pb2_grpc.RefereeServiceAsyncStub | None = None
+
+    async def __aenter__(self) -> RefereeClient:
+        self._channel = grpc.aio.insecure_channel(self.address, options=list(_CHANNEL_OPTIONS))
+        self._stub = referee_pb2_grpc.RefereeServiceStub(self._channel)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+            self._stub = None
+
+    @property
+    def stub(self) -> referee_pb2_grpc.RefereeServiceAsyncStub:
+        if self._stub is None:
+            raise RuntimeError("RefereeClient is not open: use `async with RefereeClient(...)`")
+        return self._stub
+
+    def _delay(self, failures: int) -> float:
+        return float(min(self.max_backoff, self.backoff * 2 ** (failures - 1)))
+
+    async def _unary(
+        self,
+        call: Callable[[], Awaitable[Resp]],
+        retry: bool = True,
+    ) -> Resp:
+        """One unary call; a lost connection is retried when the call is safe to repeat."""
+        failures = 0
+        while True:
+            try:
+                return await call()
+            except grpc.aio.AioRpcError as exc:
+                failures += 1
+                lost = exc.code() == grpc.StatusCode.UNAVAILABLE
+                if not (retry and lost) or failures > self.retries:
+                    raise _error(exc) from exc
+            await asyncio.sleep(self._delay(failures))
+
+    # -- games and tables -----------------------------------------------------------------
+
+    async def list_games(self) -> list[pb.GameInfo]:
+        resp = await self._unary(
+            lambda: self.stub.ListGames(pb.ListGamesRequest(), timeout=self.timeout)
+        )
+        return list(resp.games)
+
+    async def create_table(
+        self,
+        game: str,
+        ruleset: str = "",
+        options: Mapping[str, OptionValue] | None = None,
+        seats: Sequence[tuple[str, bool]] = (),
+    ) -> CreatedTable:
+        """Open a table; `seats` is one (name, open) per seat in playing order: the creator
+        takes the seats that are not open and receives their tokens."""
+        request = pb.CreateTableRequest(
+            game=game,
+            ruleset=ruleset,
+            options=option_messages(options),
+            seats=[pb.SeatRequest(name=name, open=open_) for name, open_ in seats],
+        )
+        resp = await self._unary(
+            lambda: self.stub.CreateTable(request, timeout=self.timeout), retry=False
+        )
+        return CreatedTable(resp.table_id, {t.seat: t.token for t in resp.tokens}, resp.commitment)
+
+    async def join(self, table_id: str, seat: int | None = None, name: str = "") -> SeatHandle:
+        """Take an open seat (`seat`, or the first open one)."""
+        request = pb.JoinTableRequest(table_id=table_id, name=name)
+        if seat is not None:
+            request.seat = seat
+        resp = await self._unary(
+            lambda: self.stub.JoinTable(request, timeout=self.timeout), retry=False
+        )
+        return SeatHandle(self, table_id, resp.token.seat, resp.token.token)
+
+    def seat(self, table_id: str, seat: int, token: str) -> SeatHandle:
+        """A handle on a seat whose token is known (from `create_table`)."""
+        return SeatHandle(self, table_id, seat, token)
+
+    async def table(self, table_id: str) -> pb.GetTableResponse:
+        request = pb.GetTableRequest(table_id=table_id)
+        return await self._unary(lambda: self.stub.GetTable(request, timeout=self.timeout))
+
+    async def spectate(self, table_id: str) -> pb.SeatView:
+        """A spectator's view: public information only."""
+        request = pb.GetViewRequest(table_id=table_id)
+        resp = await self._unary(lambda: self.stub.GetView(request, timeout=self.timeout))
+        return resp.view
+
+    async def record(self, table_id: str) -> pb.GetRecordResponse:
+        """The signed record of a finished table (envelope, record id, referee's key)."""
+        request = pb.GetRecordRequest(table_id=table_id)
+        return await self._unary(lambda: self.stub.GetRecord(request, timeout=self.timeout))
+
+    def watch(
+        self,
+        table_id: str,
+        from_index: int = 0,
+        seat: int | None = None,
+        metadata: Metadata = (),
+    ) -> AsyncGenerator[pb.TableEvent, None]:
+        """The table's events from `from_index` on (as a spectator unless `seat` and its
+        token's `metadata` are given), until the match ends.
+
+        A dropped stream is reopened at the index after the last event received, so the
+        events come without gap or duplicate; after `retries` failures in a row without
+        an event, the last error is raised. The iteration ends after the `match_ended`
+        event. Breaking out of the loop cancels the stream."""
+        return self._watch(table_id, from_index, seat, metadata)
+
+    async def _watch(
+        self, table_id: str, from_index: int, seat: int | None, metadata: Metadata
+    ) -> AsyncGenerator[pb.TableEvent, None]:
+        next_index = from_index
+        failures = 0
+        while True:
+            request = pb.WatchTableRequest(table_id=table_id, from_event_index=next_index)
+            if seat is not None:
+                request.seat = seat
+            call = self.stub.WatchTable(request, metadata=metadata)
+            try:
+                async for response in call:
+                    event = response.event
+                    if event.index < next_index:
+                        continue
+                    if event.index > next_index:
+                        raise RefereeError(
+                            grpc.StatusCode.DATA_LOSS,
+                            f"watch: event {event.index} came after {next_index - 1}",
+                        )
+                    next_index += 1
+                    failures = 0
+                    yield event
+                    if event.HasField("match_ended"):
+                        return
+                # A stream ends once the table is finished, normally after match_ended, its
+                # last event. Ended before it (the referee can close a stream between storing
+                # the record and adding that event), the stream is reopened a few times; a
+                # start past the end of a finished table ends this way too.
+                failures += 1
+                if failures > _CLEAN_END_RETRIES:
+                    return
+            except grpc.aio.AioRpcError as exc:
+                failures += 1
+                if exc.code() not in _RESUMABLE or failures > self.retries:
+                    raise _error(exc) from exc
+            finally:
+                call.cancel()
+            await asyncio.sleep(self._delay(failures))
+
+
+class SeatHandle:
+    """One seat of one table, with its token: what the seat sees and does."""
+
+    def __init__(self, client: RefereeClient, table_id: str, seat: int, token: str) -> None:
+        self.client = client
+        self.table_id = table_id
+        self.seat = seat
+        self.token = token
+
+    def __repr__(self) -> str:
+        return f"SeatHandle(table={self.table_id!r}, seat={self.seat})"
+
+    @property
+    def metadata(self) -> Metadata:
+        return (("authorization", f"Bearer {self.token}"),)
+
+    async def view(self) -> pb.SeatView:
+        """What this seat sees now."""
+        c = self.client
+        request = pb.GetViewRequest(table_id=self.table_id, seat=self.seat)
+        resp = await c._unary(
+            lambda: c.stub.GetView(request, metadata=self.metadata, timeout=c.timeout)
+        )
+        return resp.view
+
+    async def act(
+        self, action: int, expected_index: int | None = None, attempts: int = 5
+    ) -> pb.SubmitActionResponse:
+        """Submit `action` (a code from the view's legal actions).
+
+        `expected_index` is the view's `action_index` the choice was made on; when it is not
+        given, a fresh view's is used, and on ABORTED (another seat acted first) the view is
+        re-read and the action resubmitted while the seat is still to act (at most
+        `attempts` times). Raises `ActionRefused` when the rules refuse it, `StaleAction` (with the
+        fresh view) when the table moved on under an explicit `expected_index`."""
+        explicit = expected_index is not None
+        index = expected_index if expected_index is not None else (await self.view()).action_index
+        for attempt in range(1, attempts + 1):
+            request = pb.SubmitActionRequest(
+                table_id=self.table_id, seat=self.seat, expected_action_index=index, action=action
+            )
+            try:
+                return await self._submit(request)
+            except StaleAction as stale:
+                stale.view = view = await self.view()
+                if explicit or self.seat not in view.to_act or attempt == attempts:
+                    raise
+                index = view.action_index
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _submit(self, request: pb.SubmitActionRequest) -> pb.SubmitActionResponse:
+        # A repeat at the same index is answered again without effect: safe to retry.
+        c = self.client
+        return await c._unary(
+            lambda: c.stub.SubmitAction(request, metadata=self.metadata, timeout=c.timeout)
+        )
+
+    async def resign(self) -> int:
+        """Concede the match; returns the index the resignation took."""
+        c = self.client
+        request = pb.ResignRequest(table_id=self.table_id, seat=self.seat)
+        resp = await c._unary(
+            lambda: c.stub.Resign(request, metadata=self.metadata, timeout=c.timeout),
+            retry=False,
+        )
+        return resp.action_index
+
+    def watch(self, from_index: int = 0) -> AsyncGenerator[pb.TableEvent, None]:
+        """The table's events as this seat sees them (its own cards included); resumes by
+        itself after a dropped stream (see `RefereeClient.watch`)."""
+        return self.client.watch(self.table_id, from_index, self.seat, self.metadata)
+
+    async def table(self) -> pb.GetTableResponse:
+        return await self.client.table(self.table_id)
+
+    async def record(self) -> pb.GetRecordResponse:
+        return await self.client.record(self.table_id)

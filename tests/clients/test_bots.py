@@ -1,0 +1,208 @@
+"""Bots: whole matches over gRPC whose signed records verify, the heuristic bots' rules of
+thumb on hand-made views, and heuristic against random measured in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from clients.arena import play_local
+from clients.bots import Bot, HeuristicBot, RandomBot, SeatResult, play_seat
+from records.codec import decode_record
+from referee.engine import GAMES
+from referee.engine.actions import BID, PLAY, encode, pass_action
+from referee.engine.cards import mask_of, parse_card
+from tapis.v1 import record_pb2 as rpb
+from tapis.v1 import referee_pb2 as pb
+from tests.clients.util import referee_and_client, verify
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# --- whole matches over gRPC --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("game", "options"), [("dame-de-pique", {"end_threshold": 40}), ("napoleon", {})]
+)
+def test_four_bots_play_a_match_over_grpc(
+    tmp_path: Path, game: str, options: dict[str, int]
+) -> None:
+    async def main() -> None:
+        async with referee_and_client(tmp_path) as (_, client):
+            seats = [(f"bot {i}", False) for i in range(4)]
+            table = await client.create_table(game, options=options, seats=seats)
+            handles = [client.seat(table.table_id, i, table.tokens[i]) for i in range(4)]
+            bots: list[Bot] = [HeuristicBot(game), RandomBot(1), HeuristicBot(game), RandomBot(3)]
+            results: list[SeatResult] = await asyncio.gather(
+                *(play_seat(h, b) for h, b in zip(handles, bots, strict=True))
+            )
+            record = await handles[0].record()
+            assert {r.record_id for r in results} == {record.record_id}
+            assert all(r.view.status == pb.TABLE_STATUS_FINISHED for r in results)
+            outcome = verify(record)
+            assert outcome.ok, outcome.error
+            rec = decode_record(record.envelope.record)
+            assert rec.rules.game == game
+            seats_of_actions = [s for h in rec.hands for s in h.seats]
+            for r in results:
+                assert seats_of_actions.count(r.seat) == r.actions
+            assert list(rec.outcome.winners) == list(results[0].view.winners)
+
+    asyncio.run(main())
+
+
+def test_tapis_bot_joins_a_table_and_plays_it_to_the_end(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with referee_and_client(tmp_path) as (server, client):
+            seats = [("Ann", False), ("Bob", False), ("Cid", False), ("", True)]
+            table = await client.create_table("hearts", options={"end_threshold": 20}, seats=seats)
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "clients.cli", "bot",
+                "--address", f"127.0.0.1:{server.port}", "--table", table.table_id,
+                "--join", "--name", "Robot", "--kind", "random", "--seed", "5",
+                cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            handles = [client.seat(table.table_id, i, table.tokens[i]) for i in range(3)]
+            results = await asyncio.gather(*(play_seat(h, HeuristicBot("hearts")) for h in handles))
+            out, err = await asyncio.wait_for(process.communicate(), 60)
+            assert process.returncode == 0, err.decode()
+            line = out.decode().strip()
+            assert re.fullmatch(
+                rf"table {re.escape(table.table_id)} seat 3 \(random\): (won|lost); .*"
+                rf"record {results[0].record_id}",
+                line,
+            ), line
+            info = await client.table(table.table_id)
+            assert info.seats[3].name == "Robot"
+
+    asyncio.run(main())
+
+
+# --- rules of thumb, on hand-made views ---------------------------------------------------------
+
+
+def _cards(text: str) -> list[int]:
+    return [parse_card(c) for c in text.split()]
+
+
+def _view(
+    hand: str,
+    legal: list[int],
+    phase: str = "play",
+    trick: str = "",
+    seat: int = 0,
+    facts: dict[str, str] | None = None,
+    players: int = 4,
+    trump: int | None = None,
+) -> pb.SeatView:
+    played = [
+        pb.PlayedCard(seat=(seat - len(trick.split()) + k) % players, card=c)
+        for k, c in enumerate(_cards(trick))
+    ]
+    view = pb.SeatView(
+        seat=seat,
+        phase=phase,
+        hand=_cards(hand),
+        trick=played,
+        to_act=[seat],
+        legal_actions=[pb.ActionChoice(action=a, text=str(a)) for a in legal],
+        scores=[rpb.Score() for _ in range(players)],
+        facts=[pb.Fact(key=k, value=v) for k, v in (facts or {}).items()],
+    )
+    if trump is not None:
+        view.trump = trump
+    return view
+
+
+def _plays(cards: str) -> list[int]:
+    return [encode(PLAY, c) for c in _cards(cards)]
+
+
+def test_dame_de_pique_heuristics() -> None:
+    bot = HeuristicBot("hearts")
+    # Pass the queen of spades, the ace of spades and the ace of hearts.
+    hand = "QS AS 3S AH 2H 5D 6D 7D 8D 2C 3C 4C 5C"
+    passes = [pass_action(mask_of(_cards("QS AS AH")))]
+    assert bot.choose(_view(hand, [*passes, pass_action(7)], phase="pass")) == passes[0]
+    # Void in the suit led: dump the queen of spades.
+    facts = {"points_taken": "0, 0, 0, 0"}
+    view = _view("QS 4H 9D", _plays("QS 4H 9D"), trick="5C KC", facts=facts)
+    assert bot.choose(view) == _plays("QS")[0]
+    # Follow under the winning card, as high as possible.
+    view = _view("2D 9D KD", _plays("2D 9D KD"), trick="10D", facts=facts)
+    assert bot.choose(view) == _plays("9D")[0]
+    # Last to a trick without points: take it with the highest card.
+    view = _view("2D 9D KD", _plays("2D 9D KD"), trick="10D 3D 4D", facts=facts)
+    assert bot.choose(view) == _plays("KD")[0]
+
+
+def test_napoleon_heuristics() -> None:
+    bot = HeuristicBot("napoleon")
+    bids = [encode(BID, b) for b in range(6)]
+    strong = _view("AS KS QS JS AH", bids, phase="bid")
+    assert bot.choose(strong) == encode(BID, 5)  # nap
+    weak = _view("2S 5H 9D JC 3C", bids, phase="bid")
+    assert bot.choose(weak) == encode(BID, 0)  # pass
+    low = _view("2S 3H 4D 5C 7C", bids, phase="bid")
+    assert bot.choose(low) == encode(BID, 3)  # misere
+    # The declarer's first lead names trump: the top of the best suit.
+    lead = _view("AS KS QS 2H 3D", _plays("AS KS QS 2H 3D"), facts={"declarer": "0"})
+    assert bot.choose(lead) == _plays("AS")[0]
+    # An opponent beats the declarer's card cheaply.
+    view = _view("KH AH 2C", _plays("KH AH"), trick="QH", seat=1, facts={"declarer": "0"}, trump=0)
+    assert bot.choose(view) == _plays("KH")[0]
+
+
+# --- heuristic against random, in-process (engine and referee views, no gRPC) -------------------
+
+
+def _dame_de_pique_penalties(matches: int) -> tuple[float, float]:
+    """Average penalty per manche of the heuristic seat, and of a random seat."""
+    heuristic = random_ = 0.0
+    hands = 0
+    for g in range(matches):
+        h = g % 4
+        bots = [HeuristicBot("hearts") if i == h else RandomBot(100 * g + i) for i in range(4)]
+        result = play_local("dame-de-pique", bots, f"dp-{g}")
+        hands += result.hands
+        heuristic += sum(d[h] for d in result.hand_deltas)
+        random_ += sum(sum(d) - d[h] for d in result.hand_deltas) / 3
+    return heuristic / hands, random_ / hands
+
+
+def _win_rate(game: str, matches: int, players: int, ruleset: str = "") -> float:
+    """The heuristic seat's share of the wins, one heuristic against random seats."""
+    wins = 0.0
+    for g in range(matches):
+        h = g % players
+        bots = [
+            HeuristicBot(game, ruleset) if i == h else RandomBot(100 * g + i)
+            for i in range(players)
+        ]
+        options = {"players": players} if game == "napoleon" else {}
+        result = play_local(game, bots, f"{game}-{g}", ruleset, options)
+        if h in result.winners:
+            wins += 1 / len(result.winners)
+    return wins / matches
+
+
+def test_heuristic_beats_random_at_dame_de_pique() -> None:
+    heuristic, random_ = _dame_de_pique_penalties(12)
+    assert heuristic < random_ * 0.75, (heuristic, random_)
+
+
+def test_heuristic_beats_random_at_napoleon() -> None:
+    assert _win_rate("napoleon", 24, 4) > 0.5  # against three random seats: 0.25 by chance
+
+
+@pytest.mark.parametrize("game", ["imperiale", "triomphe"])
+def test_heuristic_beats_random_head_to_head(game: str) -> None:
+    if game not in GAMES:
+        pytest.skip(f"{game} is not registered")
+    assert _win_rate(game, 40, 2) > 0.55

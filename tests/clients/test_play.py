@@ -1,0 +1,91 @@
+"""`tapis play`: a person at a terminal against bots, run as a real subprocess with its input
+scripted; and the reading of what a person types."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clients.play import parse_choice, parse_option
+from referee.engine.actions import BID, PILLE, PILLE_STOP, PLAY, VOLE, encode, pass_action
+from referee.engine.cards import mask_of, parse_card
+from tapis.v1 import referee_pb2 as pb
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def play(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "clients.cli", "play", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+
+
+def test_play_hearts_against_bots() -> None:
+    # First an illegal card (a card during the exchange), then always the first choice.
+    r = play("--game", "hearts", "--option", "end_threshold=20", stdin="QS\n" + "1\n" * 400)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert re.search(r"Refused \[DP\.[A-Z-]+\]: ", out), out[:2000]
+    assert "-- Your turn: hand 1, pass --" in out
+    assert re.search(r"^Trick 1: .* -> won by ", out, re.M)
+    assert re.search(r"^  You: \+\d+ \w+ \[DP\.", out, re.M)  # score lines as they happen
+    assert re.search(r"^Match over \(a total reached 20\)\. Winner: ", out, re.M)
+    final = re.search(r"^Final scores: You (\d+) \| .+ \| .+ \| .+$", out, re.M)
+    assert final, out[-2000:]
+    assert re.search(r"^Record: [0-9a-f]{64}$", out, re.M)
+
+
+def test_end_of_input_resigns() -> None:
+    r = play("--game", "napoleon", "--bots", "random", "--seed", "1", stdin="")
+    assert r.returncode == 0, r.stderr
+    assert "End of input: you resign." in r.stdout
+    assert re.search(r"^Match over \(seat 0 resigned\)", r.stdout, re.M), r.stdout
+    assert re.search(r"^Record: [0-9a-f]{64}$", r.stdout, re.M)
+
+
+def _choices(*actions: int) -> list[pb.ActionChoice]:
+    return [pb.ActionChoice(action=a, text=str(a)) for a in actions]
+
+
+def test_parse_choice() -> None:
+    qs, two_c = parse_card("QS"), parse_card("2C")
+    legal = [
+        pb.ActionChoice(action=encode(PLAY, two_c), text="play 2C"),
+        pb.ActionChoice(action=encode(PLAY, qs), text="play QS"),
+    ]
+    assert parse_choice("2", legal) == encode(PLAY, qs)
+    assert parse_choice("Play qs", legal) == encode(PLAY, qs)
+    assert parse_choice("QS", legal) == encode(PLAY, qs)
+    assert parse_choice("KH", legal) == encode(PLAY, parse_card("KH"))  # the referee refuses it
+    three = mask_of(parse_card(c) for c in ("QS", "AS", "KH"))
+    assert parse_choice("pass QS AS KH", []) == pass_action(three)
+    assert parse_choice("QS KH AS", []) == pass_action(three)
+    bids = _choices(*(encode(BID, b) for b in range(6)))
+    assert parse_choice("nap", bids) == encode(BID, 5)
+    assert parse_choice("bid misere", bids) == encode(BID, 3)
+    assert parse_choice("pass", bids) == encode(BID, 0)
+    assert parse_choice("stop", _choices(encode(VOLE, 0), encode(VOLE, 1))) == encode(VOLE, 0)
+    pille = _choices(encode(PILLE, qs), encode(PILLE, PILLE_STOP))
+    assert parse_choice("stop", pille) == encode(PILLE, PILLE_STOP)
+    assert parse_choice("QS", pille) == encode(PILLE, qs)
+    for bad in ("", "9", "0", "XX", "play QS KH"):
+        with pytest.raises(ValueError):
+            parse_choice(bad, legal)
+
+
+def test_parse_option() -> None:
+    assert parse_option("end_threshold=20") == ("end_threshold", 20)
+    assert parse_option("short_deck=true") == ("short_deck", True)
+    assert parse_option("moon_mode=subtract_self") == ("moon_mode", "subtract_self")
+    with pytest.raises(ValueError):
+        parse_option("novalue")

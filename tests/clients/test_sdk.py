@@ -1,0 +1,214 @@
+"""The async SDK (clients/sdk.py) against a real referee on a free port."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+import pytest
+
+from clients.bots import RandomBot, play_seat
+from clients.sdk import (
+    ActionRefused,
+    RefereeClient,
+    RefereeError,
+    SeatHandle,
+    StaleAction,
+    is_finished,
+)
+from referee.engine.cards import card_str, parse_card
+from tapis.v1 import referee_pb2 as pb
+from tests.clients.util import referee, referee_and_client, verify
+
+SEATS = [("Ann", False), ("Bob", False), ("Cid", False), ("Dee", True)]
+SHORT = {"end_threshold": 20}
+
+
+async def _pass_all(handles: list[SeatHandle]) -> None:
+    for h in handles:
+        view = await h.view()
+        assert view.phase == "pass" and h.seat in view.to_act
+        await h.act(view.legal_actions[0].action)
+
+
+async def _finish(handles: list[SeatHandle], seed: int = 0) -> None:
+    await asyncio.gather(*(play_seat(h, RandomBot(seed + h.seat)) for h in handles))
+
+
+def test_create_join_view_act_record(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with referee_and_client(tmp_path) as (_, client):
+            games = {g.name: g for g in await client.list_games()}
+            assert "hearts" in games["dame-de-pique"].aliases
+
+            table = await client.create_table("hearts", options=SHORT, seats=SEATS)
+            assert set(table.tokens) == {0, 1, 2} and len(table.commitment.seed_sha256) == 32
+            ann = client.seat(table.table_id, 0, table.tokens[0])
+            waiting = await ann.view()
+            assert waiting.status == pb.TABLE_STATUS_WAITING and not waiting.legal_actions
+
+            dee = await client.join(table.table_id, name="Dee")
+            assert dee.seat == 3
+            handles = [client.seat(table.table_id, i, table.tokens[i]) for i in range(3)] + [dee]
+            views = [await h.view() for h in handles]
+            assert all(v.status == pb.TABLE_STATUS_PLAYING and len(v.hand) == 13 for v in views)
+            assert len({c for v in views for c in v.hand}) == 52
+            spectator = await client.spectate(table.table_id)
+            assert not spectator.hand and not spectator.legal_actions
+
+            # Tokens: none, or another seat's, is refused.
+            with pytest.raises(RefereeError) as denied:
+                await client.seat(table.table_id, 1, table.tokens[0]).view()
+            assert denied.value.status == grpc.StatusCode.PERMISSION_DENIED
+
+            with pytest.raises(RefereeError) as not_ready:
+                await ann.record()
+            assert not_ready.value.status == grpc.StatusCode.FAILED_PRECONDITION
+
+            await _pass_all(handles)
+            view = await ann.view()
+            leader = handles[view.to_act[0]]
+            lead = await leader.view()
+            assert [c.text for c in lead.legal_actions] == ["play 2C"]
+
+            # An illegal card: the refusal carries the rule, the code and the legal actions.
+            wrong = next(c for c in lead.hand if c != parse_card("2C"))
+            with pytest.raises(ActionRefused) as refused:
+                await leader.act(wrong << 3)
+            assert refused.value.rule == "DP.FIRST-TRICK"
+            assert refused.value.code == "lead-two-of-clubs"
+            assert "2C" in refused.value.reason
+            assert [c.text for c in refused.value.legal_actions] == ["play 2C"]
+            assert refused.value.status == grpc.StatusCode.FAILED_PRECONDITION
+
+            # A stale index under an explicit expected_index: ABORTED, with a fresh view.
+            with pytest.raises(StaleAction) as stale:
+                await leader.act(lead.legal_actions[0].action, expected_index=lead.action_index - 1)
+            assert stale.value.action_index == lead.action_index
+            assert stale.value.view is not None
+            assert stale.value.view.action_index == lead.action_index
+
+            resp = await leader.act(lead.legal_actions[0].action)
+            assert resp.action_index == lead.action_index
+            assert resp.events[0].action_taken.text == "play 2C"
+            after = await leader.view()
+            assert parse_card("2C") not in after.hand
+            assert [card_str(p.card) for p in after.trick] == ["2C"]
+
+            await _finish(handles)
+            final = await dee.view()
+            assert is_finished(final) and final.winners
+            record = await dee.record()
+            assert record.record_id and len(record.public_key) == 32
+            result = verify(record)
+            assert result.ok, result.error
+            assert result.record_id == record.record_id
+
+    asyncio.run(main())
+
+
+async def _finished_table(client: RefereeClient) -> tuple[str, list[SeatHandle]]:
+    table = await client.create_table("hearts", options=SHORT, seats=[(n, False) for n in "ABCD"])
+    handles = [client.seat(table.table_id, i, t) for i, t in sorted(table.tokens.items())]
+    await _finish(handles, seed=7)
+    return table.table_id, handles
+
+
+def _keys(events: list[pb.TableEvent]) -> list[bytes]:
+    return [e.SerializeToString(deterministic=True) for e in events]
+
+
+def test_watch_resumes_after_cancel_without_gap_or_duplicate(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with referee_and_client(tmp_path) as (_, client):
+            table_id, handles = await _finished_table(client)
+            seat = handles[2]
+            full = [e async for e in seat.watch()]
+            assert [e.index for e in full] == list(range(len(full)))
+            assert full[-1].HasField("match_ended")
+
+            collected: list[pb.TableEvent] = []
+            for stop in (len(full) // 3, 2 * len(full) // 3, len(full)):
+                start = collected[-1].index + 1 if collected else 0
+                stream = seat.watch(from_index=start)
+                async for event in stream:  # cancelled mid-way when the loop breaks
+                    collected.append(event)
+                    if len(collected) == stop:
+                        break
+                await stream.aclose()
+            assert _keys(collected) == _keys(full)
+
+            # A spectator sees the same indexes without anybody's cards.
+            public = [e async for e in client.watch(table_id)]
+            assert [e.index for e in public] == [e.index for e in full]
+            dealt = [e.hand_started for e in public if e.HasField("hand_started")]
+            assert dealt and all(not h.hand for h in dealt)
+
+    asyncio.run(main())
+
+
+def test_watch_resumes_by_itself_when_the_referee_restarts(tmp_path: Path) -> None:
+    """The stream drops mid-match (the referee stops and comes back on the same port, the
+    tables restored from its store): the SDK reconnects from the last index + 1."""
+
+    async def main() -> None:
+        async with referee(tmp_path) as first:
+            port = first.port
+            client = RefereeClient(f"127.0.0.1:{port}", retries=30)
+            async with client:
+                table = await client.create_table(
+                    "hearts", options=SHORT, seats=[(n, False) for n in "ABCD"]
+                )
+                handles = [client.seat(table.table_id, i, t) for i, t in table.tokens.items()]
+                watched: list[pb.TableEvent] = []
+
+                async def watch() -> None:
+                    async for event in handles[1].watch():
+                        watched.append(event)
+
+                watcher = asyncio.create_task(watch())
+                await _pass_all(handles)
+                known = (await handles[0].view()).event_index
+                while len(watched) < known:
+                    await asyncio.sleep(0.01)
+                before = len(watched)
+                await first.stop(0)
+                async with referee(tmp_path, port):
+                    await _finish(handles, seed=3)
+                    await asyncio.wait_for(watcher, 30)
+                    assert len(watched) > before
+                    full = [e async for e in handles[1].watch()]
+                    assert _keys(watched) == _keys(full)
+                    assert verify(await handles[0].record()).ok
+
+    asyncio.run(main())
+
+
+def test_watch_gets_match_ended_when_the_stream_ends_before_it(tmp_path: Path) -> None:
+    """The referee stores the record (envelope set) before it adds the match_ended event; a
+    stream opened in between ends without it. The SDK reopens it and gets the event."""
+
+    async def main() -> None:
+        async with referee_and_client(tmp_path) as (server, client):
+            storing = asyncio.Event()
+            finish = server.store.finish
+
+            async def slow_finish(table_id: str, envelope: bytes, record_id: str) -> None:
+                storing.set()
+                await asyncio.sleep(0.2)
+                await finish(table_id, envelope, record_id)
+
+            server.store.finish = slow_finish  # type: ignore[method-assign]
+            table = await client.create_table(
+                "hearts", options=SHORT, seats=[(n, False) for n in "ABCD"]
+            )
+            handles = [client.seat(table.table_id, i, t) for i, t in table.tokens.items()]
+            playing = asyncio.create_task(_finish(handles, seed=5))
+            await storing.wait()
+            events = [e async for e in client.watch(table.table_id)]
+            assert events[-1].HasField("match_ended")
+            assert [e.index for e in events] == list(range(len(events)))
+            await playing
+
+    asyncio.run(main())

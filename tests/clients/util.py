@@ -1,0 +1,35 @@
+"""Helpers of the client tests: a real referee on a free port, in the test's event loop."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from clients.sdk import RefereeClient
+from records.verify import VerifyResult, verify_envelope
+from referee.server.app import RunningServer, create_server
+from tapis.v1 import referee_pb2 as pb
+
+
+@asynccontextmanager
+async def referee(tmp_path: Path, port: int = 0) -> AsyncIterator[RunningServer]:
+    server = await create_server(f"127.0.0.1:{port}", db=tmp_path / "t.db", key=tmp_path / "k.key")
+    try:
+        yield server
+    finally:
+        await server.stop(0)
+
+
+@asynccontextmanager
+async def referee_and_client(tmp_path: Path) -> AsyncIterator[tuple[RunningServer, RefereeClient]]:
+    async with referee(tmp_path) as server, RefereeClient(f"127.0.0.1:{server.port}") as client:
+        yield server, client
+
+
+def verify(record: pb.GetRecordResponse) -> VerifyResult:
+    """The record checked by replay, signed by the key the referee gave with it."""
+    key = Ed25519PublicKey.from_public_bytes(record.public_key)
+    return verify_envelope(record.envelope, [key])
