@@ -98,6 +98,7 @@ from referee.engine.cards import (
     card_str,
     deck_of_ranks,
     iter_cards,
+    mask_str,
 )
 from referee.engine.errors import DealError, InvalidAction, RulesError
 from referee.engine.options import GameOptions, ImperialeAcademieOptions, ImperialeModerneOptions
@@ -758,12 +759,12 @@ class ImperialeHand(Hand):
             if s != seat and self.shown[s] & self.held[s]
         }
         public: dict[str, Any] = {
-            "retourne": self.retourne,
+            "retourne": card_str(self.retourne),
             "trick_number": len(self.tricks) + (1 if self._phase is Phase.PLAY else 0),
             "tricks_won": tuple(self.won),
             "point": self.point_winner,
             "cartes_blanches": tuple(self.blanches),
-            "shown": tuple(self.shown),
+            "shown": tuple(mask_str(m, R1) for m in self.shown),
             "winner": self.winner,
         }
         return View(

@@ -99,6 +99,7 @@ from referee.engine.cards import (
     card_str,
     deck_of_ranks,
     iter_cards,
+    mask_str,
 )
 from referee.engine.errors import DealError, IllegalAction, RulesError
 from referee.engine.options import (
@@ -684,7 +685,7 @@ class TriompheHand(Hand):
 
     def view(self, seat: int | None) -> View:
         public: dict[str, Any] = {
-            "retourne": self.deal.retourne,
+            "retourne": card_str(self.deal.retourne),
             "trick_number": self.trick_number,
             "tricks_won": tuple(self.won),
             "side_tricks": tuple(self.side_won),
@@ -694,14 +695,14 @@ class TriompheHand(Hand):
             "abandon_offered_by": self.offerer,
             "abandon_answer": ABANDON_WORDS[self.answer] if self.answer >= 0 else None,
             "robber": self.robber,
-            "face_up": self.face_up,
-            "turned": tuple(self.turned),
+            "face_up": card_str(self.face_up) if self.face_up >= 0 else None,
+            "turned": tuple(card_str(c) for c in self.turned),
             "discards": self.discarded.bit_count(),
         }
         known: dict[int, int] = {}
         if seat is not None:
             if seat == self.robber:
-                public["discarded"] = self.discarded
+                public["discarded"] = mask_str(self.discarded, self.order)
             if isinstance(self.opts, TriompheEquipeOptions) and self.opts.partners_see_hands:
                 for p in self.members[self.side[seat]]:
                     if p != seat:

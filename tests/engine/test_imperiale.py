@@ -1240,7 +1240,7 @@ def test_view_and_describe() -> None:
     assert view is not None
     assert view.phase == "play" and view.to_act == (0,) and view.legal == ()
     assert view.trump == 0 and view.hand == B_DEAL.hands[1]
-    assert view.public["retourne"] == parse_card("7S")
+    assert view.public["retourne"] == "7S"
     assert view.public["point"] == 1 and view.public["trick_number"] == 1
     # E's hearts quatrième was shown; D saw it, and E sees D's diamonds (the Point).
     assert view.known == {0: mask("JH QH KH AH")}
