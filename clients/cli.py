@@ -7,6 +7,7 @@
     tapis example [--print]        (the bundled example transcript, imported and scored)
     tapis serve [--listen HOST:PORT] [--db PATH] [--key PATH]
     tapis key show [PATH] | tapis key new PATH
+    tapis table create [--address A] [--game G] [--players A,B,..] [--open N,..] [--option K=V]
     tapis play [--address HOST:PORT] [--game G] [--ruleset R] [--option KEY=VALUE ...]
                [--name NAME] [--bots heuristic|random] [--seed N]
     tapis bot --address HOST:PORT --table ID (--seat N --token T | --join [--name NAME])
@@ -232,6 +233,41 @@ def cmd_bot(args: argparse.Namespace) -> int:
         return 1
 
 
+def cmd_table_create(args: argparse.Namespace) -> int:
+    """Open a table on a referee; print its id and the tokens of the seats taken here."""
+    from clients.play import parse_option
+    from clients.sdk import RefereeClient, RefereeError
+
+    names = args.players.split(",")
+    open_seats = {int(s) for s in args.open.split(",") if s} if args.open else set()
+    try:
+        options = dict(parse_option(o) for o in args.option or ())
+    except ValueError as exc:
+        _err(f"tapis table create: {exc}")
+        return 2
+
+    async def create() -> None:
+        async with RefereeClient(args.address) as client:
+            made = await client.create_table(
+                args.game,
+                args.ruleset or "",
+                options,
+                [(name, i in open_seats) for i, name in enumerate(names)],
+            )
+        print(f"table {made.table_id}")
+        for seat, token in sorted(made.tokens.items()):
+            print(f"seat {seat} ({names[seat]}) token {token}")
+        for seat in sorted(open_seats):
+            print(f"seat {seat} ({names[seat]}) open: tapis bot --join --seat {seat} ...")
+
+    try:
+        asyncio.run(create())
+    except RefereeError as exc:
+        _err(f"tapis table create: {exc}")
+        return 1
+    return 0
+
+
 def cmd_key_show(args: argparse.Namespace) -> int:
     try:
         key = load_public_key(args.path)
@@ -314,6 +350,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tables-per-client", type=int, default=1000, metavar="N")
     p.add_argument("--max-message-bytes", type=int, default=1 << 20, metavar="N")
     p.set_defaults(func=cmd_serve)
+
+    table = sub.add_parser("table", help="tables on a referee")
+    tsub = table.add_subparsers(dest="table_command", required=True)
+    p = tsub.add_parser("create", help="open a table; print its id and the seats' tokens")
+    p.add_argument("--address", default="127.0.0.1:50051", metavar="HOST:PORT")
+    p.add_argument("--game", default="hearts", help="game name or alias (default hearts)")
+    p.add_argument("--ruleset", default="", help="ruleset (default: the game's first)")
+    p.add_argument("--players", default="North,East,South,West", metavar="A,B,...",
+                   help="the seats' names in playing order")  # fmt: skip
+    p.add_argument("--open", default="", metavar="N,N,...",
+                   help="seats left open for others to join (default: none)")  # fmt: skip
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="a rules option")
+    p.set_defaults(func=cmd_table_create)
 
     key = sub.add_parser("key", help="the referee's signing key")
     ksub = key.add_subparsers(dest="key_command", required=True)
