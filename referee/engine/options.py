@@ -9,7 +9,7 @@ from __future__ import annotations
 import typing
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from referee.engine.errors import RulesError
 
@@ -87,22 +87,84 @@ def validate_options(model: type[OptionsT], options: dict[str, Any], where: str)
 
 
 class DamePiqueOptions(GameOptions):
-    end_threshold: int = 100  # DP.END 4.1: a total >= this ends the match
-    qs_breaks_hearts: bool = False  # 4.2.2
-    qs_counts_as_heart_for_lead: bool = False  # 4.2.4
-    moon_mode: Literal["add_to_others", "subtract_self"] = "add_to_others"  # 4.2.6
-    hearts_broken_by: Literal["played", "discarded"] = "played"  # 4.2.2, 7
-    dealer_rotation: Literal["clockwise", "counterclockwise"] = "clockwise"  # 4.2.8
+    end_threshold: int = Field(
+        100,
+        description=(
+            "the match ends after the manche in which a total reaches this (inclusive) (RULES.md "
+            "DP.END 4.1: a total >= this ends the match)"
+        ),
+    )
+    qs_breaks_hearts: bool = Field(
+        False, description="the queen of spades, once played, opens hearts (RULES.md 4.2.2)"
+    )
+    qs_counts_as_heart_for_lead: bool = Field(
+        False,
+        description=(
+            "the queen of spades counts as a heart for leading while hearts are unbroken "
+            "(RULES.md 4.2.4)"
+        ),
+    )
+    moon_mode: Literal["add_to_others", "subtract_self"] = Field(
+        "add_to_others",
+        description=(
+            "a seat taking all 26 points: the others score 26 (add_to_others) or it scores -26 "
+            "(subtract_self) (RULES.md 4.2.6)"
+        ),
+    )
+    hearts_broken_by: Literal["played", "discarded"] = Field(
+        "played",
+        description=(
+            "what opens hearts: any heart played on an earlier trick (played), or only a heart "
+            "discarded on another suit (discarded) (RULES.md 4.2.2, 7)"
+        ),
+    )
+    dealer_rotation: Literal["clockwise", "counterclockwise"] = Field(
+        "clockwise",
+        description=(
+            "the next dealer: the seat after (clockwise) or before (counterclockwise) (RULES.md "
+            "4.2.8)"
+        ),
+    )
 
 
 class NapoleonOptions(GameOptions):
-    players: int = 4  # 5.1, 5.2.8: 3 to 10
-    short_deck: bool = False  # 5.1, 5.2.10: 4 × (players + 3) cards
-    misere_trump: Literal["none", "first_card"] = "none"  # 5.2.1
-    allpass_redeal_same_dealer: bool = False  # 5.2.3, 7
-    scoring: Literal["seed_points", "stakes"] = "seed_points"  # 5.2.4, 7
-    deals: int | None = None  # 5.1, 5.2.6: None means 2 × players (filled in on validation)
-    stop_when_decided: bool = False  # 5.2.11
+    players: int = Field(4, description="number of players (RULES.md 5.1, 5.2.8: 3 to 10)")
+    short_deck: bool = Field(
+        False,
+        description=(
+            "play with the top players + 3 ranks of each suit, 4 x (players + 3) cards (RULES.md "
+            "5.1, 5.2.10: 4 × (players + 3) cards)"
+        ),
+    )
+    misere_trump: Literal["none", "first_card"] = Field(
+        "none",
+        description=(
+            "Misère is played without trump (none) or with the suit of the first card "
+            "(first_card) (RULES.md 5.2.1)"
+        ),
+    )
+    allpass_redeal_same_dealer: bool = Field(
+        False,
+        description=(
+            "after a deal thrown in (all passed) the same dealer deals again (RULES.md 5.2.3, 7)"
+        ),
+    )
+    scoring: Literal["seed_points", "stakes"] = Field(
+        "seed_points",
+        description=(
+            "the seed's points (seed_points) or zero-sum stakes (stakes) (RULES.md 5.2.4, 7)"
+        ),
+    )
+    deals: int | None = Field(
+        None,
+        description=(
+            "number of deals in the match (default 2 x players) (RULES.md 5.1, 5.2.6: None means "
+            "2 × players (filled in on validation))"
+        ),
+    )
+    stop_when_decided: bool = Field(
+        False, description="stop the play once the contract is made or beaten (RULES.md 5.2.11)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -143,15 +205,46 @@ class TriompheOptions(GameOptions):
     min_players: ClassVar[int] = 2
     max_players: ClassVar[int] = 6
 
-    players: int = 2  # 3.4: 2 to 6 (equipe: 4 or 6; as-qui-pille: 3 to 6)
-    regime: Literal["forcee", "forcat", "plaisant"] = "forcee"  # 3.2, 3.6.1
-    rank_order: Literal["R1", "R2"] = "R1"  # 3.1, 0.3
-    hand_size: int = 5  # 3.1, 3.6.14
-    target: int = 5  # TRI.END 3.1
-    vole_value: int = 2  # TRI.VOLE 3.1, 3.6.9
-    vole_fail_penalty: int = -2  # TRI.VOLE 3.1, 3.6.7 (also a refused abandon's failed vole)
-    abandon_allowed: bool = True  # TRI.ABANDON 3.1: only where exactly two sides exist
-    refused_abandon_vole_value: int = 2  # TRI.ABANDON 3.6.6
+    players: int = Field(
+        2,
+        description=(
+            "number of players (RULES.md 3.4: 2 to 6 (equipe: 4 or 6; as-qui-pille: 3 to 6))"
+        ),
+    )
+    regime: Literal["forcee", "forcat", "plaisant"] = Field(
+        "forcee", description="the trump regime: forcée, forçat or plaisant (RULES.md 3.2, 3.6.1)"
+    )
+    rank_order: Literal["R1", "R2"] = Field(
+        "R1",
+        description=(
+            "rank order: R1 (ace between ten and jack) or R2 (ace high) (RULES.md 3.1, 0.3)"
+        ),
+    )
+    hand_size: int = Field(5, description="cards dealt to each seat (RULES.md 3.1, 3.6.14)")
+    target: int = Field(5, description="points that win the match (RULES.md TRI.END 3.1)")
+    vole_value: int = Field(
+        2, description="points for a vole engaged and made (RULES.md TRI.VOLE 3.1, 3.6.9)"
+    )
+    vole_fail_penalty: int = Field(
+        -2,
+        description=(
+            "points for a vole engaged and failed (negative) (RULES.md TRI.VOLE 3.1, 3.6.7 (also "
+            "a refused abandon's failed vole))"
+        ),
+    )
+    abandon_allowed: bool = Field(
+        True,
+        description=(
+            "a side may offer to concede the point (two sides only) (RULES.md TRI.ABANDON 3.1: "
+            "only where exactly two sides exist)"
+        ),
+    )
+    refused_abandon_vole_value: int = Field(
+        2,
+        description=(
+            "points for the vole made after refusing an abandon (RULES.md TRI.ABANDON 3.6.6)"
+        ),
+    )
 
     def _refuse(self, key: str, value: object, why: str) -> RulesError:
         return RulesError(
@@ -200,7 +293,13 @@ class TriompheEquipeOptions(TriompheOptions):
     max_players: ClassVar[int] = 6
 
     players: int = 4
-    partners_see_hands: bool = True  # 3.3: the referee shows partners each other's hands
+    partners_see_hands: bool = Field(
+        True,
+        description=(
+            "partners see each other's hands (RULES.md 3.3: the referee shows partners each "
+            "other's hands)"
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -222,32 +321,133 @@ class TriompheAsQuiPilleOptions(TriompheOptions):
 
     players: int = 3
     rank_order: Literal["R1", "R2"] = "R2"
-    as_pille: bool = True  # TRI.PILLE 3.5: false = "l'As ne pille point"
-    pillage_continues: bool = True  # TRI.PILLE 3.6.12(d): rob on after the first take
+    as_pille: bool = Field(
+        True,
+        description=(
+            "the holder of the trump ace (or the dealer turning an ace) robs the face-up trump "
+            "(RULES.md TRI.PILLE 3.5: false = 'l'As ne pille point')"
+        ),
+    )
+    pillage_continues: bool = Field(
+        True,
+        description=(
+            "the robber may go on taking the next face-up trumps (RULES.md TRI.PILLE 3.6.12(d): "
+            "rob on after the first take)"
+        ),
+    )
 
 
 class ImperialeAcademieOptions(GameOptions):
     """L'Impériale `academie` (RULES.md 2, seed 001): 2 players (32 cards) or 3 (36 cards)."""
 
-    players: int = 2  # 2.1: 2, or 3 with 36 cards (IMP-A.3P)
-    target_fiches: int = 5  # IMP-A.TARGET 2.1, 2.3.11
-    point_rule: Literal["count_then_pips", "pips"] = "count_then_pips"  # IMP-A.E5, 2.2
-    imperiales_before_point: bool = True  # IMP-A.E2-E5, 2.2
-    trump_major_value: int = 2  # IMP-A.E2: a quatrième majeure in trump, 1 or 2 fiches (2.2)
-    imperiale_de_retourne: bool = False  # IMP-A.E3 (c), 2.3.10: two players only
-    imperiale_tombee: bool = False  # IMP-A.E7
-    tombee_requires_capture: bool = True  # IMP-A.E7, 2.3.6: not when dealt all four
-    cartes_blanches: bool = True  # IMP-A.E2 (a), E4
-    effacement: bool = True  # IMP-A.EFFACEMENT
-    protect_retourne: bool = True  # IMP-A.EFFACEMENT, 2.3.1
-    blanches_erase: bool = True  # 2.3.2
-    optional_erase: bool = True  # 2.3.2: the impériales de retourne and tombée erase
-    capot_fiches: int = 2  # IMP-A.E8 (0: no capot, twelve tricks score their card jetons)
-    packet: int = 3  # 2.1 Deal, 7: 3 or 4 cards a packet
-    undertrump_duty: bool = False  # IMP-A.PLAY 2.3.8
-    force_after_ruff: bool = False  # IMP-A.PLAY 2.3.7
-    three_player_first_lead_trump: bool = False  # IMP-A.3P, 2.3.14: three players only
-    allow_overlap: bool = True  # IMP-A.E2, 2.3.9: one card in two impériales
+    players: int = Field(
+        2, description="number of players (RULES.md 2.1: 2, or 3 with 36 cards (IMP-A.3P))"
+    )
+    target_fiches: int = Field(
+        5, description="fiches (impériales) that win the match (RULES.md IMP-A.TARGET 2.1, 2.3.11)"
+    )
+    point_rule: Literal["count_then_pips", "pips"] = Field(
+        "count_then_pips",
+        description=(
+            "the Point: by pip total (pips), or by number of cards then pips (count_then_pips) "
+            "(RULES.md IMP-A.E5, 2.2)"
+        ),
+    )
+    imperiales_before_point: bool = Field(
+        True, description="impériales are scored before the Point (RULES.md IMP-A.E2-E5, 2.2)"
+    )
+    trump_major_value: int = Field(
+        2,
+        description=(
+            "fiches for a quatrième majeure in trump (1 or 2) (RULES.md IMP-A.E2: a quatrième "
+            "majeure in trump, 1 or 2 fiches (2.2))"
+        ),
+    )
+    imperiale_de_retourne: bool = Field(
+        False,
+        description=(
+            "the dealer scores an impériale completed by the retourne (RULES.md IMP-A.E3 (c), "
+            "2.3.10: two players only)"
+        ),
+    )
+    imperiale_tombee: bool = Field(
+        False,
+        description=(
+            "a seat whose tricks hold the trump K, Q, J and A scores a fiche (RULES.md IMP-A.E7)"
+        ),
+    )
+    tombee_requires_capture: bool = Field(
+        True,
+        description=(
+            "the impériale tombée needs the four cards captured, not dealt (RULES.md IMP-A.E7, "
+            "2.3.6: not when dealt all four)"
+        ),
+    )
+    cartes_blanches: bool = Field(
+        True,
+        description=(
+            "a hand without figures (cartes blanches) scores 2 fiches and stops the coup "
+            "(RULES.md IMP-A.E2 (a), E4)"
+        ),
+    )
+    effacement: bool = Field(
+        True, description="a fiche won erases the opponents' jetons (RULES.md IMP-A.EFFACEMENT)"
+    )
+    protect_retourne: bool = Field(
+        True,
+        description=(
+            "the dealer's retourne jeton cannot be erased before the Point (RULES.md "
+            "IMP-A.EFFACEMENT, 2.3.1)"
+        ),
+    )
+    blanches_erase: bool = Field(
+        True, description="cartes blanches erase the opponents' jetons (RULES.md 2.3.2)"
+    )
+    optional_erase: bool = Field(
+        True,
+        description=(
+            "the impériales de retourne and tombée erase the opponents' jetons (RULES.md 2.3.2: "
+            "the impériales de retourne and tombée erase)"
+        ),
+    )
+    capot_fiches: int = Field(
+        2,
+        description=(
+            "fiches for all twelve tricks (0: no capot bonus) (RULES.md IMP-A.E8 (0: no capot, "
+            "twelve tricks score their card jetons))"
+        ),
+    )
+    packet: int = Field(
+        3,
+        description=(
+            "cards per packet when dealing (3 or 4) (RULES.md 2.1 Deal, 7: 3 or 4 cards a packet)"
+        ),
+    )
+    undertrump_duty: bool = Field(
+        False,
+        description="a seat that cannot overtrump must still trump (RULES.md IMP-A.PLAY 2.3.8)",
+    )
+    force_after_ruff: bool = Field(
+        False,
+        description=(
+            "after a ruff, a seat following suit must still beat the led suit's best card "
+            "(RULES.md IMP-A.PLAY 2.3.7)"
+        ),
+    )
+    three_player_first_lead_trump: bool = Field(
+        False,
+        description=(
+            "with three players the first lead must be a trump (RULES.md IMP-A.3P, 2.3.14: three "
+            "players only)"
+        ),
+    )
+    allow_overlap: bool = Field(
+        True,
+        description=(
+            "one card may serve in two impériales (RULES.md IMP-A.E2, 2.3.9: one card in two "
+            "impériales)"
+        ),
+    )
 
     def _refuse(self, key: str, value: object, why: str) -> RulesError:
         return RulesError(
@@ -283,16 +483,55 @@ class ImperialeAcademieOptions(GameOptions):
 class ImperialeModerneOptions(GameOptions):
     """L'Impériale `moderne` (RULES.md 1, seed 000): 2 players, 32 cards."""
 
-    players: int = 2  # 1.1: two players only
-    target_fiches: int = 3  # IMP-M.END
-    point_rule: Literal["pips", "count_then_pips"] = "pips"  # IMP-M.COULEUR, 1.2.6
-    imperiales_before_point: bool = False  # 1.2.4
-    tournee_holder: Literal["any", "dealer"] = "any"  # IMP-M.IMPERIALES, 1.2.3
-    tombee_mode: Literal["per_trick", "end_of_coup", "off"] = "per_trick"  # IMP-M.TOMBEE, 2.2
-    cards_scoring: Literal["flat_first_to_six", "per_trick"] = "flat_first_to_six"  # 2.2
-    effacement: bool = False  # 1.2.5, 7
-    allow_overlap: bool = True  # IMP-M.IMPERIALES, 1.1 step 3
-    honour_timing: Literal["per_trick", "end_of_coup"] = "per_trick"  # IMP-M.HONNEURS, 1.2.8
+    players: int = Field(2, description="number of players (RULES.md 1.1: two players only)")
+    target_fiches: int = Field(
+        3, description="fiches (impériales) that win the match (RULES.md IMP-M.END)"
+    )
+    point_rule: Literal["pips", "count_then_pips"] = Field(
+        "pips",
+        description=(
+            "the Point: by pip total (pips), or by number of cards then pips (count_then_pips) "
+            "(RULES.md IMP-M.COULEUR, 1.2.6)"
+        ),
+    )
+    imperiales_before_point: bool = Field(
+        False, description="impériales are scored before the Point (RULES.md 1.2.4)"
+    )
+    tournee_holder: Literal["any", "dealer"] = Field(
+        "any",
+        description=(
+            "who may score the impériale tournée: any seat or only the dealer (RULES.md "
+            "IMP-M.IMPERIALES, 1.2.3)"
+        ),
+    )
+    tombee_mode: Literal["per_trick", "end_of_coup", "off"] = Field(
+        "per_trick",
+        description=(
+            "the impériale tombée: per trick, at the end of the coup, or off (RULES.md "
+            "IMP-M.TOMBEE, 2.2)"
+        ),
+    )
+    cards_scoring: Literal["flat_first_to_six", "per_trick"] = Field(
+        "flat_first_to_six",
+        description=(
+            "the cards: one jeton for the majority, first to six on a tie (flat_first_to_six), or"
+            " one per trick above six (per_trick) (RULES.md 2.2)"
+        ),
+    )
+    effacement: bool = Field(
+        False, description="a fiche won erases the opponents' jetons (RULES.md 1.2.5, 7)"
+    )
+    allow_overlap: bool = Field(
+        True,
+        description="one card may serve in two impériales (RULES.md IMP-M.IMPERIALES, 1.1 step 3)",
+    )
+    honour_timing: Literal["per_trick", "end_of_coup"] = Field(
+        "per_trick",
+        description=(
+            "honour jetons scored after each trick or at the end of the coup (RULES.md "
+            "IMP-M.HONNEURS, 1.2.8)"
+        ),
+    )
 
     def check(self, players: int) -> None:
         if players != 2:
