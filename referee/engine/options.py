@@ -292,7 +292,7 @@ class TriompheEquipeOptions(TriompheOptions):
     min_players: ClassVar[int] = 4
     max_players: ClassVar[int] = 6
 
-    players: int = 4
+    players: int = Field(4, description="number of players: 4 or 6 (RULES.md 3.3)")
     partners_see_hands: bool = Field(
         True,
         description=(
@@ -319,8 +319,10 @@ class TriompheAsQuiPilleOptions(TriompheOptions):
     min_players: ClassVar[int] = 3
     max_players: ClassVar[int] = 6
 
-    players: int = 3
-    rank_order: Literal["R1", "R2"] = "R2"
+    players: int = Field(3, description="number of players: 3 to 6 (RULES.md 3.5)")
+    rank_order: Literal["R1", "R2"] = Field(
+        "R2", description="rank order: R2 (ace high) or R1 (RULES.md 3.5, 0.3)"
+    )
     as_pille: bool = Field(
         True,
         description=(

@@ -391,3 +391,23 @@ def test_health_serving_then_not_serving(tmp_path: Path) -> None:
         await server.stop(0)
 
     asyncio.run(main())
+
+
+def test_list_games_describes_every_option(tmp_path: Path) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        games = (await stub.ListGames(pb.ListGamesRequest())).games
+        assert {g.name for g in games} == set(GAMES)
+        for game in games:
+            for ruleset in game.rulesets:
+                assert ruleset.player_counts, (game.name, ruleset.name)
+                for opt in ruleset.options:
+                    assert opt.type in ("bool", "int", "enum"), opt
+                    assert opt.description, (game.name, ruleset.name, opt.key)
+                    assert opt.default_value.WhichOneof("value") is not None, opt.key
+                    if opt.type == "enum":
+                        assert opt.default_value.string_value in opt.allowed
+        hearts = next(g for g in games if g.name == "dame-de-pique")
+        assert list(hearts.aliases) == ["hearts"]
+        assert list(hearts.rulesets[0].player_counts) == [4]
+
+    run(body, tmp_path)
