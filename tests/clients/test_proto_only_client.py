@@ -46,7 +46,13 @@ def node_modules() -> Path:
 
 
 @pytest.mark.parametrize(
-    ("game", "options"), [("hearts", ["end_threshold=20"]), ("nap", ["deals=4"])]
+    ("game", "options"),
+    [
+        ("hearts", ["end_threshold=20"]),
+        ("nap", ["deals=4"]),
+        ("imperiale", ["target_fiches=2"]),
+        ("triomphe", ["target=3"]),
+    ],
 )
 def test_node_client_plays_and_its_record_verifies(
     tmp_path: Path, game: str, options: list[str]
