@@ -461,9 +461,11 @@ class Match(ABC):
 
     # -- internals ------------------------------------------------------------------------
 
-    def _close_hand(self, hand: Hand) -> None:
+    def _close_hand(self, hand: Hand, scored: bool = True) -> None:
+        """Add the hand's score lines (unless a resignation cut it short) and keep it."""
         scores = self.scores
-        for line in hand.lines:
+        lines = hand.lines if scored else []
+        for line in lines:
             before = scores[line.seat]
             scores[line.seat] = tuple(a + b for a, b in zip(before, line.delta, strict=True))
         self.results.append(
@@ -473,13 +475,14 @@ class Match(ABC):
                 hand.deal,
                 hand.actions,
                 hand.action_seats,
-                hand.lines,
+                lines,
                 tuple(scores),
                 hand.tricks,
                 hand,
             )
         )
-        self._end_after_hand()
+        if scored:
+            self._end_after_hand()
 
     def _resign(self, seat: int, action: int) -> None:
         if self.finished:
@@ -493,7 +496,7 @@ class Match(ABC):
             hand.actions.append(action)
             hand.action_seats.append(seat)
             hand.over = True
-            self._close_hand_without_scoring(hand)
+            self._close_hand(hand, scored=False)
         elif self.results:
             self.results[-1].actions.append(action)
             self.results[-1].action_seats.append(seat)
@@ -505,21 +508,6 @@ class Match(ABC):
         self.finished = True
         self.end_reason = f"seat {seat} resigned"
         self.winners = self._resign_winners(seat)
-
-    def _close_hand_without_scoring(self, hand: Hand) -> None:
-        self.results.append(
-            HandResult(
-                hand.number,
-                hand.dealer,
-                hand.deal,
-                hand.actions,
-                hand.action_seats,
-                [],
-                tuple(self.scores),
-                hand.tricks,
-                hand,
-            )
-        )
 
 
 def legal_str(legal: Sequence[int]) -> str:
