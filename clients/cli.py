@@ -4,6 +4,10 @@
     tapis record score RECORD... [--json]
     tapis record verify RECORD...
     tapis record show RECORD
+    tapis record sign RECORD --key PATH [-o OUT]
+    tapis record annotate RECORD -o OUT [--comment HAND:ACTION:TEXT ...]
+    tapis record export RECORD --format json|transcript [-o OUT]
+    tapis record import-json JSON -o RECORD
     tapis example [--print]        (the bundled example transcript, imported and scored)
     tapis serve [--listen HOST:PORT] [--db PATH] [--key PATH]
     tapis key show [PATH] | tapis key new PATH
@@ -12,6 +16,7 @@
                [--name NAME] [--bots heuristic|random] [--seed N]
     tapis bot --address HOST:PORT --table ID (--seat N --token T | --join [--name NAME])
               [--kind heuristic|random] [--seed N]
+    tapis archive add|query|show|rescore DB ...   (clients/archive_cmd.py)
 
 Exit status: 0 success; 1 a transcript refused or a record invalid; 2 a file that cannot be
 read as records, or bad command-line usage.
@@ -22,12 +27,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from records.annotate import CommentError, annotate, parse_comment
 from records.codec import (
     RecordFileError,
     decode_record,
@@ -35,9 +43,22 @@ from records.codec import (
     read_envelopes,
     write_envelopes,
 )
+from records.export import (
+    ExportError,
+    envelopes_from_json,
+    envelopes_to_json,
+    transcript_text,
+)
 from records.render import render_record
 from records.score import score_json, score_sheet
-from records.signing import key_id, load_or_create_private_key, load_public_key, public_pem
+from records.signing import (
+    key_id,
+    load_or_create_private_key,
+    load_private_key,
+    load_public_key,
+    public_pem,
+    sign,
+)
 from records.transcript import import_transcript, load_transcript
 from records.verify import verify_envelope
 from referee.engine import RecordError, TapisError
@@ -172,11 +193,128 @@ def cmd_show(args: argparse.Namespace) -> int:
             print("\n" + "=" * 72 + "\n")
         try:
             rec = decode_record(env.record)
-            print(render_record(rec, env.record))
+            notes = env.annotations if env.HasField("annotations") else None
+            print(render_record(rec, env.record, notes))
         except RecordError as exc:
             _err(f"{_where(path, index, len(loaded))}: {exc}")
             status = 1
     return status
+
+
+# --- sign, annotate, export -------------------------------------------------------------
+
+
+def _write_text(path: str, text: str) -> None:
+    """Write a text file atomically (temporary file in the same folder, then rename)."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def cmd_sign(args: argparse.Namespace) -> int:
+    """Sign every record of a file (each must verify first); annotations are kept."""
+    try:
+        key = load_private_key(args.key)
+    except TapisError as exc:
+        _err(str(exc))
+        return 2
+    loaded = _load([args.record])
+    if loaded is None:
+        return 2
+    signed = []
+    for path, index, env in loaded:
+        result = verify_envelope(env)
+        if not result.ok:
+            _err(f"{_where(path, index, len(loaded))}: not signed, INVALID: {result.error}")
+            return 1
+        new = sign(env.record, key)
+        if env.HasField("annotations"):
+            new.annotations.CopyFrom(env.annotations)
+        signed.append(new)
+    out = args.output or args.record
+    write_envelopes(out, signed)
+    kid = key_id(key.public_key())
+    print(f"{len(signed)} record{'s' if len(signed) != 1 else ''} signed ({kid[:16]}) -> {out}")
+    return 0
+
+
+def cmd_annotate(args: argparse.Namespace) -> int:
+    try:
+        comments = [parse_comment(c) for c in args.comment or ()]
+    except CommentError as exc:
+        _err(f"tapis record annotate: {exc}")
+        return 2
+    loaded = _load([args.record])
+    if loaded is None:
+        return 2
+    if comments and len(loaded) != 1:
+        _err(f"{args.record} holds {len(loaded)} records: --comment needs a file of one record")
+        return 2
+    out = []
+    for path, index, env in loaded:
+        try:
+            rec = decode_record(env.record)
+            previous = env.annotations if env.HasField("annotations") else None
+            notes = annotate(rec, comments, previous)
+        except TapisError as exc:
+            _err(f"{_where(path, index, len(loaded))}: {exc}")
+            return 1
+        new = pb.RecordEnvelope()
+        new.CopyFrom(env)
+        new.annotations.CopyFrom(notes)
+        out.append(new)
+    write_envelopes(args.output, out)
+    actions = sum(len(e.annotations.actions) for e in out)
+    print(f"{len(out)} record{'s' if len(out) != 1 else ''}, {actions} actions annotated "
+          f"-> {args.output}")  # fmt: skip
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    loaded = _load([args.record])
+    if loaded is None:
+        return 2
+    try:
+        if args.format == "json":
+            text = envelopes_to_json([env for _, _, env in loaded]) + "\n"
+        else:
+            if len(loaded) != 1:
+                _err(f"{args.record} holds {len(loaded)} records; a transcript holds one match")
+                return 1
+            text = transcript_text(decode_record(loaded[0][2].record))
+    except TapisError as exc:
+        _err(f"{args.record}: {exc}")
+        return 1
+    if args.output is None:
+        print(text, end="")
+    else:
+        _write_text(args.output, text)
+    return 0
+
+
+def cmd_import_json(args: argparse.Namespace) -> int:
+    try:
+        text = Path(args.json).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        _err(f"{args.json}: cannot read: {exc}")
+        return 2
+    try:
+        envs = envelopes_from_json(text)
+    except ExportError as exc:
+        _err(f"{args.json}: {exc}")
+        return 1
+    write_envelopes(args.output, envs)
+    print(f"{len(envs)} record{'s' if len(envs) != 1 else ''} -> {args.output}")
+    return 0
 
 
 # --- referee and keys ---------------------------------------------------------------------
@@ -343,6 +481,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("record", metavar="RECORD")
     p.set_defaults(func=cmd_show)
 
+    p = rsub.add_parser("sign", help="sign every record of a file with an Ed25519 key")
+    p.add_argument("record", metavar="RECORD")
+    p.add_argument("--key", required=True, metavar="PATH", help="the PEM private key")
+    p.add_argument("-o", "--output", metavar="OUT", help="where to write (default: in place)")
+    p.set_defaults(func=cmd_sign)
+
+    p = rsub.add_parser(
+        "annotate", help="add legal actions, forced plays, trick winners, comments per action"
+    )
+    p.add_argument("record", metavar="RECORD")
+    p.add_argument("-o", "--output", required=True, metavar="OUT")
+    p.add_argument("--comment", action="append", metavar="HAND:ACTION:TEXT",
+                   help="a comment on an action (hand and action counted from 1)")  # fmt: skip
+    p.set_defaults(func=cmd_annotate)
+
+    p = rsub.add_parser("export", help="write records as protobuf JSON or as a transcript")
+    p.add_argument("record", metavar="RECORD")
+    p.add_argument("--format", required=True, choices=("json", "transcript"))
+    p.add_argument("-o", "--output", metavar="OUT", help="default: standard output")
+    p.set_defaults(func=cmd_export)
+
+    p = rsub.add_parser("import-json", help="turn a JSON export back into a record file")
+    p.add_argument("json", metavar="JSON")
+    p.add_argument("-o", "--output", required=True, metavar="RECORD")
+    p.set_defaults(func=cmd_import_json)
+
     p = sub.add_parser("serve", help="run the referee (gRPC)")
     p.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT")
     p.add_argument("--db", default="tapis.db", metavar="PATH", help="the SQLite store")
@@ -397,6 +561,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("example", help="import the bundled example transcript and score it")
     p.add_argument("--print", action="store_true", help="print the transcript instead")
     p.set_defaults(func=cmd_example)
+
+    from clients.archive_cmd import add_archive_parser
+
+    add_archive_parser(sub)
     return parser
 
 

@@ -29,8 +29,13 @@ def _non_default_options(rec: pb.GameRecord) -> list[str]:
     return out
 
 
-def render_record(rec: pb.GameRecord, record_bytes: bytes | None = None) -> str:
-    """The whole match as text."""
+def render_record(
+    rec: pb.GameRecord,
+    record_bytes: bytes | None = None,
+    annotations: pb.Annotations | None = None,
+) -> str:
+    """The whole match as text; with `annotations`, forced actions are marked `(forced)` and
+    comments follow their action after `#`."""
     spec = find_game(rec.rules.game)
     match = replay_record(rec, check=False)
     names = [s.name for s in rec.seats]
@@ -47,6 +52,7 @@ def render_record(rec: pb.GameRecord, record_bytes: bytes | None = None) -> str:
         ref = f" {rec.provenance.reference}" if rec.provenance.reference else ""
         lines.append(f"source: {rec.provenance.source}{ref}")
     units = spec.units
+    notes = {(a.hand, a.action): a for a in annotations.actions} if annotations is not None else {}
     for h, hand in enumerate(rec.hands):
         result = match.results[h] if h < len(match.results) else None
         engine_hand = result.hand if result else match.hand
@@ -78,12 +84,19 @@ def render_record(rec: pb.GameRecord, record_bytes: bytes | None = None) -> str:
         t = 0
         in_trick = 0
         pending: list[str] = []
+        comments: list[str] = []
         for index, (seat, action) in enumerate(zip(hand.seats, hand.actions, strict=True), 1):
+            note = notes.get((h + 1, index))
+            forced = " (forced)" if note is not None and note.forced else ""
             if action & 7 != PLAY:
-                lines.append(f"  {names[seat]}: {action_str(action)}")
+                said = "".join(f"  # {c}" for c in note.comments) if note is not None else ""
+                lines.append(f"  {names[seat]}: {action_str(action)}{forced}{said}")
                 score_lines(index)
                 continue
-            pending.append(f"{names[seat]} {card_str(action >> 3)}")
+            played = f"{names[seat]} {card_str(action >> 3)}"
+            pending.append(played + forced)
+            if note is not None:
+                comments.extend(f"      # {played}: {c}" for c in note.comments)
             in_trick += 1
             if t < len(tricks) and in_trick == len(tricks[t].cards):
                 winner = names[tricks[t].winner]
@@ -92,10 +105,13 @@ def render_record(rec: pb.GameRecord, record_bytes: bytes | None = None) -> str:
                 t += 1
                 in_trick = 0
                 pending = []
+                lines.extend(comments)
+                comments = []
             if not pending:
                 score_lines(index)
         if pending:
             lines.append(f"  {t + 1:>2}. {'  '.join(pending)} (unfinished)")
+            lines.extend(comments)
         for at in sorted(by_action):
             score_lines(at)
     lines.append("")

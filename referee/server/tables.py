@@ -408,9 +408,11 @@ class Referee:
         await self.store.create_table(stored)
         for i, _ in tokens:
             table.take(i, table.seats[i].name, hashes[i])
-        table.durable_events = len(table.events)
         self.tables[table.id] = table
         self._open_tables[creator] = active + 1
+        if table.finished:  # the rules may end a match as its first hand is dealt
+            await self._issue_record(table)
+        table.durable_events = len(table.events)
         _log("table created", table, creator=creator, open=[i for i, s in enumerate(seats) if s[1]])
         if table.started:
             _log("table started", table)
@@ -435,6 +437,8 @@ class Referee:
                 table_id, seat, name or table.seats[seat].name, hashed, order
             )
             table.take(seat, name, hashed)
+            if table.finished:  # the rules may end a match as its first hand is dealt
+                await self._issue_record(table)
             table.durable_events = len(table.events)
             table.notify()
             _log("seat taken", table, seat=seat)

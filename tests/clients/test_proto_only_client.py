@@ -50,7 +50,7 @@ def node_modules() -> Path:
     [
         ("hearts", ["end_threshold=20"]),
         ("nap", ["deals=4"]),
-        ("imperiale", ["target_fiches=2"]),
+        ("imperiale", ["target_fiches=5"]),
         ("triomphe", ["target=3"]),
     ],
 )

@@ -30,8 +30,8 @@ MATCHES: list[tuple[str, str, dict[str, Any], int]] = [
     ("dame-de-pique", "", {"end_threshold": 30}, 4),
     ("napoleon", "", {"deals": 4}, 4),
     ("napoleon", "", {"players": 6, "short_deck": True, "deals": 3}, 6),
-    ("imperiale", "academie", {"target_fiches": 2}, 2),
-    ("imperiale", "academie", {"target_fiches": 2, "players": 3}, 3),
+    ("imperiale", "academie", {"target_fiches": 3}, 2),
+    ("imperiale", "academie", {"target_fiches": 3, "players": 3}, 3),
     ("imperiale", "moderne", {"target_fiches": 2}, 2),
     ("triomphe", "individuelle", {"target": 3}, 3),
     ("triomphe", "equipe", {"target": 3}, 4),
@@ -125,7 +125,6 @@ def test_full_match_over_grpc_gives_a_signed_record_that_verifies(
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
         table_id, tokens = await new_table(stub, game, ruleset, options, players)
         actions = await play_random(stub, table_id, tokens, random.Random(game + ruleset))
-        assert actions > 0
         got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
         key = load_public_key(tmp_path / "k.key")
         result = verify_envelope(got.envelope, [key])
@@ -411,3 +410,21 @@ def test_list_games_describes_every_option(tmp_path: Path) -> None:
         assert list(hearts.rulesets[0].player_counts) == [4]
 
     run(body, tmp_path)
+
+
+def test_a_match_the_first_deal_ends_gets_its_record(tmp_path: Path) -> None:
+    """L'Impériale can be won in the announcements of the very first hand: the table is then
+    finished as soon as its seats are taken, and its record is issued at once."""
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        ended = 0
+        for _ in range(40):
+            table_id, _ = await new_table(stub, "imperiale", "academie", {"target_fiches": 1}, 2)
+            table = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+            if table.status == pb.TABLE_STATUS_FINISHED:
+                ended += 1
+                got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+                assert verify_envelope(got.envelope, [load_public_key(tmp_path / "k.key")]).ok
+        assert ended > 0  # a 6th jeton or an impériale in the announcements: some of 40 deals
+
+    run(body, tmp_path, max_tables_per_client=100)

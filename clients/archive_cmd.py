@@ -1,0 +1,248 @@
+"""`tapis archive ...`: records in one SQLite file (records/archive.py).
+
+    tapis archive add DB FILES...
+    tapis archive query DB [--game G] [--ruleset R] [--player NAME] [--limit N] [--json]
+    tapis archive show DB RECORD_ID          (a unique prefix of the id is enough)
+    tapis archive rescore DB --set KEY=VALUE... [--game G] [--workers N] [--json]
+
+Exit status: 0 success (rescore: also when some records are not replayable, which the
+summary counts); 1 a record refused (add); 2 bad input (no such archive, unknown id, a file
+that is not a record file, bad options); 130 interrupted (rescore: run the same command again
+to continue).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from records.archive import (
+    ArchiveError,
+    Option,
+    RescoreSummary,
+    add_files,
+    find_record,
+    open_archive,
+    query_records,
+    rescore,
+)
+from records.codec import decode_record
+from records.render import render_record
+from referee.engine import TapisError
+
+__all__ = ["add_archive_parser"]
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    try:
+        db = open_archive(args.db)
+    except ArchiveError as exc:
+        _err(str(exc))
+        return 2
+    try:
+        report = add_files(db, args.files)
+    finally:
+        db.close()
+    for name, error in report.unreadable:
+        _err(f"{name}: {error}")
+    for name, index, error in report.refused:
+        _err(f"{name} (record {index}): refused: {error}")
+    print(f"{report.added} added, {report.duplicates} duplicates, {len(report.refused)} refused")
+    if report.unreadable:
+        return 2
+    return 1 if report.refused else 0
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    header = ["record", "game", "ruleset", "hands", "players", "scores", "winners", "played"]
+    body = []
+    for r in rows:
+        names = r["players"]
+        scores = " ".join("/".join(map(str, s)) for s in r["scores"])
+        winners = ", ".join(names[w] if w < len(names) else f"seat {w}" for w in r["winners"])
+        body.append(
+            [
+                r["record_id"][:12],
+                r["game"],
+                r["ruleset"],
+                str(r["hands"]),
+                ", ".join(names),
+                scores,
+                winners if r["finished"] else "(unfinished)",
+                r["played_at"],
+            ]
+        )
+    widths = [max(len(x[i]) for x in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    for b in body:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)).rstrip())
+    lines.append(f"{len(rows)} record{'s' if len(rows) != 1 else ''}")
+    return "\n".join(lines)
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    try:
+        db = open_archive(args.db, create=False)
+    except ArchiveError as exc:
+        _err(str(exc))
+        return 2
+    try:
+        rows = query_records(db, args.game, args.ruleset, args.player, args.limit)
+    finally:
+        db.close()
+    if args.json:
+        for r in rows:
+            print(_dumps(r))
+    else:
+        print(_table(rows))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    try:
+        db = open_archive(args.db, create=False)
+        try:
+            _, env = find_record(db, args.record_id)
+        finally:
+            db.close()
+        print(render_record(decode_record(env.record), env.record))
+    except TapisError as exc:
+        _err(str(exc))
+        return 2
+    return 0
+
+
+def _parse_set(text: str) -> tuple[str, Option]:
+    from clients.play import parse_option
+
+    return parse_option(text)
+
+
+def _summary_text(s: RescoreSummary, elapsed: float) -> str:
+    opts = ", ".join(f"{k}={v}" for k, v in sorted(s.options.items()))
+    rate = (s.total - s.resumed) / elapsed if elapsed > 0 else 0.0
+    lines = [
+        f"run {s.run_id} ({opts}{', game ' + s.game if s.game else ''}): {s.total} records",
+        f"  scored:          {s.scored}",
+        f"  not replayable:  {s.not_replayable}"
+        + (
+            " (" + ", ".join(f"{rule or '?'}: {n}" for rule, n in s.refusals.items()) + ")"
+            if s.refusals
+            else ""
+        ),
+        f"  scores changed:  {s.scores_changed}",
+        f"  winners changed: {s.winners_changed}",
+    ]
+    if s.resumed:
+        lines.append(f"  continued an interrupted run: {s.resumed} records were already done")
+    lines.append(f"  {s.total - s.resumed} records in {elapsed:.2f} s ({rate:,.0f} records/s)")
+    for sample in s.samples:
+        d = sample["first_diff"]
+        where = (
+            f"hand {d['hand']}, line {d['line']}: {d['old_rule'] or '(none)'} -> "
+            f"{d['new_rule'] or '(none)'} ({d['old']} -> {d['new']})"
+            if d
+            else "no line differs"
+        )
+        lines.append(
+            f"  {sample['record_id'][:12]}: {sample['old_scores']} -> {sample['new_scores']}; "
+            f"first differing line: {where}"
+        )
+    return "\n".join(lines)
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    try:
+        changes = dict(_parse_set(t) for t in args.set)
+    except ValueError as exc:
+        _err(f"tapis archive rescore: {exc}")
+        return 2
+    workers = args.workers or os.cpu_count() or 1
+    progress: Callable[[int, int], None] | None = None
+    bar = None
+    if sys.stdout.isatty() and not args.json:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        task = bar.add_task("re-scoring", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        bar.start()
+    t0 = time.perf_counter()
+    try:
+        summary = rescore(args.db, changes, args.game, workers=workers, progress=progress)
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.stop()
+        _err("interrupted: the results so far are kept; run the same command to continue")
+        return 130
+    except TapisError as exc:
+        if bar is not None:
+            bar.stop()
+        _err(str(exc))
+        return 2
+    if bar is not None:
+        bar.stop()
+    elapsed = time.perf_counter() - t0
+    if args.json:
+        print(_dumps(summary.as_json() | {"seconds": round(elapsed, 3), "workers": workers}))
+    else:
+        print(_summary_text(summary, elapsed))
+    return 0
+
+
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return n
+
+
+def add_archive_parser(sub: Any) -> None:
+    """The `archive` subcommands, on the top-level subparsers of `tapis`."""
+    archive = sub.add_parser("archive", help="records in one SQLite file: add, query, rescore")
+    asub = archive.add_subparsers(dest="archive_command", required=True)
+
+    p = asub.add_parser("add", help="verify record files and add their records")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.set_defaults(func=cmd_add)
+
+    p = asub.add_parser("query", help="list records (a table, or JSON lines)")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("--game", help="game name or alias")
+    p.add_argument("--ruleset")
+    p.add_argument("--player", metavar="NAME", help="records where NAME has a seat")
+    p.add_argument("--limit", type=_positive, metavar="N")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=cmd_query)
+
+    p = asub.add_parser("show", help="render one record (a unique id prefix is enough)")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("record_id", metavar="RECORD_ID")
+    p.set_defaults(func=cmd_show)
+
+    p = asub.add_parser("rescore", help="replay records with options changed; compare scores")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("--set", action="append", required=True, metavar="KEY=VALUE",
+                   help="an option to change (repeatable)")  # fmt: skip
+    p.add_argument("--game", help="only the records of this game")
+    p.add_argument("--workers", type=_positive, metavar="N", help="processes (default: CPUs)")
+    p.add_argument("--json", action="store_true", help="the summary as one JSON object")
+    p.set_defaults(func=cmd_rescore)

@@ -1,0 +1,705 @@
+"""An archive of records in one SQLite file (sqlite-utils), and re-scoring it.
+
+- `add_files(db, paths)`: every record of some record files, each verified first
+  (`records.verify.verify_envelope`); a bad one is reported (file, index, error) and kept out,
+  the rest goes in, deduplicated by record id, in one transaction.
+- Table `records`: one row per record, summary columns plus the envelope bytes; table
+  `record_players` (record_id, seat, name) to find a player's records.
+- `rescore(db_path, changes, ...)`: replays every selected record under its own rules with
+  some options changed (the deals and actions are kept) and stores the new scores and winners
+  in `rescore_runs` / `rescore_results`. The work is split in shards of rowid ranges that the
+  tasks read themselves; an `Executor` runs them (in this process, or on a local process pool;
+  a Dask engine can implement the same interface) and the caller, the one writer, stores each
+  shard's results in its own transaction. An interrupted run is continued by the same call.
+
+Scores are stored as JSON lists, one list per seat of the game's units (`[[26], [0], ...]`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import sqlite_utils
+
+from records.codec import (
+    RecordFileError,
+    deal_from_pb,
+    decode_record,
+    options_from_pb,
+    read_envelopes,
+    score_from_pb,
+    start_from_pb,
+)
+from records.verify import verify_envelope
+from referee.engine import (
+    IllegalAction,
+    InvalidAction,
+    RulesError,
+    ScoreLine,
+    TapisError,
+    find_game,
+    make_rules,
+    new_match,
+)
+from tapis.v1 import record_pb2 as pb
+
+__all__ = [
+    "AddReport",
+    "ArchiveError",
+    "Executor",
+    "LocalPoolExecutor",
+    "RescoreSummary",
+    "SerialExecutor",
+    "Shard",
+    "add_envelopes",
+    "add_files",
+    "find_record",
+    "open_archive",
+    "query_records",
+    "rescore",
+    "rescore_record",
+]
+
+Option = bool | int | str
+
+
+class ArchiveError(TapisError):
+    """A request the archive cannot answer (no such archive, unknown or ambiguous id, ...)."""
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+# --- the database ---------------------------------------------------------------------------
+
+
+def open_archive(path: str | Path, create: bool = True) -> sqlite_utils.Database:
+    """The archive at `path`, its tables made if missing; `ArchiveError` if it does not exist
+    and `create` is false, or if it is not an SQLite file."""
+    p = Path(path)
+    if not create and not p.is_file():
+        raise ArchiveError(f"{p}: no such archive")
+    try:
+        db = sqlite_utils.Database(p)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA busy_timeout=30000")
+        _ensure_schema(db)
+    except sqlite3.DatabaseError as exc:
+        raise ArchiveError(f"{p}: not an archive ({exc})") from None
+    return db
+
+
+def _ensure_schema(db: sqlite_utils.Database) -> None:
+    with db.atomic():
+        db.execute(
+            """CREATE TABLE IF NOT EXISTS records (
+                record_id TEXT PRIMARY KEY, game TEXT NOT NULL, ruleset TEXT NOT NULL,
+                options TEXT NOT NULL, players TEXT NOT NULL, player_count INTEGER NOT NULL,
+                hands INTEGER NOT NULL, finished INTEGER NOT NULL, winners TEXT NOT NULL,
+                scores TEXT NOT NULL, source TEXT NOT NULL, played_at TEXT NOT NULL,
+                added_at TEXT NOT NULL, envelope BLOB NOT NULL)"""
+        )
+        db.execute(
+            """CREATE TABLE IF NOT EXISTS record_players (
+                record_id TEXT NOT NULL REFERENCES records(record_id), seat INTEGER NOT NULL,
+                name TEXT NOT NULL, PRIMARY KEY (record_id, seat))"""
+        )
+        db.execute(
+            """CREATE TABLE IF NOT EXISTS rescore_runs (
+                run_id INTEGER PRIMARY KEY, options TEXT NOT NULL, game TEXT NOT NULL,
+                started_at TEXT NOT NULL, finished_at TEXT, total INTEGER NOT NULL DEFAULT 0,
+                scored INTEGER NOT NULL DEFAULT 0, not_replayable INTEGER NOT NULL DEFAULT 0,
+                scores_changed INTEGER NOT NULL DEFAULT 0,
+                winners_changed INTEGER NOT NULL DEFAULT 0)"""
+        )
+        db.execute(
+            """CREATE TABLE IF NOT EXISTS rescore_results (
+                run_id INTEGER NOT NULL REFERENCES rescore_runs(run_id),
+                record_id TEXT NOT NULL REFERENCES records(record_id), status TEXT NOT NULL,
+                rule TEXT NOT NULL, detail TEXT NOT NULL, old_scores TEXT NOT NULL,
+                new_scores TEXT, old_winners TEXT NOT NULL, new_winners TEXT,
+                first_diff TEXT, PRIMARY KEY (run_id, record_id))"""
+        )
+        for table, cols in (
+            ("records", "game"),
+            ("records", "ruleset"),
+            ("records", "game, ruleset"),
+            ("records", "played_at"),
+            ("record_players", "name"),
+            ("rescore_results", "run_id, status"),
+        ):
+            name = f"idx_{table}_{cols.replace(', ', '_')}"
+            db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({cols})")
+
+
+# --- adding ---------------------------------------------------------------------------------
+
+
+@dataclass
+class AddReport:
+    added: int = 0
+    duplicates: int = 0
+    refused: list[tuple[str, int, str]] = field(default_factory=list)  # (file, index, error)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)  # (file, error)
+
+
+def _scores(rec: pb.GameRecord) -> list[list[int]]:
+    units = find_game(rec.rules.game).units
+    return [list(score_from_pb(units, s)) for s in rec.outcome.scores]
+
+
+def _summary(rid: str, rec: pb.GameRecord, env_bytes: bytes, added_at: str) -> dict[str, Any]:
+    return {
+        "record_id": rid,
+        "game": rec.rules.game,
+        "ruleset": rec.rules.ruleset,
+        "options": _json(options_from_pb(rec.rules.options)),
+        "players": _json([s.name for s in rec.seats]),
+        "player_count": len(rec.seats),
+        "hands": len(rec.hands),
+        "finished": int(rec.outcome.finished),
+        "winners": _json(list(rec.outcome.winners)),
+        "scores": _json(_scores(rec)),
+        "source": rec.provenance.source,
+        "played_at": rec.provenance.played_at,
+        "added_at": added_at,
+        "envelope": env_bytes,
+    }
+
+
+def add_envelopes(
+    db: sqlite_utils.Database,
+    items: Iterable[tuple[str, int, pb.RecordEnvelope]],
+    report: AddReport | None = None,
+) -> AddReport:
+    """Verify (file, index, envelope) items and add the valid new ones in one transaction."""
+    report = report or AddReport()
+    rows: dict[str, dict[str, Any]] = {}
+    players: list[tuple[str, int, str]] = []
+    added_at = _now()
+    for name, index, env in items:
+        result = verify_envelope(env)
+        if not result.ok:
+            report.refused.append((name, index, str(result.error)))
+            continue
+        rid = result.record_id
+        if rid in rows:
+            report.duplicates += 1
+            continue
+        rec = decode_record(env.record)
+        rows[rid] = _summary(rid, rec, env.SerializeToString(deterministic=True), added_at)
+        players.extend((rid, seat, s.name) for seat, s in enumerate(rec.seats))
+    with db.atomic():
+        existing: set[str] = set()
+        ids = list(rows)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            existing.update(
+                r[0]
+                for r in db.execute(
+                    f"SELECT record_id FROM records WHERE record_id IN ({marks})", chunk
+                )
+            )
+        new = [r for rid, r in rows.items() if rid not in existing]
+        if new:
+            cols = list(new[0])
+            db.conn.executemany(
+                f"INSERT INTO records ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [tuple(r[c] for c in cols) for r in new],
+            )
+            db.conn.executemany(
+                "INSERT INTO record_players (record_id, seat, name) VALUES (?, ?, ?)",
+                [p for p in players if p[0] not in existing],
+            )
+    report.added += len(new)
+    report.duplicates += len(existing)
+    return report
+
+
+def add_files(db: sqlite_utils.Database, paths: Sequence[str | Path]) -> AddReport:
+    """Add the records of record files; a file that is not one is reported in `unreadable`."""
+    report = AddReport()
+    items: list[tuple[str, int, pb.RecordEnvelope]] = []
+    for path in paths:
+        try:
+            envs = read_envelopes(path)
+        except RecordFileError as exc:
+            report.unreadable.append((str(path), str(exc)))
+            continue
+        items.extend((str(path), i, env) for i, env in enumerate(envs, 1))
+    return add_envelopes(db, items, report)
+
+
+# --- reading --------------------------------------------------------------------------------
+
+
+def _where(
+    game: str | None, ruleset: str | None = None, player: str | None = None
+) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if game:
+        with contextlib.suppress(RulesError):  # an unknown game matches nothing
+            game = find_game(game).name
+        clauses.append("game = ?")
+        params.append(game)
+    if ruleset:
+        clauses.append("ruleset = ?")
+        params.append(ruleset)
+    if player:
+        clauses.append("record_id IN (SELECT record_id FROM record_players WHERE name = ?)")
+        params.append(player)
+    return (" AND ".join(clauses) or "1"), params
+
+
+def query_records(
+    db: sqlite_utils.Database,
+    game: str | None = None,
+    ruleset: str | None = None,
+    player: str | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """Summaries (JSON columns decoded, no envelope), oldest added first."""
+    where, params = _where(game, ruleset, player)
+    sql = (
+        "SELECT record_id, game, ruleset, options, players, player_count, hands, finished, "
+        f"winners, scores, source, played_at, added_at FROM records WHERE {where} ORDER BY rowid"
+    )
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    out = []
+    for row in db.query(sql, params):
+        for key in ("options", "players", "winners", "scores"):
+            row[key] = json.loads(row[key])
+        row["finished"] = bool(row["finished"])
+        out.append(row)
+    return out
+
+
+def find_record(db: sqlite_utils.Database, prefix: str) -> tuple[str, pb.RecordEnvelope]:
+    """The record whose id is or starts with `prefix` (unique); `ArchiveError` otherwise."""
+    text = prefix.strip().lower()
+    if not text or any(c not in "0123456789abcdef" for c in text):
+        raise ArchiveError(f"{prefix!r} is not a record id (lowercase hex)")
+    rows = list(
+        db.execute(
+            "SELECT record_id, envelope FROM records WHERE record_id >= ? AND record_id < ? "
+            "ORDER BY record_id LIMIT 2",
+            [text, text + "g"],
+        )
+    )
+    if not rows:
+        raise ArchiveError(f"no record {prefix!r} in the archive")
+    if len(rows) > 1:
+        raise ArchiveError(f"record id prefix {prefix!r} is ambiguous: give more digits")
+    return rows[0][0], pb.RecordEnvelope.FromString(rows[0][1])
+
+
+# --- re-scoring one record ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rescored:
+    record_id: str
+    status: str  # "ok" or "not-replayable"
+    rule: str  # the rule that refused the replay (not-replayable)
+    detail: str
+    old_scores: list[list[int]]
+    new_scores: list[list[int]] | None
+    old_winners: list[int]
+    new_winners: list[int] | None
+    first_diff: dict[str, Any] | None  # the first score line that differs
+
+
+def _line(units: tuple[str, ...], line: pb.ScoreLine) -> tuple[int, str, tuple[int, ...], str]:
+    return (line.seat, line.kind, score_from_pb(units, line.delta), line.rule)
+
+
+def _first_diff(
+    units: tuple[str, ...], rec: pb.GameRecord, new: Sequence[Sequence[ScoreLine]]
+) -> dict[str, Any] | None:
+    """The first score line, hand by hand, that is not the same after re-scoring."""
+    for h in range(max(len(rec.hands), len(new))):
+        old_lines = [_line(units, x) for x in rec.hands[h].lines] if h < len(rec.hands) else []
+        new_lines = [(x.seat, x.kind, x.delta, x.rule) for x in new[h]] if h < len(new) else []
+        for i in range(max(len(old_lines), len(new_lines))):
+            o = old_lines[i] if i < len(old_lines) else None
+            n = new_lines[i] if i < len(new_lines) else None
+            if o != n:
+                return {
+                    "hand": h + 1,
+                    "line": i + 1,
+                    "old_rule": o[3] if o else "",
+                    "new_rule": n[3] if n else "",
+                    "old": [o[0], o[1], list(o[2])] if o else None,
+                    "new": [n[0], n[1], list(n[2])] if n else None,
+                }
+    return None
+
+
+def rescore_record(rid: str, rec: pb.GameRecord, changes: Mapping[str, Option]) -> Rescored:
+    """Replay `rec` with its options changed by `changes`, hand by hand with the recorded deals
+    and actions, stopping when the match ends; never raises for a record that does not fit."""
+    spec = find_game(rec.rules.game)
+    units = spec.units
+    old_scores = _scores(rec)
+    old_winners = list(rec.outcome.winners)
+
+    def refused(rule: str, detail: str) -> Rescored:
+        return Rescored(
+            rid, "not-replayable", rule, detail, old_scores, None, old_winners, None, None
+        )
+
+    options = options_from_pb(rec.rules.options)
+    options.pop("players", None)
+    options.update(changes)
+    try:
+        rules = make_rules(spec.name, rec.rules.ruleset or None, options, rec.rules.players)
+        match = new_match(rules, start_from_pb(units, rec.start), log_events=False)
+    except RulesError as exc:
+        return refused(f"option:{exc.key}" if exc.key else "options", str(exc))
+    for h, hand in enumerate(rec.hands, 1):
+        if match.finished:
+            break
+        try:
+            match.start_hand(hand.dealer, deal_from_pb(hand.deal))
+            match.step_many(hand.seats, hand.actions)
+        except IllegalAction as exc:
+            return refused(exc.rule, f"hand {h}: {exc}")
+        except InvalidAction as exc:
+            return refused("action", f"hand {h}: {exc}")
+    new_scores = [list(s) for s in match.scores]
+    new_winners = list(match.winners)
+    diff = _first_diff(units, rec, [r.lines for r in match.results])
+    return Rescored(rid, "ok", "", "", old_scores, new_scores, old_winners, new_winners, diff)
+
+
+# --- shards and executors -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A task: the pending records of one run with rowid in [lo, hi] (and the game filter)."""
+
+    db_path: str
+    run_id: int
+    lo: int
+    hi: int
+    game: str
+    changes: tuple[tuple[str, Option], ...]
+
+
+def run_shard(shard: Shard) -> list[Rescored]:
+    """Read the shard's records from the archive (read-only) and re-score them."""
+    uri = Path(shard.db_path).resolve().as_uri() + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, timeout=30)
+    try:
+        where, params = _where(shard.game or None)
+        rows = conn.execute(
+            f"SELECT record_id, envelope FROM records WHERE {where} AND rowid BETWEEN ? AND ? "
+            "AND record_id NOT IN (SELECT record_id FROM rescore_results WHERE run_id = ?) "
+            "ORDER BY rowid",
+            [*params, shard.lo, shard.hi, shard.run_id],
+        ).fetchall()
+    finally:
+        conn.close()
+    changes = dict(shard.changes)
+    out = []
+    for rid, env_bytes in rows:
+        env = pb.RecordEnvelope.FromString(env_bytes)
+        out.append(rescore_record(rid, decode_record(env.record), changes))
+    return out
+
+
+class Executor(Protocol):
+    """Runs shard tasks and yields each shard's result as it completes (in any order)."""
+
+    def map_shards(
+        self, fn: Callable[[Shard], list[Rescored]], shards: Sequence[Shard]
+    ) -> Iterator[tuple[Shard, list[Rescored]]]: ...
+
+
+class SerialExecutor:
+    """In this process, one shard after another."""
+
+    def map_shards(
+        self, fn: Callable[[Shard], list[Rescored]], shards: Sequence[Shard]
+    ) -> Iterator[tuple[Shard, list[Rescored]]]:
+        for shard in shards:
+            yield shard, fn(shard)
+
+
+class LocalPoolExecutor:
+    """A local process pool (fresh interpreters: `spawn`), at most 2 shards queued per worker."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = max(1, workers)
+
+    def map_shards(
+        self, fn: Callable[[Shard], list[Rescored]], shards: Sequence[Shard]
+    ) -> Iterator[tuple[Shard, list[Rescored]]]:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        pool = ProcessPoolExecutor(self.workers, mp_context=ctx)
+        try:
+            todo = iter(shards)
+            running: dict[Future[list[Rescored]], Shard] = {}
+            for shard in todo:
+                running[pool.submit(fn, shard)] = shard
+                if len(running) >= 2 * self.workers:
+                    break
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    shard = running.pop(fut)
+                    nxt = next(todo, None)
+                    if nxt is not None:
+                        running[pool.submit(fn, nxt)] = nxt
+                    yield shard, fut.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+# --- re-scoring the archive -----------------------------------------------------------------
+
+
+@dataclass
+class RescoreSummary:
+    run_id: int
+    options: dict[str, Option]
+    game: str
+    total: int
+    scored: int
+    not_replayable: int
+    scores_changed: int
+    winners_changed: int
+    resumed: int  # records already done by an earlier, interrupted call
+    finished: bool
+    samples: list[dict[str, Any]]  # up to 5 changed records and their first differing line
+    refusals: dict[str, int]  # not replayable, by rule
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "options": self.options,
+            "game": self.game,
+            "total": self.total,
+            "scored": self.scored,
+            "not_replayable": self.not_replayable,
+            "scores_changed": self.scores_changed,
+            "winners_changed": self.winners_changed,
+            "resumed": self.resumed,
+            "finished": self.finished,
+            "samples": self.samples,
+            "refusals": self.refusals,
+        }
+
+
+def _run_for(db: sqlite_utils.Database, options: str, game: str) -> tuple[int, bool]:
+    """The unfinished run with these options (to continue it), or a new one."""
+    row = db.execute(
+        "SELECT run_id FROM rescore_runs WHERE options = ? AND game = ? AND finished_at IS NULL "
+        "ORDER BY run_id DESC LIMIT 1",
+        [options, game],
+    ).fetchone()
+    if row is not None:
+        return int(row[0]), True
+    with db.atomic():
+        cur = db.execute(
+            "INSERT INTO rescore_runs (options, game, started_at) VALUES (?, ?, ?)",
+            [options, game, _now()],
+        )
+    assert cur.lastrowid is not None
+    return int(cur.lastrowid), False
+
+
+def _store(db: sqlite_utils.Database, run_id: int, results: Sequence[Rescored]) -> None:
+    rows = [
+        (
+            run_id,
+            r.record_id,
+            r.status,
+            r.rule,
+            r.detail,
+            _json(r.old_scores),
+            None if r.new_scores is None else _json(r.new_scores),
+            _json(r.old_winners),
+            None if r.new_winners is None else _json(r.new_winners),
+            None if r.first_diff is None else _json(r.first_diff),
+        )
+        for r in results
+    ]
+    with db.atomic():
+        db.conn.executemany(
+            "INSERT OR REPLACE INTO rescore_results (run_id, record_id, status, rule, detail, "
+            "old_scores, new_scores, old_winners, new_winners, first_diff) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+
+def _summarize(db: sqlite_utils.Database, run_id: int, finish: bool) -> dict[str, Any]:
+    counts = db.execute(
+        "SELECT count(*), "
+        "coalesce(sum(status = 'ok'), 0), "
+        "coalesce(sum(status != 'ok'), 0), "
+        "coalesce(sum(status = 'ok' AND new_scores != old_scores), 0), "
+        "coalesce(sum(status = 'ok' AND new_winners != old_winners), 0) "
+        "FROM rescore_results WHERE run_id = ?",
+        [run_id],
+    ).fetchone()
+    total, scored, refused, changed, winners = (int(x) for x in counts)
+    with db.atomic():
+        db.execute(
+            "UPDATE rescore_runs SET total = ?, scored = ?, not_replayable = ?, "
+            "scores_changed = ?, winners_changed = ?, finished_at = ? WHERE run_id = ?",
+            [total, scored, refused, changed, winners, _now() if finish else None, run_id],
+        )
+    samples = []
+    for rid, old, new, ow, nw, diff in db.execute(
+        "SELECT r.record_id, r.old_scores, r.new_scores, r.old_winners, r.new_winners, "
+        "r.first_diff FROM rescore_results r JOIN records USING (record_id) "
+        "WHERE r.run_id = ? AND r.status = 'ok' AND r.new_scores != r.old_scores "
+        "ORDER BY records.rowid LIMIT 5",
+        [run_id],
+    ):
+        samples.append(
+            {
+                "record_id": rid,
+                "old_scores": json.loads(old),
+                "new_scores": json.loads(new),
+                "old_winners": json.loads(ow),
+                "new_winners": json.loads(nw),
+                "first_diff": json.loads(diff) if diff else None,
+            }
+        )
+    refusals = {
+        rule: int(n)
+        for rule, n in db.execute(
+            "SELECT rule, count(*) FROM rescore_results WHERE run_id = ? AND status != 'ok' "
+            "GROUP BY rule ORDER BY count(*) DESC, rule",
+            [run_id],
+        )
+    }
+    return {
+        "total": total,
+        "scored": scored,
+        "not_replayable": refused,
+        "scores_changed": changed,
+        "winners_changed": winners,
+        "samples": samples,
+        "refusals": refusals,
+    }
+
+
+def _shards(rowids: Sequence[int], size: int, base: Callable[[int, int], Shard]) -> list[Shard]:
+    return [
+        base(rowids[i], rowids[min(i + size, len(rowids)) - 1]) for i in range(0, len(rowids), size)
+    ]
+
+
+def check_changes(
+    db: sqlite_utils.Database, changes: Mapping[str, Option], game: str | None
+) -> None:
+    """`ArchiveError` when the changed options do not hold for a game and ruleset selected
+    (an unknown option, a wrong value): such a run would refuse every record."""
+    where, params = _where(game)
+    for g, ruleset, count in db.execute(
+        f"SELECT DISTINCT game, ruleset, player_count FROM records WHERE {where}", params
+    ):
+        try:
+            make_rules(g, ruleset or None, dict(changes), count)
+        except RulesError as exc:
+            raise ArchiveError(f"{g} ({ruleset}): {exc}") from None
+
+
+def rescore(
+    db_path: str | Path,
+    changes: Mapping[str, Option],
+    game: str | None = None,
+    executor: Executor | None = None,
+    shard_size: int | None = None,
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> RescoreSummary:
+    """Re-score the selected records with `changes` applied to their options. Continues the
+    unfinished run with the same options and selection, if any. `progress(done, total)` is
+    called after each stored shard. A test may set TAPIS_RESCORE_STOP_AFTER=N to stop (as
+    Ctrl-C would) after N shards are stored."""
+    db = open_archive(db_path, create=False)
+    try:
+        game_name = ""
+        if game:
+            try:
+                game_name = find_game(game).name
+            except RulesError as exc:
+                raise ArchiveError(str(exc)) from None
+        check_changes(db, changes, game_name or None)
+        options = _json(dict(changes))
+        run_id, _ = _run_for(db, options, game_name)
+        where, params = _where(game_name or None)
+        total = int(db.execute(f"SELECT count(*) FROM records WHERE {where}", params).fetchone()[0])
+        pending = [
+            int(r[0])
+            for r in db.execute(
+                f"SELECT rowid FROM records WHERE {where} AND record_id NOT IN "
+                "(SELECT record_id FROM rescore_results WHERE run_id = ?) ORDER BY rowid",
+                [*params, run_id],
+            )
+        ]
+        resumed = total - len(pending)
+        size = shard_size or max(1, min(500, -(-len(pending) // (4 * max(1, workers)))))
+        frozen = tuple(sorted(changes.items()))
+        shards = _shards(
+            pending,
+            size,
+            lambda lo, hi: Shard(str(db_path), run_id, lo, hi, game_name, frozen),
+        )
+        stop_after = int(os.environ.get("TAPIS_RESCORE_STOP_AFTER", "0") or 0)
+        executor = executor or (SerialExecutor() if workers <= 1 else LocalPoolExecutor(workers))
+        done = resumed
+        stored = 0
+        if progress is not None:
+            progress(done, total)
+        results_of = executor.map_shards(run_shard, shards)
+        try:
+            for _, results in results_of:
+                _store(db, run_id, results)  # one transaction per shard
+                done += len(results)
+                stored += 1
+                if progress is not None:
+                    progress(done, total)
+                if stop_after and stored >= stop_after:
+                    raise KeyboardInterrupt
+        finally:
+            close = getattr(results_of, "close", None)
+            if close is not None:
+                close()  # stop the pool's workers now, not when collected
+        counts = _summarize(db, run_id, finish=True)
+        return RescoreSummary(
+            run_id=run_id,
+            options=dict(changes),
+            game=game_name,
+            resumed=resumed,
+            finished=True,
+            **counts,
+        )
+    finally:
+        db.close()

@@ -1,0 +1,179 @@
+"""Exports of record files: protobuf JSON (lossless, both ways) and transcripts.
+
+- `envelopes_to_json(envs)`: the document `{"format": "tapis-records-json/1", "records": [...]}`
+  whose records are each the protobuf JSON mapping of a `RecordEnvelope` (proto field names;
+  `record` and `signature` base64) plus `decoded`: the record bytes decoded as a `GameRecord`,
+  for a person to read. The base64 bytes are the source of truth.
+- `envelopes_from_json(text)`: back to envelopes whose serialization is byte for byte the
+  original's. The record bytes are never re-serialized; a `decoded` copy that does not match
+  them is an error (edit a transcript and import it instead).
+- `record_to_transcript(rec)`: the `tapis-transcript/1` document of a record, which
+  `tapis record import` turns back into the same record bytes (given the same file name, which
+  the record keeps as its provenance reference).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.protobuf import json_format
+
+from records.codec import decode_record, options_from_pb, score_from_pb
+from referee.engine import RecordError, TapisError, find_game, make_rules
+from referee.engine.actions import action_to_json
+from referee.engine.cards import card_str, iter_cards
+from tapis.v1 import record_pb2 as pb
+
+__all__ = [
+    "JSON_FORMAT",
+    "ExportError",
+    "envelopes_from_json",
+    "envelopes_to_json",
+    "record_to_transcript",
+    "transcript_text",
+]
+
+JSON_FORMAT = "tapis-records-json/1"
+
+
+class ExportError(TapisError):
+    """A JSON export that cannot be read back, or a record that cannot be exported."""
+
+
+# --- protobuf JSON ------------------------------------------------------------------------
+
+
+def _to_dict(message: Any) -> dict[str, Any]:
+    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+def envelopes_to_json(envelopes: list[pb.RecordEnvelope]) -> str:
+    records = []
+    for env in envelopes:
+        doc = _to_dict(env)
+        doc["decoded"] = _to_dict(decode_record(env.record))
+        records.append(doc)
+    return json.dumps({"format": JSON_FORMAT, "records": records}, indent=2, ensure_ascii=False)
+
+
+def envelopes_from_json(text: str) -> list[pb.RecordEnvelope]:
+    """The envelopes of a JSON export; `ExportError` naming what is wrong."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ExportError(
+            f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+        ) from None
+    if not isinstance(doc, dict) or doc.get("format") != JSON_FORMAT:
+        raise ExportError(f"not a record export: expected an object with format {JSON_FORMAT!r}")
+    records = doc.get("records")
+    if not isinstance(records, list) or not records:
+        raise ExportError("'records' must be a non-empty list of envelopes")
+    out = []
+    for i, raw in enumerate(records, 1):
+        where = f"records[{i}]"
+        if not isinstance(raw, dict):
+            raise ExportError(f"{where}: expected an envelope object")
+        raw = dict(raw)
+        decoded = raw.pop("decoded", None)
+        env = pb.RecordEnvelope()
+        try:
+            json_format.ParseDict(raw, env)
+        except json_format.ParseError as exc:
+            raise ExportError(f"{where}: {exc}") from None
+        try:
+            rec = decode_record(env.record)
+        except RecordError as exc:
+            raise ExportError(f"{where}.record: {exc}") from None
+        if decoded is not None and decoded != _to_dict(rec):
+            raise ExportError(
+                f"{where}.decoded does not match the record bytes: the decoded copy is for "
+                "reading only (export a transcript to edit a record)"
+            )
+        out.append(env)
+    return out
+
+
+# --- transcripts --------------------------------------------------------------------------
+
+
+def _cards(data: bytes | list[int]) -> list[str]:
+    return [card_str(c) for c in data]
+
+
+def _option_value(o: pb.Option) -> bool | int | str:
+    return options_from_pb([o])[o.key]
+
+
+def record_to_transcript(rec: pb.GameRecord) -> dict[str, Any]:
+    """The transcript of a record: rules (options that differ from the defaults), players,
+    start, and each hand's dealer, deal (or pack) and actions."""
+    rules = rec.rules
+    spec = find_game(rules.game)
+    doc: dict[str, Any] = {"format": "tapis-transcript/1", "game": rules.game}
+    if rules.ruleset != "standard":
+        doc["ruleset"] = rules.ruleset
+    defaults = make_rules(rules.game, rules.ruleset, {}, rules.players).option_values()
+    options = {
+        o.key: _option_value(o)
+        for o in rules.options
+        if o.key != "players" and defaults.get(o.key) != _option_value(o)
+    }
+    if options:
+        doc["options"] = options
+    doc["players"] = [s.name for s in rec.seats]
+    scores = [score_from_pb(spec.units, s) for s in rec.start.scores]
+    if rec.start.hand_number > 1 or any(any(s) for s in scores):
+        start: dict[str, Any] = {"hand_number": rec.start.hand_number or 1}
+        if scores:
+            start["scores"] = [dict(zip(spec.units, s, strict=True)) for s in scores]
+        doc["start"] = start
+    hands = []
+    for h, hand in enumerate(rec.hands, 1):
+        out: dict[str, Any] = {"dealer": hand.dealer}
+        if hand.deal.deck:
+            out["deck"] = _cards(hand.deal.deck)
+        else:
+            deal: dict[str, Any] = {"hands": [_cards(list(iter_cards(m))) for m in hand.deal.hands]}
+            if hand.deal.HasField("retourne"):
+                deal["retourne"] = card_str(hand.deal.retourne)
+            if hand.deal.talon:
+                deal["talon"] = _cards(hand.deal.talon)
+            out["deal"] = deal
+        actions = []
+        for a, (seat, action) in enumerate(zip(hand.seats, hand.actions, strict=True), 1):
+            entry = {"seat": seat, **action_to_json(action)}
+            if entry.get("pass") == [] or entry.get("pille") == "hidden":
+                raise ExportError(f"hand {h}, action {a}: the record hides this action's cards")
+            actions.append(entry)
+        out["actions"] = actions
+        hands.append(out)
+    doc["hands"] = hands
+    return doc
+
+
+def _dump(value: Any, indent: int) -> str:
+    """JSON with one line per short object or list (a deal's hand, an action)."""
+    flat = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    if not isinstance(value, dict | list) or len(flat) + indent <= 96:
+        return flat
+    pad = " " * (indent + 2)
+    if isinstance(value, list) and not any(isinstance(v, dict | list) for v in value):
+        rows: list[str] = []  # a long list of cards: filled, several to a line
+        for v in value:
+            item = json.dumps(v, ensure_ascii=False)
+            if rows and len(rows[-1]) + len(item) + 2 <= 96:
+                rows[-1] += ", " + item
+            else:
+                rows.append(pad + item)
+        return "[\n" + ",\n".join(rows) + "\n" + " " * indent + "]"
+    if isinstance(value, list):
+        items = [pad + _dump(v, indent + 2) for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
+    items = [f"{pad}{json.dumps(k)}: {_dump(v, indent + 2)}" for k, v in value.items()]
+    return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
+
+
+def transcript_text(rec: pb.GameRecord) -> str:
+    return _dump(record_to_transcript(rec), 0) + "\n"

@@ -1,0 +1,286 @@
+"""Annotations (legal actions, forced plays, trick winners, score lines, comments), signing,
+the protobuf JSON export and the transcript export: in the library and through `tapis`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from records.annotate import CommentError, annotate, parse_comment
+from records.codec import decode_record, encode_file, read_envelopes, write_envelopes
+from records.export import (
+    ExportError,
+    envelopes_from_json,
+    envelopes_to_json,
+    record_to_transcript,
+    transcript_text,
+)
+from records.render import render_record
+from records.signing import sign
+from records.transcript import import_transcript, load_transcript
+from records.verify import verify_envelope
+from referee.engine.actions import PLAY, encode
+from referee.engine.cards import parse_card
+from tapis.v1 import record_pb2 as pb
+from tests.test_cli import tapis
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+DP1 = DATA / "dame-de-pique-dp1.tapis"
+TRANSCRIPTS = sorted(DATA.glob("*.json"))
+FORCED_DP1 = {5, 26, 30, 31, 32, 38, 39, 40, 46, 53, 54, 55, 56}
+
+
+def dp1() -> tuple[pb.RecordEnvelope, pb.GameRecord]:
+    env = read_envelopes(DP1)[0]
+    return env, decode_record(env.record)
+
+
+# --- annotations --------------------------------------------------------------------------
+
+
+def test_annotations_of_dp1() -> None:
+    _, rec = dp1()
+    notes = annotate(rec).actions
+    assert [(a.hand, a.action) for a in notes] == [(1, i) for i in range(1, 57)]
+    for a, played in zip(notes, rec.hands[0].actions, strict=True):
+        assert played in a.legal
+        assert a.forced == (len(a.legal) == 1)
+    # The exchange: any three of thirteen cards.
+    assert [len(a.legal) for a in notes[:4]] == [286] * 4
+    # The holder of the 2 of clubs must lead it; then West has three clubs to follow with.
+    assert list(notes[4].legal) == [encode(PLAY, parse_card("2C"))]
+    assert notes[4].forced
+    assert len(notes[5].legal) == 3
+    assert len(notes[7].legal) == 9  # East, void in clubs, may discard anything but QS / hearts
+    assert {a.action for a in notes if a.forced} == FORCED_DP1
+    winners = [(a.action, a.trick_winner) for a in notes if a.HasField("trick_winner")]
+    assert [w[0] for w in winners] == list(range(8, 57, 4))
+    assert winners[:4] == [(8, 3), (12, 2), (16, 3), (20, 0)]
+    # Only the last action scores: the four penalty lines of the hand.
+    assert [a.action for a in notes if a.lines] == [56]
+    lines = notes[-1].lines
+    assert [(li.seat, li.kind, li.delta.points, li.rule) for li in lines] == [
+        (0, "penalty", 8, "DP.SCORE"),
+        (1, "penalty", 0, "DP.SCORE"),
+        (2, "penalty", 14, "DP.SCORE"),
+        (3, "penalty", 4, "DP.SCORE"),
+    ]
+    assert all(li.after_action == 56 for li in lines)
+    assert list(lines) == list(rec.hands[0].lines)
+
+
+def test_comments_added_kept_and_checked() -> None:
+    _, rec = dp1()
+    assert parse_comment("1:5:lead: the 2C") == (1, 5, "lead: the 2C")
+    for bad in ("1:5", "x:5:text", "0:5:text", "1:5:  "):
+        with pytest.raises(CommentError):
+            parse_comment(bad)
+    first = annotate(rec, [(1, 5, "the 2C leads"), (1, 5, "as always")])
+    assert list(first.actions[4].comments) == ["the 2C leads", "as always"]
+    # Annotating again recomputes the analysis and keeps the comments already there.
+    again = annotate(rec, [(1, 56, "the last card")], first)
+    assert list(again.actions[4].comments) == ["the 2C leads", "as always"]
+    assert list(again.actions[55].comments) == ["the last card"]
+    assert sum(len(a.comments) for a in again.actions) == 3
+    with pytest.raises(CommentError, match="hand 1, action 57: hand 1 has 56 actions"):
+        annotate(rec, [(1, 57, "too far")])
+    with pytest.raises(CommentError, match="hand 2, action 1: the record has 1 hand"):
+        annotate(rec, [(2, 1, "no such hand")])
+
+
+def test_annotating_a_signed_record_keeps_the_signature() -> None:
+    env, rec = dp1()
+    key = Ed25519PrivateKey.generate()
+    signed = sign(env.record, key)
+    signed.annotations.CopyFrom(annotate(rec, [(1, 8, "East drops the AS")]))
+    back = pb.RecordEnvelope.FromString(signed.SerializeToString())
+    assert back.record == env.record
+    assert verify_envelope(back, [key.public_key()]).ok
+    other = Ed25519PrivateKey.generate().public_key()
+    assert not verify_envelope(back, [other]).ok
+
+
+def test_show_marks_forced_actions_and_comments() -> None:
+    env, rec = dp1()
+    notes = annotate(rec, [(1, 1, "keeps no spade"), (1, 5, "the 2C leads")])
+    text = render_record(rec, env.record, notes)
+    assert "  North: pass AS 2H 5H  # keeps no spade" in text
+    assert " 1. South 2C (forced)  West 6C " in text
+    assert "      # South 2C: the 2C leads" in text
+    assert "(forced)" not in render_record(rec, env.record)
+
+
+# --- protobuf JSON ------------------------------------------------------------------------
+
+
+def annotated_signed_file(tmp_path: Path) -> Path:
+    env, rec = dp1()
+    signed = sign(env.record, Ed25519PrivateKey.generate())
+    signed.annotations.CopyFrom(annotate(rec, [(1, 5, "été: « forcé »")]))
+    path = tmp_path / "signed.tapis"
+    write_envelopes(path, [signed, *read_envelopes(DATA / "napoleon-n1.tapis")])
+    return path
+
+
+@pytest.mark.parametrize("name", [p.stem for p in sorted(DATA.glob("*.tapis"))])
+def test_json_round_trip_is_byte_identical(name: str) -> None:
+    path = DATA / f"{name}.tapis"
+    envs = read_envelopes(path)
+    assert encode_file(envelopes_from_json(envelopes_to_json(envs))) == path.read_bytes()
+
+
+def test_json_round_trip_of_signed_annotated_records(tmp_path: Path) -> None:
+    path = annotated_signed_file(tmp_path)
+    text = envelopes_to_json(read_envelopes(path))
+    doc = json.loads(text)
+    first = doc["records"][0]
+    assert set(first) == {"record", "signature", "key_id", "annotations", "decoded"}
+    assert first["decoded"]["rules"]["game"] == "dame-de-pique"
+    assert first["annotations"]["actions"][4]["forced"] is True
+    assert encode_file(envelopes_from_json(text)) == path.read_bytes()
+
+
+def test_json_import_refuses_bad_input(tmp_path: Path) -> None:
+    text = envelopes_to_json(read_envelopes(DP1))
+    with pytest.raises(ExportError, match=r"not valid JSON: .* at line \d+, column"):
+        envelopes_from_json(text[:-40])
+    with pytest.raises(ExportError, match="not a record export"):
+        envelopes_from_json('{"format": "something-else", "records": []}')
+    doc = json.loads(text)
+    doc["records"][0]["decoded"]["seats"][0]["name"] = "Nord"
+    with pytest.raises(ExportError, match=r"records\[1\].decoded does not match"):
+        envelopes_from_json(json.dumps(doc))
+    doc = json.loads(text)
+    doc["records"][0]["keyId"] = 7
+    with pytest.raises(ExportError, match=r"records\[1\]"):
+        envelopes_from_json(json.dumps(doc))
+    doc = json.loads(text)
+    doc["records"][0]["record"] = "AAAA"
+    with pytest.raises(ExportError, match=r"records\[1\].record"):
+        envelopes_from_json(json.dumps(doc))
+
+
+# --- transcripts --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", TRANSCRIPTS, ids=[p.stem for p in TRANSCRIPTS])
+def test_transcript_round_trip(path: Path) -> None:
+    original = import_transcript(load_transcript(path), path.name)
+    text = transcript_text(decode_record(original))
+    assert import_transcript(json.loads(text), path.name) == original
+    assert json.loads(text)["format"] == "tapis-transcript/1"
+
+
+def test_transcript_export_keeps_options_start_and_pack() -> None:
+    doc = load_transcript(DATA / "dame-de-pique-dp1.json")
+    doc["options"] = {"end_threshold": 50}
+    doc["start"] = {"hand_number": 5, "scores": [{"points": 3}, {}, {"points": 9}, {}]}
+    original = import_transcript(doc, "x.json")
+    out = record_to_transcript(decode_record(original))
+    assert out["options"] == {"end_threshold": 50}
+    assert out["start"] == {
+        "hand_number": 5,
+        "scores": [{"points": 3}, {"points": 0}, {"points": 9}, {"points": 0}],
+    }
+    assert out["hands"][0]["actions"][0] == {"seat": 0, "pass": ["AS", "2H", "5H"]}
+    assert import_transcript(out, "x.json") == original
+    plain = record_to_transcript(decode_record(import_transcript(load_transcript(TRANSCRIPTS[0]))))
+    assert "options" not in plain and "start" not in plain and "ruleset" not in plain
+    pille = decode_record(read_envelopes(DATA / "triomphe-as-qui-pille.tapis")[0].record)
+    assert "deck" in record_to_transcript(pille)["hands"][1]
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+def test_cli_sign_annotate_show_verify(tmp_path: Path) -> None:
+    key = tmp_path / "k.pem"
+    assert tapis("key", "new", key).returncode == 0
+    rec = tmp_path / "dp1.tapis"
+    rec.write_bytes(DP1.read_bytes())
+    r = tapis("record", "sign", rec, "--key", key)
+    assert r.returncode == 0, r.stderr
+    assert "1 record signed (" in r.stdout
+    assert tapis("record", "verify", "--key", key, rec).returncode == 0
+
+    out = tmp_path / "annotated.tapis"
+    r = tapis("record", "annotate", rec, "-o", out,
+              "--comment", "1:5:the 2C leads", "--comment", "1:1:keeps no spade")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "56 actions annotated" in r.stdout
+    (env,) = read_envelopes(out)
+    assert env.record == read_envelopes(DP1)[0].record
+    assert list(env.annotations.actions[4].comments) == ["the 2C leads"]
+    r = tapis("record", "verify", "--key", key, out)
+    assert r.returncode == 0, r.stdout
+
+    r = tapis("record", "show", out)
+    assert r.returncode == 0, r.stderr
+    assert " 1. South 2C (forced)  West 6C " in r.stdout
+    assert "# South 2C: the 2C leads" in r.stdout
+    assert "North: pass AS 2H 5H  # keeps no spade" in r.stdout
+
+    # Re-signing (with another key) keeps the annotations.
+    key2 = tmp_path / "k2.pem"
+    assert tapis("key", "new", key2).returncode == 0
+    resigned = tmp_path / "resigned.tapis"
+    assert tapis("record", "sign", out, "--key", key2, "-o", resigned).returncode == 0
+    assert read_envelopes(resigned)[0].annotations == env.annotations
+    assert tapis("record", "verify", "--key", key2, resigned).returncode == 0
+    assert tapis("record", "verify", "--key", key, resigned).returncode == 1
+
+
+def test_cli_annotate_and_sign_refusals_write_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out.tapis"
+    r = tapis("record", "annotate", DP1, "-o", out, "--comment", "1:57:late")
+    assert r.returncode == 1
+    assert "comment on hand 1, action 57: hand 1 has 56 actions" in r.stderr
+    r = tapis("record", "annotate", DP1, "-o", out, "--comment", "first:lead")
+    assert r.returncode == 2 and "HAND:ACTION:TEXT" in r.stderr
+    r = tapis("record", "sign", DP1, "--key", tmp_path / "missing.pem", "-o", out)
+    assert r.returncode == 2 and "cannot read the key" in r.stderr
+    assert not out.exists()
+
+
+def test_cli_export_json_and_back(tmp_path: Path) -> None:
+    src = annotated_signed_file(tmp_path)
+    exported = tmp_path / "records.json"
+    r = tapis("record", "export", src, "--format", "json", "-o", exported)
+    assert r.returncode == 0, r.stderr
+    back = tmp_path / "back.tapis"
+    r = tapis("record", "import-json", exported, "-o", back)
+    assert r.returncode == 0, r.stderr
+    assert "2 records -> " in r.stdout
+    assert back.read_bytes() == src.read_bytes()
+
+    r = tapis("record", "export", src, "--format", "json")
+    assert json.loads(r.stdout)["format"] == "tapis-records-json/1"
+
+    broken = tmp_path / "broken.json"
+    broken.write_text(exported.read_text()[:-20])
+    none = tmp_path / "none.tapis"
+    r = tapis("record", "import-json", broken, "-o", none)
+    assert r.returncode == 1 and "not valid JSON" in r.stderr
+    assert not none.exists()
+
+
+def test_cli_export_transcript_and_reimport(tmp_path: Path) -> None:
+    for name in ("dame-de-pique-dp1", "triomphe-as-qui-pille"):
+        folder = tmp_path / name
+        folder.mkdir()
+        # The record keeps the transcript's file name: export under the same name.
+        text = folder / f"{name}.json"
+        r = tapis("record", "export", DATA / f"{name}.tapis", "--format", "transcript",
+                  "-o", text)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        again = folder / "again.tapis"
+        r = tapis("record", "import", text, "-o", again)
+        assert r.returncode == 0, r.stderr
+        assert again.read_bytes() == (DATA / f"{name}.tapis").read_bytes()
+    two = tmp_path / "two.tapis"
+    write_envelopes(two, read_envelopes(DP1) * 2)
+    r = tapis("record", "export", two, "--format", "transcript")
+    assert r.returncode == 1 and "a transcript holds one match" in r.stderr

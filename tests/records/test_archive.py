@@ -1,0 +1,358 @@
+"""`tapis archive`: add, query, show, rescore (records/archive.py), on real SQLite files and
+through the real command line (subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from records.codec import (
+    MAGIC,
+    canonical_bytes,
+    decode_record,
+    envelope,
+    options_from_pb,
+    record_id,
+    rules_to_pb,
+    score_from_pb,
+    write_envelopes,
+)
+from records.verify import replay_record
+from referee.engine import RecordError, make_rules
+from scripts.corpus import make_corpus
+from tapis.v1 import record_pb2 as pb
+
+ROOT = Path(__file__).resolve().parents[2]
+CHANGES: dict[str, bool | int | str] = {"moon_mode": "subtract_self", "end_threshold": 60}
+SET = ["--set", "moon_mode=subtract_self", "--set", "end_threshold=60"]
+N = 24  # Dame de Pique matches in the corpus (about 10 hands each)
+
+
+def tapis(*args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "clients.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **env},
+    )
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[pb.RecordEnvelope]:
+    return make_corpus("hearts", N, seed="archive-test")
+
+
+@pytest.fixture(scope="module")
+def archive(corpus: list[pb.RecordEnvelope], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An archive of the whole corpus (copy it before changing it)."""
+    folder = tmp_path_factory.mktemp("archive")
+    write_envelopes(folder / "corpus.tapis", corpus)
+    db = folder / "archive.db"
+    done = tapis("archive", "add", db, folder / "corpus.tapis")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{N} added, 0 duplicates, 0 refused"
+    return db
+
+
+def copy_of(db: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "copy.db"
+    src = sqlite3.connect(db)
+    dst = sqlite3.connect(out)
+    src.backup(dst)  # the WAL included
+    src.close()
+    dst.close()
+    return out
+
+
+def rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def tampered(env: pb.RecordEnvelope) -> pb.RecordEnvelope:
+    rec = decode_record(env.record)
+    line = rec.hands[0].lines[0]
+    line.delta.points += 1
+    return envelope(canonical_bytes(rec))
+
+
+# --- add ------------------------------------------------------------------------------------
+
+
+def test_add_keeps_the_good_and_reports_the_bad(
+    corpus: list[pb.RecordEnvelope], tmp_path: Path
+) -> None:
+    good, dup, bad = tmp_path / "good.tapis", tmp_path / "dup.tapis", tmp_path / "bad.tapis"
+    write_envelopes(good, corpus[:6])
+    write_envelopes(dup, [corpus[2], corpus[6], corpus[2]])  # 2 seen before, 1 in the file
+    write_envelopes(bad, [corpus[7], tampered(corpus[8])])
+    db = tmp_path / "a.db"
+    done = tapis("archive", "add", db, good, dup, bad)
+    assert done.returncode == 1
+    assert done.stdout.strip() == "8 added, 2 duplicates, 1 refused"
+    assert f"{bad} (record 2): refused:" in done.stderr
+    assert "score" in done.stderr
+    assert rows(db, "SELECT count(*) FROM records") == [(8,)]
+    assert rows(db, "SELECT count(*) FROM record_players") == [(32,)]
+    bad_id = record_id(tampered(corpus[8]).record)
+    assert rows(db, "SELECT count(*) FROM records WHERE record_id = ?", bad_id) == [(0,)]
+
+    # A file that is not a record file, and one cut short: named, nothing else changes.
+    junk, cut = tmp_path / "junk.txt", tmp_path / "cut.tapis"
+    junk.write_text("hello\n")
+    cut.write_bytes(good.read_bytes()[:200])
+    done = tapis("archive", "add", db, junk, cut)
+    assert done.returncode == 2
+    assert "junk.txt" in done.stderr and "not a Tapis record file" in done.stderr
+    assert "cut.tapis: record 1 claims" in done.stderr
+    assert done.stdout.strip() == "0 added, 0 duplicates, 0 refused"
+    # ... while the good records of other files of the same call still go in.
+    write_envelopes(tmp_path / "more.tapis", corpus[9:11])
+    done = tapis("archive", "add", db, tmp_path / "more.tapis", junk)
+    assert done.returncode == 2
+    assert done.stdout.strip() == "2 added, 0 duplicates, 0 refused"
+    assert rows(db, "SELECT count(*) FROM records") == [(10,)]
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+
+    # The stored summary of one record.
+    rec = decode_record(corpus[0].record)
+    (row,) = rows(
+        db,
+        "SELECT game, ruleset, players, player_count, hands, finished, winners, scores, "
+        "source, options FROM records WHERE record_id = ?",
+        record_id(corpus[0].record),
+    )
+    assert row[:6] == ("dame-de-pique", "standard", '["Ann","Bob","Cat","Dan"]', 4,
+                       len(rec.hands), 1)  # fmt: skip
+    assert json.loads(row[6]) == list(rec.outcome.winners)
+    assert json.loads(row[7]) == [[s.points] for s in rec.outcome.scores]
+    assert row[8] == "corpus"
+    assert json.loads(row[9])["end_threshold"] == 100
+
+
+def test_missing_archive_is_an_error_and_is_not_created(tmp_path: Path) -> None:
+    db = tmp_path / "none.db"
+    for args in (("query", db), ("show", db, "abcd"), ("rescore", db, *SET)):
+        done = tapis("archive", *args)
+        assert done.returncode == 2, args
+        assert "no such archive" in done.stderr
+    assert not db.exists()
+
+
+# --- query and show -------------------------------------------------------------------------
+
+
+def test_query_by_game_player_and_limit(archive: Path, tmp_path: Path) -> None:
+    db = copy_of(archive, tmp_path)
+    write_envelopes(tmp_path / "nap.tapis", make_corpus("nap", 2, seed="archive-nap"))
+    assert tapis("archive", "add", db, tmp_path / "nap.tapis").returncode == 0
+
+    def query(*args: str) -> list[dict[str, Any]]:
+        done = tapis("archive", "query", db, "--json", *args)
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+    assert len(query()) == N + 2
+    hearts = query("--game", "hearts")  # an alias
+    assert len(hearts) == N and {r["game"] for r in hearts} == {"dame-de-pique"}
+    nap = query("--game", "napoleon")
+    assert len(nap) == 2 and all(r["player_count"] == 4 for r in nap)
+    assert len(query("--player", "Dan")) == N + 2
+    assert query("--player", "Nobody") == []
+    assert len(query("--game", "hearts", "--ruleset", "standard", "--limit", "3")) == 3
+    one = query("--limit", "1")[0]
+    assert set(one) >= {"record_id", "game", "players", "winners", "scores", "hands"}
+    assert "envelope" not in one
+
+    table = tapis("archive", "query", db, "--game", "hearts", "--limit", "2")
+    assert table.returncode == 0
+    assert "record" in table.stdout.splitlines()[0]
+    assert table.stdout.strip().endswith("2 records")
+
+
+def test_show_by_prefix(archive: Path, corpus: list[pb.RecordEnvelope]) -> None:
+    rid = record_id(corpus[3].record)
+    done = tapis("archive", "show", archive, rid[:10])
+    assert done.returncode == 0, done.stderr
+    assert "Dame de Pique" in done.stdout and rid in done.stdout
+    unknown = "f" * 64 if not rid.startswith("f") else "0" * 64
+    done = tapis("archive", "show", archive, unknown)
+    assert done.returncode == 2 and "no record" in done.stderr
+    done = tapis("archive", "show", archive, "xyz")
+    assert done.returncode == 2 and "not a record id" in done.stderr
+    ids = [record_id(e.record) for e in corpus]
+    shared = next((a[0] for a in ids if sum(b[0] == a[0] for b in ids) > 1), None)
+    if shared is not None:
+        done = tapis("archive", "show", archive, shared)
+        assert done.returncode == 2 and "ambiguous" in done.stderr
+
+
+# --- rescore --------------------------------------------------------------------------------
+
+
+def expected_outcome(
+    env: pb.RecordEnvelope, changes: dict[str, bool | int | str]
+) -> tuple[list[list[int]], list[int]]:
+    """Independently: the record with its rules replaced, replayed by records.verify (cut at
+    the hand the new rules no longer deal: the match is over)."""
+    rec = decode_record(env.record)
+    options = options_from_pb(rec.rules.options)
+    options.pop("players", None)
+    rules = make_rules(rec.rules.game, rec.rules.ruleset, options | changes, rec.rules.players)
+    rec.rules.CopyFrom(rules_to_pb(rules))
+    try:
+        match = replay_record(rec, check=False)
+    except RecordError as exc:
+        assert exc.code == "deal:match-over" and exc.hand is not None
+        del rec.hands[exc.hand - 1 :]
+        match = replay_record(rec, check=False)
+    return [list(s) for s in match.scores], list(match.winners)
+
+
+def expected_counts(corpus: list[pb.RecordEnvelope]) -> dict[str, int]:
+    changed = winners = 0
+    for env in corpus:
+        rec = decode_record(env.record)
+        old = [list(score_from_pb(("points",), s)) for s in rec.outcome.scores]
+        scores, won = expected_outcome(env, CHANGES)
+        changed += scores != old
+        winners += won != list(rec.outcome.winners)
+    return {"scored": len(corpus), "scores_changed": changed, "winners_changed": winners}
+
+
+def results_of(db: Path, run_id: int) -> list[tuple[Any, ...]]:
+    return rows(
+        db,
+        "SELECT record_id, status, rule, old_scores, new_scores, old_winners, new_winners, "
+        "first_diff FROM rescore_results WHERE run_id = ? ORDER BY record_id",
+        run_id,
+    )
+
+
+def test_rescore_matches_an_independent_replay(
+    archive: Path, corpus: list[pb.RecordEnvelope], tmp_path: Path
+) -> None:
+    db = copy_of(archive, tmp_path)
+    done = tapis("archive", "rescore", db, *SET, "--workers", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    want = expected_counts(corpus)
+    assert {k: got[k] for k in want} == want
+    assert want["scores_changed"] > 0 and want["winners_changed"] > 0  # the test means something
+    assert got["not_replayable"] == 0 and got["finished"] is True
+    assert 0 < len(got["samples"]) <= 5
+    for sample in got["samples"]:
+        assert sample["first_diff"]["old_rule"].startswith("DP.")
+    # Record by record, the stored new scores are the independent ones.
+    by_id = {record_id(e.record): e for e in corpus}
+    stored = results_of(db, got["run_id"])
+    assert len(stored) == N
+    for rid, status, _, _, new_scores, _, new_winners, _ in stored:
+        scores, winners = expected_outcome(by_id[rid], CHANGES)
+        assert status == "ok"
+        assert (json.loads(new_scores), json.loads(new_winners)) == (scores, winners)
+    (run,) = rows(
+        db,
+        "SELECT options, finished_at IS NOT NULL, scored, scores_changed, winners_changed "
+        "FROM rescore_runs WHERE run_id = ?",
+        got["run_id"],
+    )
+    assert json.loads(run[0]) == CHANGES
+    assert run[1:] == (1, want["scored"], want["scores_changed"], want["winners_changed"])
+
+    # The summary for a person.
+    text = tapis("archive", "rescore", db, *SET, "--workers", "1")
+    assert text.returncode == 0
+    assert f"scores changed:  {want['scores_changed']}" in text.stdout
+    assert f"winners changed: {want['winners_changed']}" in text.stdout
+    assert "first differing line: hand" in text.stdout
+
+
+def test_rescore_two_workers_equal_one(archive: Path, tmp_path: Path) -> None:
+    db = copy_of(archive, tmp_path)
+    one = tapis("archive", "rescore", db, *SET, "--workers", "1", "--json")
+    two = tapis("archive", "rescore", db, *SET, "--workers", "2", "--json")
+    assert one.returncode == 0 and two.returncode == 0, two.stderr
+    a, b = json.loads(one.stdout), json.loads(two.stdout)
+    assert a["run_id"] != b["run_id"]  # the first run was finished: a new run
+    for key in ("scored", "scores_changed", "winners_changed", "not_replayable", "samples"):
+        assert a[key] == b[key], key
+    assert results_of(db, a["run_id"]) == results_of(db, b["run_id"])
+
+
+def test_rescore_not_replayable_is_counted_with_its_rule(archive: Path, tmp_path: Path) -> None:
+    db = copy_of(archive, tmp_path)
+    done = tapis("archive", "rescore", db, "--set", "dealer_rotation=counterclockwise", "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["not_replayable"] == N and got["scored"] == 0
+    assert got["refusals"] == {"DP.DEAL": N}
+    bad = tapis("archive", "rescore", db, "--set", "no_such_option=1")
+    assert bad.returncode == 2 and "unknown option 'no_such_option'" in bad.stderr
+    bad = tapis("archive", "rescore", db, "--set", "end_threshold")
+    assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_interrupted_rescore_continues(
+    archive: Path, corpus: list[pb.RecordEnvelope], tmp_path: Path, workers: str
+) -> None:
+    db = copy_of(archive, tmp_path)
+    stopped = tapis(
+        "archive", "rescore", db, *SET, "--workers", workers, TAPIS_RESCORE_STOP_AFTER="1"
+    )
+    assert stopped.returncode == 130
+    assert "run the same command to continue" in stopped.stderr
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    ((run_id, finished),) = rows(db, "SELECT run_id, finished_at FROM rescore_runs")
+    assert finished is None
+    ((partial,),) = rows(db, "SELECT count(*) FROM rescore_results WHERE run_id = ?", run_id)
+    assert 0 < partial < N
+
+    done = tapis("archive", "rescore", db, *SET, "--workers", workers, "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["run_id"] == run_id and got["resumed"] == partial
+    want = expected_counts(corpus)
+    assert {k: got[k] for k in want} == want
+    assert rows(db, "SELECT count(*) FROM rescore_runs WHERE finished_at IS NOT NULL") == [(1,)]
+
+
+def test_corpus_script_writes_a_file_and_an_archive(tmp_path: Path) -> None:
+    out, db = tmp_path / "c.tapis", tmp_path / "c.db"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "scripts/corpus.py",
+            "--game",
+            "nap",
+            "-n",
+            "2",
+            "--bots",
+            "random",
+            "-o",
+            str(out),
+            "--archive",
+            str(db),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes().startswith(MAGIC)
+    assert rows(db, "SELECT game, count(*) FROM records GROUP BY game") == [("napoleon", 2)]
