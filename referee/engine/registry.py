@@ -61,42 +61,28 @@ register(
         seed="003",
     )
 )
-register(
-    GameSpec(
-        name=napoleon.NAME,
-        title=napoleon.TITLE,
-        aliases=napoleon.ALIASES,
-        rulesets=napoleon.RULESETS,
-        match_class=napoleon.NapoleonMatch,
-        units=napoleon.UNITS,
-        fixed_players=napoleon.FIXED_PLAYERS,
-        seed=napoleon.SEED,
+
+
+def register_module(module: Any, match_class: type[Match]) -> None:
+    """Register a game module that names itself with module constants (NAME, TITLE,
+    ALIASES, RULESETS, UNITS, FIXED_PLAYERS, SEED)."""
+    register(
+        GameSpec(
+            name=module.NAME,
+            title=module.TITLE,
+            aliases=module.ALIASES,
+            rulesets=module.RULESETS,
+            match_class=match_class,
+            units=module.UNITS,
+            fixed_players=module.FIXED_PLAYERS,
+            seed=module.SEED,
+        )
     )
-)
-register(
-    GameSpec(
-        name=imperiale.NAME,
-        title=imperiale.TITLE,
-        aliases=imperiale.ALIASES,
-        rulesets=imperiale.RULESETS,
-        match_class=imperiale.ImperialeMatch,
-        units=imperiale.UNITS,
-        fixed_players=imperiale.FIXED_PLAYERS,
-        seed=imperiale.SEED,
-    )
-)
-register(
-    GameSpec(
-        name=triomphe.NAME,
-        title=triomphe.TITLE,
-        aliases=triomphe.ALIASES,
-        rulesets=triomphe.RULESETS,
-        match_class=triomphe.TriompheMatch,
-        units=triomphe.UNITS,
-        fixed_players=triomphe.FIXED_PLAYERS,
-        seed=triomphe.SEED,
-    )
-)
+
+
+register_module(napoleon, napoleon.NapoleonMatch)
+register_module(imperiale, imperiale.ImperialeMatch)
+register_module(triomphe, triomphe.TriompheMatch)
 
 
 def find_game(name: str) -> GameSpec:
