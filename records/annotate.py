@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from records.codec import deal_from_pb, score_to_pb
-from records.verify import _rules_of, replay_record
+from records.verify import match_for_record, replay_record
 from referee.engine import IllegalAction, InvalidAction, RecordError, TapisError
 from tapis.v1 import record_pb2 as pb
 
@@ -50,7 +50,7 @@ def annotate(
     (the analysis is recomputed); `comments` are added after them. `RecordError` when the
     record does not replay, `CommentError` for a comment on a position that does not exist."""
     replay_record(rec)  # the record must be valid before anything is said of it
-    match, units = _rules_of(rec)
+    match, units = match_for_record(rec)
     sizes = [len(hand.actions) for hand in rec.hands]
     kept: dict[tuple[int, int], list[str]] = {}
     for old in previous.actions if previous is not None else ():

@@ -41,7 +41,7 @@ from referee.engine import (
 )
 from tapis.v1 import record_pb2 as pb
 
-__all__ = ["VerifyResult", "replay_record", "verify_envelope"]
+__all__ = ["VerifyResult", "match_for_record", "replay_record", "verify_envelope"]
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,9 @@ def _checked_rules(
     return rules
 
 
-def _rules_of(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
+def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
+    """A new engine match for a record's checked rules and start, and the game's units;
+    `RecordError` when they do not hold."""
     r = rec.rules
     options = tuple(options_from_pb(r.options).items())
     rules = _checked_rules(r.game, r.ruleset, r.players, options, r.digest)
@@ -96,7 +98,7 @@ def replay_record(rec: pb.GameRecord, check: bool = True) -> Match:
     """Replay a decoded record through the engine. With `check`, compare every score line,
     score and the outcome with what the record says (`RecordError` at the first difference);
     the replay itself always checks every deal and action."""
-    match, units = _rules_of(rec)
+    match, units = match_for_record(rec)
     seed = _checked_seed(rec)
     last = len(rec.hands)
     for h, hand in enumerate(rec.hands, 1):
