@@ -1,9 +1,10 @@
 """`tapis archive ...`: records in one SQLite file (records/archive.py).
 
-    tapis archive add DB FILES...
+    tapis archive add DB FILES... [--workers N]
     tapis archive query DB [--game G] [--ruleset R] [--player NAME] [--limit N] [--json]
     tapis archive show DB RECORD_ID          (a unique prefix of the id is enough)
     tapis archive rescore DB --set KEY=VALUE... [--game G] [--workers N] [--json]
+        [--engine local|dask] [--scheduler ADDRESS]
 
 Exit status: 0 success (rescore: also when some records are not replayable, which the
 summary counts); 1 a record refused (add); 2 bad input (no such archive, unknown id, a file
@@ -18,7 +19,6 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 from records.archive import (
@@ -32,6 +32,7 @@ from records.archive import (
     rescore,
 )
 from records.codec import decode_record
+from records.executors import make_executor
 from records.render import render_record
 from referee.engine import TapisError
 
@@ -46,21 +47,55 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+class _Bar:
+    """A rich progress bar on a terminal (nothing otherwise)."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        self.progress: Any = None
+        if enabled and sys.stdout.isatty():
+            from rich.progress import Progress
+
+            self.progress = Progress(transient=True)
+            self.task = self.progress.add_task(label, total=None)
+            self.progress.start()
+
+    def update(self, done: int, total: int | None = None) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, completed=done, total=total)
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
 def cmd_add(args: argparse.Namespace) -> int:
     try:
         db = open_archive(args.db)
     except ArchiveError as exc:
         _err(str(exc))
         return 2
+    bar = _Bar("adding", True)
+    t0 = time.perf_counter()
     try:
-        report = add_files(db, args.files)
+        executor = make_executor("local", args.workers)
+        report = add_files(db, args.files, executor, progress=bar.update)
+    except KeyboardInterrupt:
+        bar.stop()
+        _err("interrupted: the records stored so far are kept; the same command adds the rest")
+        return 130
     finally:
+        bar.stop()
         db.close()
+    elapsed = time.perf_counter() - t0
     for name, error in report.unreadable:
         _err(f"{name}: {error}")
     for name, index, error in report.refused:
         _err(f"{name} (record {index}): refused: {error}")
     print(f"{report.added} added, {report.duplicates} duplicates, {len(report.refused)} refused")
+    seen = report.added + report.duplicates + len(report.refused)
+    rate = seen / elapsed if elapsed > 0 else 0.0
+    print(f"{seen} records read in {elapsed:.1f} s ({rate:,.0f} records/s)")
     if report.unreadable:
         return 2
     return 1 if report.refused else 0
@@ -147,6 +182,10 @@ def _summary_text(s: RescoreSummary, elapsed: float) -> str:
         f"  scores changed:  {s.scores_changed}",
         f"  winners changed: {s.winners_changed}",
     ]
+    if s.no_longer_finished:
+        lines.append(f"  no longer finished: {s.no_longer_finished} (the match now goes on)")
+    if s.now_finished:
+        lines.append(f"  now finished:       {s.now_finished} (the match now ends sooner)")
     if s.resumed:
         lines.append(f"  continued an interrupted run: {s.resumed} records were already done")
     lines.append(f"  {s.total - s.resumed} records in {elapsed:.2f} s ({rate:,.0f} records/s)")
@@ -172,36 +211,30 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         _err(f"tapis archive rescore: {exc}")
         return 2
     workers = args.workers or os.cpu_count() or 1
-    progress: Callable[[int, int], None] | None = None
-    bar = None
-    if sys.stdout.isatty() and not args.json:
-        from rich.progress import Progress
-
-        bar = Progress(transient=True)
-        task = bar.add_task("re-scoring", total=None)
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        bar.start()
     t0 = time.perf_counter()
+    bar = _Bar("re-scoring", not args.json)
     try:
-        summary = rescore(args.db, changes, args.game, workers=workers, progress=progress)
+        executor = make_executor(args.engine, workers, args.scheduler)
+        summary = rescore(
+            args.db, changes, args.game, executor, workers=workers, progress=bar.update
+        )
     except KeyboardInterrupt:
-        if bar is not None:
-            bar.stop()
+        bar.stop()
         _err("interrupted: the results so far are kept; run the same command to continue")
         return 130
     except TapisError as exc:
-        if bar is not None:
-            bar.stop()
+        bar.stop()
         _err(str(exc))
         return 2
-    if bar is not None:
-        bar.stop()
+    bar.stop()
     elapsed = time.perf_counter() - t0
     if args.json:
-        print(_dumps(summary.as_json() | {"seconds": round(elapsed, 3), "workers": workers}))
+        print(
+            _dumps(
+                summary.as_json()
+                | {"seconds": round(elapsed, 3), "workers": workers, "engine": args.engine}
+            )
+        )
     else:
         print(_summary_text(summary, elapsed))
     return 0
@@ -222,6 +255,8 @@ def add_archive_parser(sub: Any) -> None:
     p = asub.add_parser("add", help="verify record files and add their records")
     p.add_argument("db", metavar="DB")
     p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--workers", type=_positive, default=1, metavar="N",
+                   help="processes verifying the records (default 1: this one)")  # fmt: skip
     p.set_defaults(func=cmd_add)
 
     p = asub.add_parser("query", help="list records (a table, or JSON lines)")
@@ -243,6 +278,13 @@ def add_archive_parser(sub: Any) -> None:
     p.add_argument("--set", action="append", required=True, metavar="KEY=VALUE",
                    help="an option to change (repeatable)")  # fmt: skip
     p.add_argument("--game", help="only the records of this game")
-    p.add_argument("--workers", type=_positive, metavar="N", help="processes (default: CPUs)")
+    p.add_argument("--workers", type=_positive, metavar="N",
+                   help="processes (default: CPUs); with --engine dask and no --scheduler, "
+                   "the workers of a local Dask cluster")  # fmt: skip
+    p.add_argument("--engine", choices=("local", "dask"), default="local",
+                   help="local: a process pool (default); dask: a Dask cluster")  # fmt: skip
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="the Dask scheduler (tcp://HOST:PORT); without it, --engine dask "
+                   "starts a local cluster")  # fmt: skip
     p.add_argument("--json", action="store_true", help="the summary as one JSON object")
     p.set_defaults(func=cmd_rescore)

@@ -2,15 +2,18 @@
 
 - `add_files(db, paths)`: every record of some record files, each verified first
   (`records.verify.verify_envelope`); a bad one is reported (file, index, error) and kept out,
-  the rest goes in, deduplicated by record id, in one transaction.
+  the rest goes in, deduplicated by record id. The records are verified in chunks (tasks run
+  by an executor, records/executors.py) and each chunk is stored in one transaction, so an
+  interrupted add keeps whole chunks and a rerun adds the rest. A file that is truncated or
+  damaged in its framing is reported; the records before the damage still go in.
 - Table `records`: one row per record, summary columns plus the envelope bytes; table
   `record_players` (record_id, seat, name) to find a player's records.
 - `rescore(db_path, changes, ...)`: replays every selected record under its own rules with
   some options changed (the deals and actions are kept) and stores the new scores and winners
   in `rescore_runs` / `rescore_results`. The work is split in shards of rowid ranges that the
-  tasks read themselves; an `Executor` runs them (in this process, or on a local process pool;
-  a Dask engine can implement the same interface) and the caller, the one writer, stores each
-  shard's results in its own transaction. An interrupted run is continued by the same call.
+  tasks read themselves (read-only); an executor runs them (in this process, on a local
+  process pool, or on Dask) and the caller, the one writer, stores each shard's results in its
+  own transaction. An interrupted run is continued by the same call.
 
 Scores are stored as JSON lists, one list per seat of the game's units (`[[26], [0], ...]`).
 """
@@ -22,11 +25,10 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import sqlite_utils
 
@@ -34,11 +36,13 @@ from records.codec import (
     RecordFileError,
     deal_from_pb,
     decode_record,
+    iter_frames,
     options_from_pb,
-    read_envelopes,
+    parse_envelope,
     score_from_pb,
     start_from_pb,
 )
+from records.executors import Executor, SerialExecutor, make_executor
 from records.verify import verify_envelope
 from referee.engine import (
     IllegalAction,
@@ -55,10 +59,7 @@ from tapis.v1 import record_pb2 as pb
 __all__ = [
     "AddReport",
     "ArchiveError",
-    "Executor",
-    "LocalPoolExecutor",
     "RescoreSummary",
-    "SerialExecutor",
     "Shard",
     "add_envelopes",
     "add_files",
@@ -124,7 +125,9 @@ def _ensure_schema(db: sqlite_utils.Database) -> None:
                 started_at TEXT NOT NULL, finished_at TEXT, total INTEGER NOT NULL DEFAULT 0,
                 scored INTEGER NOT NULL DEFAULT 0, not_replayable INTEGER NOT NULL DEFAULT 0,
                 scores_changed INTEGER NOT NULL DEFAULT 0,
-                winners_changed INTEGER NOT NULL DEFAULT 0)"""
+                winners_changed INTEGER NOT NULL DEFAULT 0,
+                no_longer_finished INTEGER NOT NULL DEFAULT 0,
+                now_finished INTEGER NOT NULL DEFAULT 0)"""
         )
         db.execute(
             """CREATE TABLE IF NOT EXISTS rescore_results (
@@ -132,7 +135,8 @@ def _ensure_schema(db: sqlite_utils.Database) -> None:
                 record_id TEXT NOT NULL REFERENCES records(record_id), status TEXT NOT NULL,
                 rule TEXT NOT NULL, detail TEXT NOT NULL, old_scores TEXT NOT NULL,
                 new_scores TEXT, old_winners TEXT NOT NULL, new_winners TEXT,
-                first_diff TEXT, PRIMARY KEY (run_id, record_id))"""
+                first_diff TEXT, old_finished INTEGER NOT NULL DEFAULT 1,
+                new_finished INTEGER, PRIMARY KEY (run_id, record_id))"""
         )
         for table, cols in (
             ("records", "game"),
@@ -144,6 +148,15 @@ def _ensure_schema(db: sqlite_utils.Database) -> None:
         ):
             name = f"idx_{table}_{cols.replace(', ', '_')}"
             db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({cols})")
+        # columns added after the first archives were made
+        for table, col, decl in (
+            ("rescore_runs", "no_longer_finished", "INTEGER NOT NULL DEFAULT 0"),
+            ("rescore_runs", "now_finished", "INTEGER NOT NULL DEFAULT 0"),
+            ("rescore_results", "old_finished", "INTEGER NOT NULL DEFAULT 1"),
+            ("rescore_results", "new_finished", "INTEGER"),
+        ):
+            if col not in db[table].columns_dict:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")
 
 
 # --- adding ---------------------------------------------------------------------------------
@@ -157,55 +170,107 @@ class AddReport:
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (file, error)
 
 
+_COLUMNS = (
+    "record_id",
+    "game",
+    "ruleset",
+    "options",
+    "players",
+    "player_count",
+    "hands",
+    "finished",
+    "winners",
+    "scores",
+    "source",
+    "played_at",
+    "added_at",
+    "envelope",
+)
+_INSERT_RECORD = (
+    f"INSERT INTO records ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+)
+
+
 def _scores(rec: pb.GameRecord) -> list[list[int]]:
     units = find_game(rec.rules.game).units
     return [list(score_from_pb(units, s)) for s in rec.outcome.scores]
 
 
-def _summary(rid: str, rec: pb.GameRecord, env_bytes: bytes, added_at: str) -> dict[str, Any]:
-    return {
-        "record_id": rid,
-        "game": rec.rules.game,
-        "ruleset": rec.rules.ruleset,
-        "options": _json(options_from_pb(rec.rules.options)),
-        "players": _json([s.name for s in rec.seats]),
-        "player_count": len(rec.seats),
-        "hands": len(rec.hands),
-        "finished": int(rec.outcome.finished),
-        "winners": _json(list(rec.outcome.winners)),
-        "scores": _json(_scores(rec)),
-        "source": rec.provenance.source,
-        "played_at": rec.provenance.played_at,
-        "added_at": added_at,
-        "envelope": env_bytes,
-    }
+def _summary(rid: str, rec: pb.GameRecord, env_bytes: bytes, added_at: str) -> tuple[Any, ...]:
+    """A `records` row, in the order of `_COLUMNS`."""
+    return (
+        rid,
+        rec.rules.game,
+        rec.rules.ruleset,
+        _json(options_from_pb(rec.rules.options)),
+        _json([s.name for s in rec.seats]),
+        len(rec.seats),
+        len(rec.hands),
+        int(rec.outcome.finished),
+        _json(list(rec.outcome.winners)),
+        _json(_scores(rec)),
+        rec.provenance.source,
+        rec.provenance.played_at,
+        added_at,
+        env_bytes,
+    )
 
 
-def add_envelopes(
-    db: sqlite_utils.Database,
-    items: Iterable[tuple[str, int, pb.RecordEnvelope]],
-    report: AddReport | None = None,
-) -> AddReport:
-    """Verify (file, index, envelope) items and add the valid new ones in one transaction."""
-    report = report or AddReport()
-    rows: dict[str, dict[str, Any]] = {}
-    players: list[tuple[str, int, str]] = []
-    added_at = _now()
-    for name, index, env in items:
-        result = verify_envelope(env)
-        if not result.ok:
-            report.refused.append((name, index, str(result.error)))
+@dataclass
+class Checked:
+    """What verifying a chunk of envelopes gave: rows to insert and records refused."""
+
+    rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # by record id
+    players: list[tuple[str, int, str]] = field(default_factory=list)
+    refused: list[tuple[str, int, str]] = field(default_factory=list)
+    duplicates: int = 0  # the same record twice in the chunk
+
+
+def _check(out: Checked, name: str, index: int, env: pb.RecordEnvelope, added_at: str) -> None:
+    result = verify_envelope(env)
+    if not result.ok:
+        out.refused.append((name, index, str(result.error)))
+        return
+    rid = result.record_id
+    if rid in out.rows:
+        out.duplicates += 1
+        return
+    rec = decode_record(env.record)
+    out.rows[rid] = _summary(rid, rec, env.SerializeToString(deterministic=True), added_at)
+    out.players.extend((rid, seat, s.name) for seat, s in enumerate(rec.seats))
+
+
+@dataclass(frozen=True)
+class AddTask:
+    """A chunk of one record file: its envelope frames, the first being record `first`."""
+
+    name: str
+    first: int
+    frames: tuple[bytes, ...]
+    added_at: str
+
+
+def check_task(task: AddTask) -> Checked:
+    """Verify a chunk's records (run by an executor, in any process)."""
+    out = Checked()
+    for index, frame in enumerate(task.frames, task.first):
+        try:
+            env = parse_envelope(frame, task.name, index)
+        except RecordFileError as exc:
+            out.refused.append((task.name, index, exc.message))
             continue
-        rid = result.record_id
-        if rid in rows:
-            report.duplicates += 1
-            continue
-        rec = decode_record(env.record)
-        rows[rid] = _summary(rid, rec, env.SerializeToString(deterministic=True), added_at)
-        players.extend((rid, seat, s.name) for seat, s in enumerate(rec.seats))
+        _check(out, task.name, index, env, task.added_at)
+    return out
+
+
+def _insert(db: sqlite_utils.Database, checked: Checked, report: AddReport) -> None:
+    """Store a verified chunk in one transaction; records already in the archive are
+    counted as duplicates."""
+    report.refused.extend(checked.refused)
+    report.duplicates += checked.duplicates
     with db.atomic():
         existing: set[str] = set()
-        ids = list(rows)
+        ids = list(checked.rows)
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
             marks = ",".join("?" * len(chunk))
@@ -215,34 +280,89 @@ def add_envelopes(
                     f"SELECT record_id FROM records WHERE record_id IN ({marks})", chunk
                 )
             )
-        new = [r for rid, r in rows.items() if rid not in existing]
+        new = [row for rid, row in checked.rows.items() if rid not in existing]
         if new:
-            cols = list(new[0])
-            db.conn.executemany(
-                f"INSERT INTO records ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                [tuple(r[c] for c in cols) for r in new],
-            )
+            db.conn.executemany(_INSERT_RECORD, new)
             db.conn.executemany(
                 "INSERT INTO record_players (record_id, seat, name) VALUES (?, ?, ?)",
-                [p for p in players if p[0] not in existing],
+                [p for p in checked.players if p[0] not in existing],
             )
     report.added += len(new)
     report.duplicates += len(existing)
+
+
+def add_envelopes(
+    db: sqlite_utils.Database,
+    items: Iterable[tuple[str, int, pb.RecordEnvelope]],
+    report: AddReport | None = None,
+) -> AddReport:
+    """Verify (file, index, envelope) items here and add the valid new ones in one
+    transaction."""
+    report = report or AddReport()
+    checked = Checked()
+    added_at = _now()
+    for name, index, env in items:
+        _check(checked, name, index, env, added_at)
+    _insert(db, checked, report)
     return report
 
 
-def add_files(db: sqlite_utils.Database, paths: Sequence[str | Path]) -> AddReport:
-    """Add the records of record files; a file that is not one is reported in `unreadable`."""
-    report = AddReport()
-    items: list[tuple[str, int, pb.RecordEnvelope]] = []
+ADD_CHUNK = 500  # records verified per task and stored per transaction
+
+
+def _add_tasks(paths: Sequence[str | Path], report: AddReport, chunk: int) -> Iterator[AddTask]:
+    """The chunks of the files, read one file at a time; a file that cannot be read, or
+    whose framing breaks, is reported in `report.unreadable` after the chunks before the
+    break."""
+    added_at = _now()
     for path in paths:
+        name = str(path)
         try:
-            envs = read_envelopes(path)
-        except RecordFileError as exc:
-            report.unreadable.append((str(path), str(exc)))
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            report.unreadable.append((name, f"{name}: {exc.strerror}"))
             continue
-        items.extend((str(path), i, env) for i, env in enumerate(envs, 1))
-    return add_envelopes(db, items, report)
+        frames: list[bytes] = []
+        first = 1
+        try:
+            for frame in iter_frames(data, name):
+                frames.append(frame)
+                if len(frames) >= chunk:
+                    yield AddTask(name, first, tuple(frames), added_at)
+                    first += len(frames)
+                    frames = []
+        except RecordFileError as exc:
+            report.unreadable.append((name, str(exc)))
+        if frames:
+            yield AddTask(name, first, tuple(frames), added_at)
+
+
+def add_files(
+    db: sqlite_utils.Database,
+    paths: Sequence[str | Path],
+    executor: Executor | None = None,
+    chunk: int = ADD_CHUNK,
+    progress: Callable[[int], None] | None = None,
+) -> AddReport:
+    """Add the records of record files, verified in chunks by `executor` (default: here),
+    each chunk stored in one transaction. A file that is not a record file, or is damaged,
+    is reported in `unreadable` (its records before the damage still go in).
+    `progress(records)` is called after each stored chunk."""
+    report = AddReport()
+    executor = executor or SerialExecutor()
+    done = 0
+    results = executor.map_tasks(check_task, _add_tasks(paths, report, chunk))
+    try:
+        for task, checked in results:
+            _insert(db, checked, report)
+            done += len(task.frames)
+            if progress is not None:
+                progress(done)
+    finally:
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()
+    return report
 
 
 # --- reading --------------------------------------------------------------------------------
@@ -325,6 +445,8 @@ class Rescored:
     old_winners: list[int]
     new_winners: list[int] | None
     first_diff: dict[str, Any] | None  # the first score line that differs
+    old_finished: bool = True
+    new_finished: bool | None = None
 
 
 def _line(units: tuple[str, ...], line: pb.ScoreLine) -> tuple[int, str, tuple[int, ...], str]:
@@ -360,10 +482,20 @@ def rescore_record(rid: str, rec: pb.GameRecord, changes: Mapping[str, Option]) 
     units = spec.units
     old_scores = _scores(rec)
     old_winners = list(rec.outcome.winners)
+    old_finished = rec.outcome.finished
 
     def refused(rule: str, detail: str) -> Rescored:
         return Rescored(
-            rid, "not-replayable", rule, detail, old_scores, None, old_winners, None, None
+            rid,
+            "not-replayable",
+            rule,
+            detail,
+            old_scores,
+            None,
+            old_winners,
+            None,
+            None,
+            old_finished,
         )
 
     options = options_from_pb(rec.rules.options)
@@ -387,7 +519,19 @@ def rescore_record(rid: str, rec: pb.GameRecord, changes: Mapping[str, Option]) 
     new_scores = [list(s) for s in match.scores]
     new_winners = list(match.winners)
     diff = _first_diff(units, rec, [r.lines for r in match.results])
-    return Rescored(rid, "ok", "", "", old_scores, new_scores, old_winners, new_winners, diff)
+    return Rescored(
+        rid,
+        "ok",
+        "",
+        "",
+        old_scores,
+        new_scores,
+        old_winners,
+        new_winners,
+        diff,
+        old_finished,
+        match.finished,
+    )
 
 
 # --- shards and executors -------------------------------------------------------------------
@@ -407,74 +551,32 @@ class Shard:
 
 def run_shard(shard: Shard) -> list[Rescored]:
     """Read the shard's records from the archive (read-only) and re-score them."""
-    uri = Path(shard.db_path).resolve().as_uri() + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, timeout=30)
+    uri = Path(shard.db_path).as_uri() + "?mode=ro"
     try:
-        where, params = _where(shard.game or None)
-        rows = conn.execute(
-            f"SELECT record_id, envelope FROM records WHERE {where} AND rowid BETWEEN ? AND ? "
-            "AND record_id NOT IN (SELECT record_id FROM rescore_results WHERE run_id = ?) "
-            "ORDER BY rowid",
-            [*params, shard.lo, shard.hi, shard.run_id],
-        ).fetchall()
-    finally:
-        conn.close()
+        conn = sqlite3.connect(uri, uri=True, timeout=30)
+        try:
+            where, params = _where(shard.game or None)
+            rows = conn.execute(
+                f"SELECT record_id, envelope FROM records WHERE {where} "
+                "AND rowid BETWEEN ? AND ? AND record_id NOT IN "
+                "(SELECT record_id FROM rescore_results WHERE run_id = ?) ORDER BY rowid",
+                [*params, shard.lo, shard.hi, shard.run_id],
+            ).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        import socket
+
+        raise ArchiveError(
+            f"{socket.gethostname()} cannot read the archive {shard.db_path}: {exc} "
+            "(every worker must see the archive at this path)"
+        ) from None
     changes = dict(shard.changes)
     out = []
     for rid, env_bytes in rows:
         env = pb.RecordEnvelope.FromString(env_bytes)
         out.append(rescore_record(rid, decode_record(env.record), changes))
     return out
-
-
-class Executor(Protocol):
-    """Runs shard tasks and yields each shard's result as it completes (in any order)."""
-
-    def map_shards(
-        self, fn: Callable[[Shard], list[Rescored]], shards: Sequence[Shard]
-    ) -> Iterator[tuple[Shard, list[Rescored]]]: ...
-
-
-class SerialExecutor:
-    """In this process, one shard after another."""
-
-    def map_shards(
-        self, fn: Callable[[Shard], list[Rescored]], shards: Sequence[Shard]
-    ) -> Iterator[tuple[Shard, list[Rescored]]]:
-        for shard in shards:
-            yield shard, fn(shard)
-
-
-class LocalPoolExecutor:
-    """A local process pool (fresh interpreters: `spawn`), at most 2 shards queued per worker."""
-
-    def __init__(self, workers: int) -> None:
-        self.workers = max(1, workers)
-
-    def map_shards(
-        self, fn: Callable[[Shard], list[Rescored]], shards: Sequence[Shard]
-    ) -> Iterator[tuple[Shard, list[Rescored]]]:
-        import multiprocessing
-
-        ctx = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(self.workers, mp_context=ctx)
-        try:
-            todo = iter(shards)
-            running: dict[Future[list[Rescored]], Shard] = {}
-            for shard in todo:
-                running[pool.submit(fn, shard)] = shard
-                if len(running) >= 2 * self.workers:
-                    break
-            while running:
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    shard = running.pop(fut)
-                    nxt = next(todo, None)
-                    if nxt is not None:
-                        running[pool.submit(fn, nxt)] = nxt
-                    yield shard, fut.result()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
 
 
 # --- re-scoring the archive -----------------------------------------------------------------
@@ -490,6 +592,8 @@ class RescoreSummary:
     not_replayable: int
     scores_changed: int
     winners_changed: int
+    no_longer_finished: int  # finished as recorded, unfinished under the new options
+    now_finished: int  # unfinished as recorded, finished under the new options
     resumed: int  # records already done by an earlier, interrupted call
     finished: bool
     samples: list[dict[str, Any]]  # up to 5 changed records and their first differing line
@@ -505,6 +609,8 @@ class RescoreSummary:
             "not_replayable": self.not_replayable,
             "scores_changed": self.scores_changed,
             "winners_changed": self.winners_changed,
+            "no_longer_finished": self.no_longer_finished,
+            "now_finished": self.now_finished,
             "resumed": self.resumed,
             "finished": self.finished,
             "samples": self.samples,
@@ -543,14 +649,16 @@ def _store(db: sqlite_utils.Database, run_id: int, results: Sequence[Rescored]) 
             _json(r.old_winners),
             None if r.new_winners is None else _json(r.new_winners),
             None if r.first_diff is None else _json(r.first_diff),
+            int(r.old_finished),
+            None if r.new_finished is None else int(r.new_finished),
         )
         for r in results
     ]
     with db.atomic():
         db.conn.executemany(
             "INSERT OR REPLACE INTO rescore_results (run_id, record_id, status, rule, detail, "
-            "old_scores, new_scores, old_winners, new_winners, first_diff) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "old_scores, new_scores, old_winners, new_winners, first_diff, old_finished, "
+            "new_finished) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
 
@@ -561,16 +669,29 @@ def _summarize(db: sqlite_utils.Database, run_id: int, finish: bool) -> dict[str
         "coalesce(sum(status = 'ok'), 0), "
         "coalesce(sum(status != 'ok'), 0), "
         "coalesce(sum(status = 'ok' AND new_scores != old_scores), 0), "
-        "coalesce(sum(status = 'ok' AND new_winners != old_winners), 0) "
+        "coalesce(sum(status = 'ok' AND new_winners != old_winners), 0), "
+        "coalesce(sum(status = 'ok' AND old_finished = 1 AND new_finished = 0), 0), "
+        "coalesce(sum(status = 'ok' AND old_finished = 0 AND new_finished = 1), 0) "
         "FROM rescore_results WHERE run_id = ?",
         [run_id],
     ).fetchone()
-    total, scored, refused, changed, winners = (int(x) for x in counts)
+    total, scored, refused, changed, winners, unfinished, finished = (int(x) for x in counts)
     with db.atomic():
         db.execute(
             "UPDATE rescore_runs SET total = ?, scored = ?, not_replayable = ?, "
-            "scores_changed = ?, winners_changed = ?, finished_at = ? WHERE run_id = ?",
-            [total, scored, refused, changed, winners, _now() if finish else None, run_id],
+            "scores_changed = ?, winners_changed = ?, no_longer_finished = ?, "
+            "now_finished = ?, finished_at = ? WHERE run_id = ?",
+            [
+                total,
+                scored,
+                refused,
+                changed,
+                winners,
+                unfinished,
+                finished,
+                _now() if finish else None,
+                run_id,
+            ],
         )
     samples = []
     for rid, old, new, ow, nw, diff in db.execute(
@@ -604,6 +725,8 @@ def _summarize(db: sqlite_utils.Database, run_id: int, finish: bool) -> dict[str
         "not_replayable": refused,
         "scores_changed": changed,
         "winners_changed": winners,
+        "no_longer_finished": unfinished,
+        "now_finished": finished,
         "samples": samples,
         "refusals": refusals,
     }
@@ -667,18 +790,19 @@ def rescore(
         resumed = total - len(pending)
         size = shard_size or max(1, min(500, -(-len(pending) // (4 * max(1, workers)))))
         frozen = tuple(sorted(changes.items()))
+        path = str(Path(db_path).resolve())
         shards = _shards(
             pending,
             size,
-            lambda lo, hi: Shard(str(db_path), run_id, lo, hi, game_name, frozen),
+            lambda lo, hi: Shard(path, run_id, lo, hi, game_name, frozen),
         )
         stop_after = int(os.environ.get("TAPIS_RESCORE_STOP_AFTER", "0") or 0)
-        executor = executor or (SerialExecutor() if workers <= 1 else LocalPoolExecutor(workers))
+        executor = executor or make_executor("local", workers)
         done = resumed
         stored = 0
         if progress is not None:
             progress(done, total)
-        results_of = executor.map_shards(run_shard, shards)
+        results_of = executor.map_tasks(run_shard, shards)
         try:
             for _, results in results_of:
                 _store(db, run_id, results)  # one transaction per shard

@@ -1,0 +1,162 @@
+"""Where the archive's tasks run: one interface, three engines.
+
+An `Executor` runs a function over tasks and yields each task with its result as it completes
+(in any order). The caller is the only writer: it stores each task's result as it arrives,
+so an interrupted job keeps everything stored so far.
+
+- `SerialExecutor`: in this process, one task after another.
+- `LocalPoolExecutor(workers)`: a local process pool (fresh interpreters, `spawn`); at most
+  two tasks queued per worker, so a long job holds little memory.
+- `DaskExecutor(scheduler, workers)`: a Dask cluster (`distributed`), at the scheduler's
+  address, or a local cluster of `workers` processes when no address is given. Workers need
+  Tapis installed (the same version) and, for the archive's tasks, the archive file at the
+  same path (a shared file system): the tasks read their records themselves.
+
+The functions and tasks must be picklable (module-level functions, frozen dataclasses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, Protocol, TypeVar
+
+from referee.engine import TapisError
+
+__all__ = [
+    "DaskExecutor",
+    "Executor",
+    "ExecutorError",
+    "LocalPoolExecutor",
+    "SerialExecutor",
+    "make_executor",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class ExecutorError(TapisError):
+    """An engine that cannot run (Dask missing, a scheduler that does not answer)."""
+
+
+class Executor(Protocol):
+    """Runs `fn` over `tasks`; yields (task, result) as each completes, in any order."""
+
+    def map_tasks(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]: ...
+
+
+class SerialExecutor:
+    """In this process, one task after another."""
+
+    def map_tasks(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
+        for task in tasks:
+            yield task, fn(task)
+
+
+class LocalPoolExecutor:
+    """A local process pool (fresh interpreters: `spawn`), at most 2 tasks queued per worker."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = max(1, workers)
+
+    def map_tasks(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        pool = ProcessPoolExecutor(self.workers, mp_context=ctx)
+        try:
+            todo = iter(tasks)
+            running: dict[Future[R], T] = {}
+            for task in todo:
+                running[pool.submit(fn, task)] = task
+                if len(running) >= 2 * self.workers:
+                    break
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    task = running.pop(fut)
+                    nxt = next(todo, None)
+                    if nxt is not None:
+                        running[pool.submit(fn, nxt)] = nxt
+                    yield task, fut.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaskExecutor:
+    """A Dask cluster: the scheduler at `scheduler` (for instance "tcp://10.0.0.5:8786"), or,
+    when it is None, a local cluster of `workers` single-threaded worker processes started
+    for the job. At most 2 tasks per worker thread are in flight."""
+
+    def __init__(self, scheduler: str | None, workers: int = 1, timeout: float = 30.0) -> None:
+        self.scheduler = scheduler
+        self.workers = max(1, workers)
+        self.timeout = timeout
+
+    def _client(self) -> tuple[Any, Any]:
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise ExecutorError(
+                "the dask engine needs Dask: pip install 'tapis[dask]' "
+                "(dask[distributed]) here and on every worker"
+            ) from None
+        if self.scheduler is None:
+            cluster = LocalCluster(
+                n_workers=self.workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",  # any free port: never clashes
+            )
+            return Client(cluster), cluster
+        try:
+            return Client(self.scheduler, timeout=self.timeout), None
+        except (OSError, TimeoutError) as exc:
+            raise ExecutorError(f"no Dask scheduler answers at {self.scheduler}: {exc}") from None
+
+    def map_tasks(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
+        from distributed import as_completed
+
+        client, cluster = self._client()
+        try:
+            try:
+                client.wait_for_workers(1, timeout=self.timeout)
+            except TimeoutError:
+                raise ExecutorError(
+                    f"the Dask scheduler at {self.scheduler} has no workers"
+                ) from None
+            threads = max(1, sum(client.nthreads().values()))
+            todo = iter(tasks)
+            of: dict[str, T] = {}
+            pending = as_completed(with_results=True)
+            for task in todo:
+                fut = client.submit(fn, task, pure=False)
+                of[fut.key] = task
+                pending.add(fut)
+                if len(of) >= 2 * threads:
+                    break
+            for fut, result in pending:
+                task = of.pop(fut.key)
+                fut.release()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    new = client.submit(fn, nxt, pure=False)
+                    of[new.key] = nxt
+                    pending.add(new)
+                yield task, result
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+def make_executor(engine: str, workers: int = 1, scheduler: str | None = None) -> Executor:
+    """The executor for `--engine local|dask` (local: in this process for one worker)."""
+    if engine == "local":
+        if scheduler is not None:
+            raise ExecutorError("--scheduler is for --engine dask")
+        return SerialExecutor() if workers <= 1 else LocalPoolExecutor(workers)
+    if engine == "dask":
+        return DaskExecutor(scheduler, workers)
+    raise ExecutorError(f"unknown engine {engine!r}; expected local or dask")

@@ -1,0 +1,276 @@
+"""The archive beyond one process: adding in chunks on a process pool, re-scoring on a real
+Dask cluster (a `dask scheduler` and `dask worker` started as subprocesses), and the
+"no longer finished" account of a re-score."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from records.archive import (
+    AddTask,
+    ArchiveError,
+    Shard,
+    add_files,
+    check_task,
+    open_archive,
+    run_shard,
+)
+from records.codec import decode_record, options_from_pb, rules_to_pb, write_envelopes
+from records.executors import LocalPoolExecutor, SerialExecutor
+from records.verify import replay_record
+from referee.engine import RecordError, make_rules
+from scripts.corpus import make_corpus
+from tapis.v1 import record_pb2 as pb
+from tests.records.test_archive import ROOT, copy_of, rows, tampered, tapis
+
+N = 30  # Dame de Pique matches, random bots
+SET = ["--set", "moon_mode=subtract_self", "--set", "end_threshold=60"]
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[pb.RecordEnvelope]:
+    return make_corpus("hearts", N, seed="scale-test", kind="random")
+
+
+@pytest.fixture(scope="module")
+def archive(corpus: list[pb.RecordEnvelope], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("scale")
+    write_envelopes(folder / "corpus.tapis", corpus)
+    db = folder / "archive.db"
+    done = tapis("archive", "add", db, folder / "corpus.tapis", "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == f"{N} added, 0 duplicates, 0 refused"
+    return db
+
+
+# --- adding in chunks -----------------------------------------------------------------------
+
+
+def _archive_rows(db: Path) -> list[tuple[object, ...]]:
+    return rows(
+        db,
+        "SELECT record_id, game, ruleset, options, players, player_count, hands, finished, "
+        "winners, scores, source, played_at, envelope FROM records ORDER BY record_id",
+    )
+
+
+def test_pool_add_in_chunks_equals_a_serial_add(
+    corpus: list[pb.RecordEnvelope], tmp_path: Path
+) -> None:
+    files = []
+    for i in range(3):  # overlapping files: duplicates across chunks and files
+        f = tmp_path / f"part{i}.tapis"
+        part = corpus[i * 8 : i * 8 + 12]
+        if i == 1:
+            part = [*part[:3], tampered(part[3]), *part[4:]]
+        write_envelopes(f, part)
+        files.append(f)
+    reports = []
+    for name, executor in (("serial", SerialExecutor()), ("pool", LocalPoolExecutor(2))):
+        db = open_archive(tmp_path / f"{name}.db")
+        try:
+            reports.append(add_files(db, files, executor, chunk=5))
+        finally:
+            db.close()
+    serial, pool = reports
+    assert (serial.added, serial.duplicates, len(serial.refused)) == (28, 7, 1)
+    assert (pool.added, pool.duplicates, sorted(pool.refused)) == (
+        serial.added,
+        serial.duplicates,
+        sorted(serial.refused),
+    )
+    assert pool.refused[0][:2] == (str(files[1]), 4)
+    assert _archive_rows(tmp_path / "serial.db") == _archive_rows(tmp_path / "pool.db")
+    assert rows(tmp_path / "pool.db", "SELECT count(*) FROM record_players") == [(28 * 4,)]
+
+
+def test_a_damaged_file_keeps_the_records_before_the_damage(
+    corpus: list[pb.RecordEnvelope], tmp_path: Path
+) -> None:
+    whole = tmp_path / "whole.tapis"
+    write_envelopes(whole, corpus[:5])
+    data = whole.read_bytes()
+    cut = tmp_path / "cut.tapis"
+    cut.write_bytes(data[: len(data) - 40])  # the fifth record is cut short
+    db = tmp_path / "a.db"
+    done = tapis("archive", "add", db, cut)
+    assert done.returncode == 2
+    assert "cut.tapis: record 5 claims" in done.stderr
+    assert done.stdout.splitlines()[0] == "4 added, 0 duplicates, 0 refused"
+    assert rows(db, "SELECT count(*) FROM records") == [(4,)]
+    # A frame that is not an envelope is one refused record; its neighbours go in.
+    task = AddTask("x.tapis", 1, (corpus[0].SerializeToString(), b"\xff\xff\xff"), "now")
+    checked = check_task(task)
+    assert len(checked.rows) == 1
+    assert [r[:2] for r in checked.refused] == [("x.tapis", 2)]
+
+
+# --- re-scoring: what changed -----------------------------------------------------------------
+
+
+def _replayed(env: pb.RecordEnvelope, changes: dict[str, bool | int | str]) -> tuple[bool, bool]:
+    """Independently (records.verify's replay): (finished as recorded, finished under the
+    changed options)."""
+    rec = decode_record(env.record)
+    options = options_from_pb(rec.rules.options)
+    options.pop("players", None)
+    rules = make_rules(rec.rules.game, rec.rules.ruleset, options | changes, rec.rules.players)
+    was = rec.outcome.finished
+    rec.rules.CopyFrom(rules_to_pb(rules))
+    try:
+        match = replay_record(rec, check=False)
+    except RecordError as exc:
+        assert exc.code == "deal:match-over" and exc.hand is not None
+        del rec.hands[exc.hand - 1 :]
+        match = replay_record(rec, check=False)
+    return was, match.finished
+
+
+def test_rescore_counts_matches_no_longer_finished(
+    archive: Path, corpus: list[pb.RecordEnvelope], tmp_path: Path
+) -> None:
+    db = copy_of(archive, tmp_path)
+    changes: dict[str, bool | int | str] = {"end_threshold": 150}
+    want = sum(1 for e in corpus if _replayed(e, changes) == (True, False))
+    assert want > 0  # the test means something
+    done = tapis("archive", "rescore", db, "--set", "end_threshold=150", "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert (got["no_longer_finished"], got["now_finished"]) == (want, 0)
+    (stored,) = rows(
+        db, "SELECT no_longer_finished FROM rescore_runs WHERE run_id = ?", got["run_id"]
+    )
+    assert stored == (want,)
+    text = tapis("archive", "rescore", db, "--set", "end_threshold=150", "--workers", "1")
+    assert f"no longer finished: {want} (the match now goes on)" in text.stdout
+
+
+def test_a_worker_that_cannot_read_the_archive_says_so(tmp_path: Path) -> None:
+    missing = tmp_path / "elsewhere" / "games.db"
+    with pytest.raises(ArchiveError) as err:
+        run_shard(Shard(str(missing), 1, 1, 10, "", ()))
+    assert str(missing) in str(err.value) and "every worker must see" in str(err.value)
+
+
+# --- Dask -----------------------------------------------------------------------------------
+
+
+def _dask(*args: str) -> list[str]:
+    return [str(Path(sys.executable).parent / "dask"), *args]
+
+
+@pytest.fixture(scope="module")
+def scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Dask cluster on this machine: a scheduler and two single-threaded worker
+    processes, started as `dask scheduler` and `dask worker` would be on a cluster."""
+    folder = tmp_path_factory.mktemp("dask")
+    info = folder / "scheduler.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    logs = (folder / "scheduler.log").open("w"), (folder / "worker.log").open("w")
+    procs = [
+        subprocess.Popen(
+            [
+                *_dask("scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard"),
+                "--scheduler-file",
+                str(info),
+            ],
+            stdout=logs[0],
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=folder,
+        )
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while not info.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        address = json.loads(info.read_text())["address"]
+        procs.append(
+            subprocess.Popen(
+                [*_dask("worker", address, "--nworkers", "2", "--nthreads", "1"), "--no-dashboard"],
+                stdout=logs[1],
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=folder,
+            )
+        )
+        yield address
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for log in logs:
+            log.close()
+
+
+def _results(db: Path, run_id: int) -> list[tuple[object, ...]]:
+    return rows(
+        db,
+        "SELECT record_id, status, rule, old_scores, new_scores, old_winners, new_winners, "
+        "first_diff, old_finished, new_finished FROM rescore_results WHERE run_id = ? "
+        "ORDER BY record_id",
+        run_id,
+    )
+
+
+SUMMARY = ("total", "scored", "not_replayable", "scores_changed", "winners_changed",
+           "no_longer_finished", "samples", "refusals")  # fmt: skip
+
+
+def test_dask_rescore_equals_the_local_pool(archive: Path, scheduler: str, tmp_path: Path) -> None:
+    db = copy_of(archive, tmp_path)
+    local = tapis("archive", "rescore", db, *SET, "--workers", "2", "--json")
+    dask = tapis("archive", "rescore", db, *SET, "--engine", "dask", "--scheduler", scheduler,
+                 "--json")  # fmt: skip
+    assert local.returncode == 0, local.stderr
+    assert dask.returncode == 0, dask.stderr
+    a, b = json.loads(local.stdout), json.loads(dask.stdout)
+    assert b["engine"] == "dask" and a["run_id"] != b["run_id"]
+    assert a["scores_changed"] > 0
+    assert {k: a[k] for k in SUMMARY} == {k: b[k] for k in SUMMARY}
+    assert _results(db, a["run_id"]) == _results(db, b["run_id"])
+    assert len(_results(db, b["run_id"])) == N
+
+
+def test_interrupted_dask_rescore_continues(archive: Path, scheduler: str, tmp_path: Path) -> None:
+    db = copy_of(archive, tmp_path)
+    dask = ("--engine", "dask", "--scheduler", scheduler)
+    stopped = tapis("archive", "rescore", db, *SET, *dask, TAPIS_RESCORE_STOP_AFTER="1")
+    assert stopped.returncode == 130, stopped.stderr
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    ((run_id, finished),) = rows(db, "SELECT run_id, finished_at FROM rescore_runs")
+    assert finished is None
+    ((partial,),) = rows(db, "SELECT count(*) FROM rescore_results WHERE run_id = ?", run_id)
+    assert 0 < partial < N
+    done = tapis("archive", "rescore", db, *SET, *dask, "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["run_id"] == run_id and got["resumed"] == partial and got["total"] == N
+    serial = tapis("archive", "rescore", db, *SET, "--workers", "1", "--json")
+    assert _results(db, run_id) == _results(db, json.loads(serial.stdout)["run_id"])
+
+
+def test_dask_without_a_scheduler_starts_a_local_cluster(archive: Path, tmp_path: Path) -> None:
+    db = copy_of(archive, tmp_path)
+    done = tapis("archive", "rescore", db, *SET, "--engine", "dask", "--workers", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert (got["engine"], got["scored"], got["finished"]) == ("dask", N, True)
+
+
+def test_dask_scheduler_errors_are_clear(archive: Path, tmp_path: Path) -> None:
+    db = copy_of(archive, tmp_path)
+    done = tapis("archive", "rescore", db, *SET, "--scheduler", "tcp://127.0.0.1:9")
+    assert done.returncode == 2 and "--scheduler is for --engine dask" in done.stderr
