@@ -64,8 +64,11 @@ class RandomBot:
         self.rng = random.Random(seed)
 
     def choose(self, view: pb.SeatView) -> int:
-        legal = [c.action for c in view.legal_actions if c.action & 7 != RESIGN]
-        return self.rng.choice(legal)
+        return self.choose_among([c.action for c in view.legal_actions])
+
+    def choose_among(self, legal: Sequence[int]) -> int:
+        """The choice among legal action codes (the view's, or the engine's directly)."""
+        return self.rng.choice([a for a in legal if a & 7 != RESIGN])
 
 
 # --- reading a view ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ Scores are stored as JSON lists, one list per seat of the game's units (`[[26], 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
@@ -40,6 +41,7 @@ from records.codec import (
     options_from_pb,
     parse_envelope,
     score_from_pb,
+    score_getter,
     start_from_pb,
 )
 from records.executors import Executor, SerialExecutor, make_executor
@@ -47,6 +49,7 @@ from records.verify import verify_envelope
 from referee.engine import (
     IllegalAction,
     InvalidAction,
+    Rules,
     RulesError,
     ScoreLine,
     TapisError,
@@ -449,30 +452,38 @@ class Rescored:
     new_finished: bool | None = None
 
 
-def _line(units: tuple[str, ...], line: pb.ScoreLine) -> tuple[int, str, tuple[int, ...], str]:
-    return (line.seat, line.kind, score_from_pb(units, line.delta), line.rule)
-
-
 def _first_diff(
     units: tuple[str, ...], rec: pb.GameRecord, new: Sequence[Sequence[ScoreLine]]
 ) -> dict[str, Any] | None:
     """The first score line, hand by hand, that is not the same after re-scoring."""
-    for h in range(max(len(rec.hands), len(new))):
-        old_lines = [_line(units, x) for x in rec.hands[h].lines] if h < len(rec.hands) else []
-        new_lines = [(x.seat, x.kind, x.delta, x.rule) for x in new[h]] if h < len(new) else []
+    get = score_getter(units)
+    hands = rec.hands
+    for h in range(max(len(hands), len(new))):
+        old_lines = hands[h].lines if h < len(hands) else ()
+        new_lines = new[h] if h < len(new) else ()
         for i in range(max(len(old_lines), len(new_lines))):
             o = old_lines[i] if i < len(old_lines) else None
             n = new_lines[i] if i < len(new_lines) else None
-            if o != n:
-                return {
-                    "hand": h + 1,
-                    "line": i + 1,
-                    "old_rule": o[3] if o else "",
-                    "new_rule": n[3] if n else "",
-                    "old": [o[0], o[1], list(o[2])] if o else None,
-                    "new": [n[0], n[1], list(n[2])] if n else None,
-                }
+            old = None if o is None else (o.seat, o.kind, get(o.delta), o.rule)
+            if n is not None and old == (n.seat, n.kind, n.delta, n.rule):
+                continue
+            return {
+                "hand": h + 1,
+                "line": i + 1,
+                "old_rule": old[3] if old else "",
+                "new_rule": n.rule if n else "",
+                "old": [old[0], old[1], list(old[2])] if old else None,
+                "new": [n.seat, n.kind, list(n.delta)] if n else None,
+            }
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def _changed_rules(
+    game: str, ruleset: str, options: tuple[tuple[str, Option], ...], players: int
+) -> Rules:
+    """The rules of a record with its options changed, made once per distinct rules."""
+    return make_rules(game, ruleset or None, dict(options), players)
 
 
 def rescore_record(rid: str, rec: pb.GameRecord, changes: Mapping[str, Option]) -> Rescored:
@@ -502,7 +513,8 @@ def rescore_record(rid: str, rec: pb.GameRecord, changes: Mapping[str, Option]) 
     options.pop("players", None)
     options.update(changes)
     try:
-        rules = make_rules(spec.name, rec.rules.ruleset or None, options, rec.rules.players)
+        key = tuple(sorted(options.items()))
+        rules = _changed_rules(spec.name, rec.rules.ruleset, key, rec.rules.players)
         match = new_match(rules, start_from_pb(units, rec.start), log_events=False)
     except RulesError as exc:
         return refused(f"option:{exc.key}" if exc.key else "options", str(exc))
@@ -534,6 +546,24 @@ def rescore_record(rid: str, rec: pb.GameRecord, changes: Mapping[str, Option]) 
     )
 
 
+def _result_row(run_id: int, r: Rescored) -> tuple[Any, ...]:
+    """A `rescore_results` row (made by the task, so the writer only inserts)."""
+    return (
+        run_id,
+        r.record_id,
+        r.status,
+        r.rule,
+        r.detail,
+        _json(r.old_scores),
+        None if r.new_scores is None else _json(r.new_scores),
+        _json(r.old_winners),
+        None if r.new_winners is None else _json(r.new_winners),
+        None if r.first_diff is None else _json(r.first_diff),
+        int(r.old_finished),
+        None if r.new_finished is None else int(r.new_finished),
+    )
+
+
 # --- shards and executors -------------------------------------------------------------------
 
 
@@ -549,8 +579,9 @@ class Shard:
     changes: tuple[tuple[str, Option], ...]
 
 
-def run_shard(shard: Shard) -> list[Rescored]:
-    """Read the shard's records from the archive (read-only) and re-score them."""
+def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
+    """Read the shard's records from the archive (read-only), re-score them, and return the
+    `rescore_results` rows."""
     uri = Path(shard.db_path).as_uri() + "?mode=ro"
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=30)
@@ -575,7 +606,8 @@ def run_shard(shard: Shard) -> list[Rescored]:
     out = []
     for rid, env_bytes in rows:
         env = pb.RecordEnvelope.FromString(env_bytes)
-        out.append(rescore_record(rid, decode_record(env.record), changes))
+        rescored = rescore_record(rid, decode_record(env.record), changes)
+        out.append(_result_row(shard.run_id, rescored))
     return out
 
 
@@ -636,24 +668,7 @@ def _run_for(db: sqlite_utils.Database, options: str, game: str) -> tuple[int, b
     return int(cur.lastrowid), False
 
 
-def _store(db: sqlite_utils.Database, run_id: int, results: Sequence[Rescored]) -> None:
-    rows = [
-        (
-            run_id,
-            r.record_id,
-            r.status,
-            r.rule,
-            r.detail,
-            _json(r.old_scores),
-            None if r.new_scores is None else _json(r.new_scores),
-            _json(r.old_winners),
-            None if r.new_winners is None else _json(r.new_winners),
-            None if r.first_diff is None else _json(r.first_diff),
-            int(r.old_finished),
-            None if r.new_finished is None else int(r.new_finished),
-        )
-        for r in results
-    ]
+def _store(db: sqlite_utils.Database, rows: Sequence[tuple[Any, ...]]) -> None:
     with db.atomic():
         db.conn.executemany(
             "INSERT OR REPLACE INTO rescore_results (run_id, record_id, status, rule, detail, "
@@ -805,7 +820,7 @@ def rescore(
         results_of = executor.map_tasks(run_shard, shards)
         try:
             for _, results in results_of:
-                _store(db, run_id, results)  # one transaction per shard
+                _store(db, results)  # one transaction per shard
                 done += len(results)
                 stored += 1
                 if progress is not None:

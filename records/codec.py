@@ -38,6 +38,7 @@ __all__ = [
     "record_id",
     "rules_to_pb",
     "score_from_pb",
+    "score_getter",
     "score_to_pb",
     "start_from_pb",
     "write_envelopes",
@@ -60,7 +61,8 @@ def score_to_pb(units: Sequence[str], score: Sequence[int]) -> pb.Score:
 
 
 @functools.cache
-def _getter(units: tuple[str, ...]) -> Callable[[pb.Score], tuple[int, ...]]:
+def score_getter(units: tuple[str, ...]) -> Callable[[pb.Score], tuple[int, ...]]:
+    """A function from a `Score` message to its tuple of ints in the order of `units`."""
     if len(units) == 1:
         one = operator.attrgetter(units[0])
         return lambda score: (one(score),)
@@ -68,7 +70,7 @@ def _getter(units: tuple[str, ...]) -> Callable[[pb.Score], tuple[int, ...]]:
 
 
 def score_from_pb(units: Sequence[str], score: pb.Score) -> tuple[int, ...]:
-    return _getter(tuple(units))(score)
+    return score_getter(tuple(units))(score)
 
 
 def _line_to_pb(units: Sequence[str], line: ScoreLine) -> pb.ScoreLine:

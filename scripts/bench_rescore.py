@@ -1,0 +1,175 @@
+"""Benchmark: an archive of Dame de Pique records, built, queried and re-scored end to end.
+
+Not a test. Every step runs the real command line (`tapis archive ...`) in a subprocess and
+is timed from the outside, as a user would see it:
+
+1. a corpus of `--matches` complete Dame de Pique matches (default 100,000: about 1,150,000
+   hands; random legal play, `scripts/corpus.py`, two processes); kept in `--workdir` and
+   reused by a later run of the same size (a corpus is the same from run to run);
+2. `tapis archive add` into a new archive (`--workers 2`): the import rate, every record
+   verified (deal from its seed, every action, every score line) before it goes in;
+3. `tapis archive query` (by player, by game);
+4. `tapis archive rescore --set moon_mode=subtract_self` with `--workers 1` (one process
+   reads, replays and writes) and with `--workers 2` (two worker processes and the writer),
+   the baseline and the measure in the same run; with `--dask`, also on a local Dask cluster
+   of two workers (`--engine dask --workers 2`).
+
+Targets (issue: records at scale): re-scoring 1,000,000 hands in <= 60 s end to end, and
+2 workers >= 1.8x one worker. Usage (from the repository root):
+
+    .venv/bin/python scripts/bench_rescore.py [--matches 100000] [--workdir DIR] [--dask]
+
+The time for 1,000,000 hands is the measured time scaled by hands (and says whether the
+archive had fewer hands than that, that is whether the figure is an extrapolation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_HANDS = 1_000_000
+
+
+def run(*args: str | Path, label: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, *map(str, args)], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+    took = time.perf_counter() - t0
+    if done.returncode != 0:
+        sys.exit(f"{label} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return took, done
+
+
+def tapis(*args: str | Path, label: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+    return run("-m", "clients.cli", *args, label=label)
+
+
+def corpus(workdir: Path, matches: int) -> Path:
+    out = workdir / f"dp-{matches}.tapis"
+    if out.exists():
+        print(f"corpus: reusing {out}", flush=True)
+        return out
+    print(f"corpus: playing {matches:,} matches (two processes) ...", flush=True)
+    took, done = run(
+        "scripts/corpus.py", "--game", "dame-de-pique", "-n", str(matches), "--bots", "random",
+        "--jobs", "2", "--seed", "bench-rescore", "-o", out, label="corpus",
+    )  # fmt: skip
+    print(f"corpus: {done.stderr.strip().splitlines()[0]} (wall {took:.1f} s)", flush=True)
+    return out
+
+
+def count(db: Path, sql: str) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        return int(conn.execute(sql).fetchone()[0])
+    finally:
+        conn.close()
+
+
+def rescore(db: Path, *args: str, label: str) -> dict[str, Any]:
+    took, done = tapis(
+        "archive", "rescore", db, "--set", "moon_mode=subtract_self", *args, "--json",
+        label=label,
+    )  # fmt: skip
+    summary = json.loads(done.stdout)
+    summary["wall"] = took
+    print(f"{label}: {summary['scored']:,} records in {took:.1f} s", flush=True)
+    return dict(summary)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--matches", type=int, default=100_000, help="matches in the archive")
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/tapis-bench-rescore"))
+    ap.add_argument("--dask", action="store_true", help="also on a local Dask cluster")
+    args = ap.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    records = corpus(args.workdir, args.matches)
+
+    db = args.workdir / "bench.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    add_s, done = tapis("archive", "add", db, records, "--workers", "2", label="add")
+    print(f"add: {done.stdout.strip().splitlines()[0]} (wall {add_s:.1f} s)", flush=True)
+    n = count(db, "SELECT count(*) FROM records")
+    hands = count(db, "SELECT sum(hands) FROM records")
+    size = db.stat().st_size
+
+    query_s, done = tapis("archive", "query", db, "--player", "Ann", "--json", label="query")
+    by_player = len(done.stdout.splitlines())
+    game_s, done = tapis(
+        "archive", "query", db, "--game", "hearts", "--limit", "20", label="query --game"
+    )
+
+    one = rescore(db, "--workers", "1", label="rescore, 1 worker")
+    two = rescore(db, "--workers", "2", label="rescore, 2 workers")
+    dask = (
+        rescore(db, "--engine", "dask", "--workers", "2", label="rescore, dask")
+        if (args.dask)
+        else None
+    )
+    for s in (one, two, dask):
+        if s is not None and s["scored"] != n:
+            sys.exit(f"a rescore scored {s['scored']} of {n} records")
+    if (one["scores_changed"], one["winners_changed"]) != (
+        two["scores_changed"],
+        two["winners_changed"],
+    ):
+        sys.exit("1 and 2 workers disagree")
+
+    print()
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+    print(f"archive: {n:,} matches, {hands:,} hands, {size / 1e6:,.0f} MB ({db})")
+    print(f"import (tapis archive add --workers 2): {add_s:.1f} s, {n / add_s:,.0f} records/s, "
+          f"{hands / add_s:,.0f} hands/s")  # fmt: skip
+    print(f"query --player Ann: {by_player:,} records in {query_s:.2f} s; "
+          f"query --game --limit 20: {game_s:.2f} s")  # fmt: skip
+    print()
+    print("| rescore (moon_mode=subtract_self) | wall s | hands/s | 1,000,000 hands |")
+    print("|---|---|---|---|")
+    rows = [("1 worker", one), ("2 workers", two)] + ([("dask, 2 workers", dask)] if dask else [])
+    for name, s in rows:
+        rate = hands / s["wall"]
+        print(f"| {name} | {s['wall']:.1f} | {rate:,.0f} | {TARGET_HANDS / rate:.1f} s |")
+    speedup = one["wall"] / two["wall"]
+    print()
+    print(
+        f"changed: {one['scores_changed']:,} scores, {one['winners_changed']:,} winners, "
+        f"{one['no_longer_finished']:,} no longer finished"
+    )
+    measured = "measured" if hands >= TARGET_HANDS else "extrapolated from the rate"
+    print(f"2 workers / 1 worker: {speedup:.2f}x (target >= 1.8x)")
+    print(
+        f"1,000,000 hands with 2 workers: {TARGET_HANDS * two['wall'] / hands:.1f} s "
+        f"({measured}; target <= 60 s)"
+    )
+    (args.workdir / "results.json").write_text(
+        json.dumps(
+            {
+                "matches": n,
+                "hands": hands,
+                "add_s": add_s,
+                "query_s": query_s,
+                "rescore": {name: s["wall"] for name, s in rows},
+                "speedup": speedup,
+            },
+            indent=1,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
