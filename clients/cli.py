@@ -2,7 +2,7 @@
 
     tapis record import TRANSCRIPT... (-o RECORD | --out-dir DIR)
     tapis record score RECORD... [--json]
-    tapis record verify RECORD...
+    tapis record verify RECORD... [--key KEY ...] [--trusted-keys FILE ...] [--json] [-v]
     tapis record show RECORD
     tapis record sign RECORD --key PATH [-o OUT]
     tapis record annotate RECORD -o OUT [--comment HAND:ACTION:TEXT ...]
@@ -52,15 +52,17 @@ from records.export import (
 from records.render import render_record
 from records.score import score_json, score_sheet
 from records.signing import (
+    TrustedKey,
     key_id,
     load_or_create_private_key,
     load_private_key,
     load_public_key,
+    load_trusted_keys,
     public_pem,
     sign,
 )
 from records.transcript import import_transcript, load_transcript
-from records.verify import verify_envelope
+from records.verify import VerifyResult, result_json, verify_envelope, verify_file
 from referee.engine import RecordError, TapisError
 from tapis.v1 import record_pb2 as pb
 
@@ -149,38 +151,108 @@ def cmd_score(args: argparse.Namespace) -> int:
     return status
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
-    keys = []
+def _verify_keys(args: argparse.Namespace) -> list[TrustedKey]:
+    """The keys of `--trusted-keys` files (labelled by their `# name` lines), then those of
+    `--key` files (labelled by their path); `KeyFileError` on a bad file."""
+    keys: list[TrustedKey] = []
+    for path in args.trusted_keys or ():
+        keys.extend(load_trusted_keys(path))
     for path in args.key or ():
-        try:
-            keys.append(load_public_key(path))
-        except TapisError as exc:
-            _err(str(exc))
-            return 2
-    loaded = _load(args.records)
-    if loaded is None:
-        return 2
-    counts = {p: sum(1 for q, _, _ in loaded if q == p) for p in args.records}
-    valid = 0
-    hands = 0
-    t0 = time.perf_counter()
-    for path, index, env in loaded:
-        result = verify_envelope(env, keys)
-        hands += result.hands
+        keys.append(TrustedKey.from_key(load_public_key(path), path))
+    return keys
+
+
+def _signature_note(result: VerifyResult) -> str:
+    if result.signature == "valid":
+        by = f"{result.signer} " if result.signer else ""
+        return f", signed by {by}(key {result.key_id[:16]})"
+    if result.signature == "unchecked":
+        return f", signed by key {result.key_id[:16]}, not checked (no --key)"
+    return ""
+
+
+class _VerifyTally:
+    """The counts of `verify`'s summary."""
+
+    def __init__(self) -> None:
+        self.valid = self.invalid = self.file_errors = self.hands = self.unchecked = 0
+
+    def count(self, result: VerifyResult) -> None:
+        self.hands += result.hands
+        self.unchecked += result.signature == "unchecked"
         if result.ok:
-            valid += 1
-            if args.verbose:
-                print(f"{_where(path, index, counts[path])}: valid ({result.record_id[:16]})")
+            self.valid += 1
+        elif _is_file_error(result):
+            self.file_errors += 1
         else:
-            print(f"{_where(path, index, counts[path])}: INVALID: {result.error}")
+            self.invalid += 1
+
+
+def _show_result(
+    path: str, index: int | None, result: VerifyResult, several: bool, verbose: bool
+) -> None:
+    """One result for a person: a file problem on stderr, an invalid record (and with
+    `verbose` a valid one) on stdout."""
+    error = result.error
+    if error is not None and _is_file_error(result):
+        _err(str(error))
+        return
+    where = _where(path, index or 1, 2 if several else 1)
+    if error is not None:
+        print(f"{where}: INVALID: {error} ({error.code})")
+    elif verbose:
+        print(f"{where}: valid ({result.record_id[:16]}){_signature_note(result)}")
+
+
+def _is_file_error(result: VerifyResult) -> bool:
+    return result.error is not None and result.error.code.startswith("file:")
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    try:
+        keys = _verify_keys(args)
+    except TapisError as exc:
+        _err(str(exc))
+        return 2
+    tally = _VerifyTally()
+    t0 = time.perf_counter()
+    for path in args.records:
+        # A person reads "FILE (record I)" when the file holds more than one record: the
+        # first result is held back until a second shows (or the file ends).
+        held: tuple[int | None, VerifyResult] | None = None
+        several = False
+        for index, result in verify_file(path, keys):
+            tally.count(result)
+            if args.json:
+                print(json.dumps(result_json(path, index, result), ensure_ascii=False))
+                continue
+            if held is not None:
+                _show_result(path, *held, True, args.verbose)
+                held, several = None, True
+            if several:
+                _show_result(path, index, result, True, args.verbose)
+            else:
+                held = (index, result)
+        if held is not None:
+            _show_result(path, *held, False, args.verbose)
     elapsed = time.perf_counter() - t0
-    invalid = len(loaded) - valid
-    rate = hands / elapsed if elapsed > 0 else 0.0
+    status = 2 if tally.file_errors else 1 if tally.invalid else 0
+    if args.json:
+        return status
+    rate = tally.hands / elapsed if elapsed > 0 else 0.0
+    problems = ""
+    if tally.file_errors:
+        problems = f"; {tally.file_errors} file error{'s' if tally.file_errors != 1 else ''}"
     print(
-        f"{len(loaded)} records, {valid} valid, {invalid} invalid, {hands} hands in "
-        f"{elapsed:.3f} s ({rate:,.0f} hands/s)"
+        f"{tally.valid + tally.invalid} records, {tally.valid} valid, {tally.invalid} invalid, "
+        f"{tally.hands} hands in {elapsed:.3f} s ({rate:,.0f} hands/s){problems}"
     )
-    return 1 if invalid else 0
+    if tally.unchecked:
+        print(
+            f"{tally.unchecked} signed record{'s' if tally.unchecked != 1 else ''}: "
+            "signatures not checked (give --key or --trusted-keys)"
+        )
+    return status
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -465,15 +537,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the JSON of TRANSCRIPT.md, one per line")
     p.set_defaults(func=cmd_score)
 
-    p = rsub.add_parser("verify", help="replay records and recompute everything")
+    p = rsub.add_parser(
+        "verify",
+        help="check signatures, replay records and recompute everything (docs/verify.md)",
+    )
     p.add_argument("records", nargs="+", metavar="RECORD")
     p.add_argument("-v", "--verbose", action="store_true", help="also list the valid records")
     p.add_argument(
         "--key",
         action="append",
-        metavar="PUBLIC",
-        help="a PEM key file (public or private): the records must be signed by it; "
-        "may be given several times",
+        metavar="KEY",
+        help="a PEM key file (public or private): the records must be signed by one of the "
+        "keys given; may be given several times",
+    )
+    p.add_argument(
+        "--trusted-keys",
+        action="append",
+        metavar="FILE",
+        help="a text file of PEM public keys, each after an optional '# name' line (the "
+        "output of 'tapis key show' may be appended as is); combines with --key",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per line per record (and per file problem)",
     )
     p.set_defaults(func=cmd_verify)
 

@@ -39,13 +39,12 @@ from records.codec import (
     decode_record,
     iter_frames,
     options_from_pb,
-    parse_envelope,
     score_from_pb,
     score_getter,
     start_from_pb,
 )
 from records.executors import Executor, SerialExecutor, make_executor
-from records.verify import verify_envelope
+from records.verify import VerifyResult, verify_envelope, verify_frame
 from referee.engine import (
     IllegalAction,
     InvalidAction,
@@ -229,8 +228,9 @@ class Checked:
     duplicates: int = 0  # the same record twice in the chunk
 
 
-def _check(out: Checked, name: str, index: int, env: pb.RecordEnvelope, added_at: str) -> None:
-    result = verify_envelope(env)
+def _check(
+    out: Checked, name: str, index: int, env: pb.RecordEnvelope, added_at: str, result: VerifyResult
+) -> None:
     if not result.ok:
         out.refused.append((name, index, str(result.error)))
         return
@@ -257,12 +257,9 @@ def check_task(task: AddTask) -> Checked:
     """Verify a chunk's records (run by an executor, in any process)."""
     out = Checked()
     for index, frame in enumerate(task.frames, task.first):
-        try:
-            env = parse_envelope(frame, task.name, index)
-        except RecordFileError as exc:
-            out.refused.append((task.name, index, exc.message))
-            continue
-        _check(out, task.name, index, env, task.added_at)
+        result = verify_frame(frame, (), task.name, index)
+        env = pb.RecordEnvelope.FromString(frame) if result.ok else pb.RecordEnvelope()
+        _check(out, task.name, index, env, task.added_at, result)
     return out
 
 
@@ -305,7 +302,7 @@ def add_envelopes(
     checked = Checked()
     added_at = _now()
     for name, index, env in items:
-        _check(checked, name, index, env, added_at)
+        _check(checked, name, index, env, added_at, verify_envelope(env))
     _insert(db, checked, report)
     return report
 

@@ -3,15 +3,23 @@
 A key file is PEM: PKCS#8 for a private key (created with mode 0600), SubjectPublicKeyInfo
 for a public key. A signature covers exactly the record bytes of an envelope; the envelope's
 `key_id` is the lowercase hex SHA-256 of the raw 32-byte public key.
+
+A trusted-keys file (`load_trusted_keys`) is text to share: PEM public keys, each optionally
+labelled by a `# name` line right before its BEGIN line; blank lines and other `#` comments
+are allowed, and so are `key id HEX` lines (what `tapis key show` prints after the PEM), each
+checked against the key above it. A private key is refused: that file is for sharing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
@@ -20,10 +28,13 @@ from tapis.v1 import record_pb2 as pb
 
 __all__ = [
     "KeyFileError",
+    "TrustedKey",
     "key_id",
     "load_or_create_private_key",
     "load_private_key",
     "load_public_key",
+    "load_trusted_keys",
+    "parse_trusted_keys",
     "public_bytes",
     "public_pem",
     "sign",
@@ -118,3 +129,123 @@ def signature_ok(env: pb.RecordEnvelope, key: Ed25519PublicKey) -> bool:
     except InvalidSignature:
         return False
     return True
+
+
+# --- trusted keys -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrustedKey:
+    """A public key a verifier accepts signatures from, with its id and an optional label."""
+
+    key: Ed25519PublicKey
+    key_id: str
+    label: str | None = None
+
+    @classmethod
+    def from_key(cls, key: Ed25519PublicKey, label: str | None = None) -> TrustedKey:
+        return cls(key, key_id(key), label)
+
+
+_BEGIN = "-----BEGIN PUBLIC KEY-----"
+_END = "-----END PUBLIC KEY-----"
+_KEY_ID_LINE = re.compile(r"key id\s+(\S+)\Z")
+
+
+def parse_trusted_keys(text: str, name: str = "trusted keys") -> list[TrustedKey]:
+    """The keys of a trusted-keys file's text (module docstring); `KeyFileError` naming
+    `name` and the line at the first problem."""
+
+    def error(line: int, message: str) -> KeyFileError:
+        return KeyFileError(f"{name}:{line}: {message}")
+
+    keys: list[TrustedKey] = []
+    seen: dict[str, int] = {}  # key id -> line of its BEGIN
+    label: str | None = None  # the comment on the line just before, if any
+    begun = 0  # the line of the open block's BEGIN, 0 outside a block
+    block: list[str] = []
+    block_label: str | None = None
+    lines = text.splitlines()
+    for n, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if begun:
+            block.append(line)
+            if line.startswith("-----END"):
+                if line != _END:
+                    raise error(n, f"{line!r} does not close the public key begun on line {begun}")
+                key = _block_key(block, error, begun, n)
+                kid = key_id(key)
+                if kid in seen:
+                    raise error(begun, f"the key begun on line {seen[kid]} again (key id {kid})")
+                seen[kid] = begun
+                keys.append(TrustedKey(key, kid, block_label))
+                begun = 0
+            elif line.startswith("-----"):
+                raise error(n, f"{line!r} inside the public key begun on line {begun}")
+            continue
+        if line.startswith("-----BEGIN"):
+            if "PRIVATE KEY" in line:
+                raise error(
+                    n,
+                    "a private key: a trusted-keys file is for sharing and holds public keys "
+                    "only (`tapis key show KEYFILE` prints the public key)",
+                )
+            if line != _BEGIN:
+                raise error(n, f"{line!r}: expected {_BEGIN!r} (an Ed25519 public key)")
+            begun, block, block_label = n, [line], label
+        elif line.startswith("#"):
+            label = line[1:].strip() or None
+            continue
+        elif line.startswith("key id"):
+            m = _KEY_ID_LINE.match(line)
+            if m is None:
+                raise error(n, f"{line!r}: expected 'key id' and the id")
+            if not keys:
+                raise error(n, "a key id line with no key above it")
+            if m.group(1) != keys[-1].key_id:
+                raise error(
+                    n,
+                    f"key id {m.group(1)} is not the id of the key above it "
+                    f"(line {seen[keys[-1].key_id]}), which is {keys[-1].key_id}",
+                )
+        elif line:
+            shown = line if len(line) <= 40 else line[:40] + "..."
+            raise error(
+                n,
+                f"{shown!r}: expected a PEM public key, a '# name' line, a comment, "
+                "or a 'key id' line",
+            )
+        label = None
+    if begun:
+        raise error(begun, "this public key has no END line")
+    if not keys:
+        raise KeyFileError(f"{name}: no public key in the file")
+    return keys
+
+
+def _block_key(
+    block: list[str], error: Callable[[int, str], KeyFileError], first: int, last: int
+) -> Ed25519PublicKey:
+    try:
+        key = serialization.load_pem_public_key("\n".join(block).encode() + b"\n")
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise error(first, f"lines {first}-{last} are not a valid PEM public key") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise error(first, f"lines {first}-{last}: not an Ed25519 key")
+    return key
+
+
+def load_trusted_keys(path: str | Path) -> list[TrustedKey]:
+    """The keys of a trusted-keys file, labelled by their `# name` lines; `KeyFileError`
+    naming the file and the line at the first problem."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise KeyFileError(f"{p}: cannot read the trusted keys: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise KeyFileError(f"{p}:{line}: not UTF-8 text") from None
+    return parse_trusted_keys(text, str(p))

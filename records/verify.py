@@ -1,10 +1,18 @@
-"""Verify a record: replay it through the engine and recompute everything.
+"""Verify a record: check its envelope, replay it through the engine, recompute everything.
 
-Checks, in order: the bytes decode; the rules exist, their options are valid and the digest
-matches; the seats and start scores fit; per hand: its number, the dealer's rotation, the deal
-(and the pack it came from, when given), every action's legality, every score line and the
-scores after it; last the outcome. The first failure is a `RecordError` with a stable `code`
-and its position (hand, action; 1-based).
+Checks, in order: (for a frame of a record file) the envelope parses, has no unknown field
+and is stored as Tapis writes it; the signature: with keys, the record must be signed, by a
+key given (by its key id), and the signature must hold; without keys a signature is only
+checked for its form and reported as not checked; then the record bytes decode; the rules
+exist, their options are valid and the digest matches; the seats and start scores fit; the
+revealed seed matches its commitment; per hand: the deal the seed gives, its number, the
+dealer's rotation, the deal (and the pack it came from, when given), every action's
+legality, every score line and the scores after it; last the outcome. The first failure is a
+`RecordError` with a stable `code` (all listed in docs/verify.md) and its position (hand,
+action; 1-based).
+
+`verify_file` and `verify_data` stream a record file: one result per record, and the
+problems of the file itself (codes `file:...`) as results too, after the records before them.
 
 `replay_record` is also how `show` and `score` rebuild a match: one engine, one replay.
 """
@@ -12,21 +20,28 @@ and its position (hand, action; 1-based).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from records.codec import (
+    RecordFileError,
     deal_from_pb,
     decode_record,
+    iter_frames,
     options_from_pb,
+    parse_envelope,
     record_id,
     score_from_pb,
     start_from_pb,
 )
 from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
-from records.signing import signature_ok
+from records.signing import TrustedKey
 from referee.engine import (
     IllegalAction,
     InvalidAction,
@@ -41,14 +56,40 @@ from referee.engine import (
 )
 from tapis.v1 import record_pb2 as pb
 
-__all__ = ["VerifyResult", "match_for_record", "replay_record", "verify_envelope"]
+__all__ = [
+    "SIGNATURE_STATES",
+    "VerifyResult",
+    "match_for_record",
+    "replay_record",
+    "result_json",
+    "verify_data",
+    "verify_envelope",
+    "verify_file",
+    "verify_frame",
+]
+
+# What a result says of the signature: checked and good; checked and bad; signed by a key
+# not given; signed but no key given to check it; not signed; signature or key id malformed.
+SIGNATURE_STATES = ("valid", "invalid", "unknown-key", "unchecked", "none", "malformed")
+
+Keys = Sequence[Ed25519PublicKey | TrustedKey]
 
 
 @dataclass(frozen=True)
 class VerifyResult:
+    """What verifying one record (or failing to read one from a file) found.
+
+    `signature` is one of `SIGNATURE_STATES` ("" for a file problem, or an envelope refused
+    before its signature was looked at), `key_id` the key id the envelope claims ("" when
+    none), `signer` the label of the key that verified it (None when not verified or the key
+    has no label)."""
+
     record_id: str
     hands: int
     error: RecordError | None = None
+    signature: str = "none"
+    key_id: str = ""
+    signer: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -219,18 +260,189 @@ def _compare_outcome(match: Match, units: tuple[str, ...], out: pb.Outcome) -> N
         raise RecordError("outcome", "the resignation does not match the actions")
 
 
-def verify_envelope(env: pb.RecordEnvelope, keys: Sequence[Ed25519PublicKey] = ()) -> VerifyResult:
-    """Verify one envelope's record; never raises for a bad record (the result says).
-    With `keys`, the record must carry a valid signature by one of them."""
-    rid = record_id(env.record)
+def _keyring(keys: Keys) -> dict[str, TrustedKey]:
+    """The keys by key id; a key given twice keeps the first label it was given."""
+    ring: dict[str, TrustedKey] = {}
+    for k in keys:
+        tk = k if isinstance(k, TrustedKey) else TrustedKey.from_key(k)
+        have = ring.get(tk.key_id)
+        if have is None or (have.label is None and tk.label is not None):
+            ring[tk.key_id] = tk
+    return ring
+
+
+_KEY_ID = re.compile(r"[0-9a-f]{64}\Z")
+_SIGNATURE_SIZE = 64  # an Ed25519 signature
+
+
+def _signature_form(env: pb.RecordEnvelope) -> str | None:
+    """What is wrong with the form of the signature and key id, if anything."""
+    sig, kid = env.signature, env.key_id
+    if not sig and not kid:
+        return None
+    if not sig:
+        return "a key id without a signature"
+    if not kid:
+        return "a signature without a key id"
+    if len(sig) != _SIGNATURE_SIZE:
+        return f"a signature of {len(sig)} bytes (an Ed25519 signature has {_SIGNATURE_SIZE})"
+    if not _KEY_ID.match(kid):
+        return f"key id {kid[:80]!r} is not 64 lowercase hex digits"
+    return None
+
+
+class _SignatureError(RecordError):
+    """A signature that does not hold, and the signature state a result reports."""
+
+    def __init__(self, state: str, code: str, message: str) -> None:
+        super().__init__(code, message)
+        self.state = state
+
+
+def _check_signature(env: pb.RecordEnvelope, ring: dict[str, TrustedKey]) -> tuple[str, str | None]:
+    """(signature state, signer label) of a signature that holds (or cannot be checked);
+    `_SignatureError` (code `signature-...`, and the state to report) when it does not."""
+    if not ring:
+        problem = _signature_form(env)
+        if problem is not None:
+            raise _SignatureError("malformed", "signature-malformed", f"the envelope has {problem}")
+        return ("unchecked" if env.signature else "none"), None
+    if not env.signature:
+        raise _SignatureError(
+            "none", "signature-missing", "the record is not signed, and keys were given"
+        )
+    trusted = ring.get(env.key_id)
+    if trusted is None:
+        claims = f"key id {env.key_id[:80]!r}" if env.key_id else "no key id"
+        raise _SignatureError(
+            "unknown-key",
+            "signature-unknown-key",
+            f"the envelope claims {claims}, which is not the id of a key given",
+        )
     try:
-        if keys:
-            if not env.signature:
-                raise RecordError("signature", "the record is not signed")
-            if not any(signature_ok(env, k) for k in keys):
-                raise RecordError("signature", "the signature is not valid for the given key(s)")
+        trusted.key.verify(env.signature, env.record)
+    except InvalidSignature:
+        raise _SignatureError(
+            "invalid",
+            "signature-invalid",
+            f"the signature is not valid for key {trusted.key_id[:16]}"
+            + (f" ({trusted.label})" if trusted.label else ""),
+        ) from None
+    return "valid", trusted.label
+
+
+def verify_envelope(env: pb.RecordEnvelope, keys: Keys = ()) -> VerifyResult:
+    """Verify one envelope's record; never raises for a bad record (the result says).
+    With `keys` (public keys, or `TrustedKey`s to name the signer), the record must carry a
+    valid signature by one of them, found by the envelope's key id."""
+    rid = record_id(env.record)
+    kid = env.key_id
+    try:
+        state, signer = _check_signature(env, _keyring(keys))
+    except _SignatureError as exc:
+        return VerifyResult(rid, 0, exc, exc.state, kid)
+    try:
         rec = decode_record(env.record)
         replay_record(rec)
     except RecordError as exc:
-        return VerifyResult(rid, 0, exc)
-    return VerifyResult(rid, len(rec.hands))
+        return VerifyResult(rid, 0, exc, state, kid, signer)
+    return VerifyResult(rid, len(rec.hands), None, state, kid, signer)
+
+
+def verify_frame(
+    frame: bytes, keys: Keys = (), name: str = "input", index: int = 1
+) -> VerifyResult:
+    """Verify one frame of a record file (the bytes of an envelope). An envelope that does
+    not parse is `file:bad-envelope`; one with an unknown field, or not stored as Tapis
+    writes it (deterministic serialization), is refused before its signature is looked at."""
+    try:
+        env = parse_envelope(frame, name, index)
+    except RecordFileError as exc:
+        return _file_result(exc)
+    clean = pb.RecordEnvelope()
+    clean.CopyFrom(env)
+    clean.DiscardUnknownFields()
+    stored = clean.SerializeToString(deterministic=True)
+    if stored != frame:
+        rid = record_id(env.record)
+        if env.SerializeToString(deterministic=True) != stored:
+            error = RecordError(
+                "envelope-unknown-field",
+                "the envelope has a field this Tapis does not know",
+            )
+        else:
+            error = RecordError(
+                "envelope-noncanonical",
+                "the envelope is not stored as Tapis writes it "
+                "(fields repeated, out of order or not minimally encoded)",
+            )
+        return VerifyResult(rid, 0, error, "", env.key_id)
+    return verify_envelope(env, keys)
+
+
+def _file_result(exc: RecordFileError) -> VerifyResult:
+    return VerifyResult("", 0, RecordFileError(f"file:{exc.code}", exc.message), "")
+
+
+def verify_data(
+    data: bytes, name: str = "input", keys: Keys = ()
+) -> Iterator[tuple[int | None, VerifyResult]]:
+    """(index, result) per record of a record file's content, streamed; a problem of the file
+    (codes `file:...`) is a result too, after the records before it: index None when the
+    whole file is not a record file, else the index of the record it hits. After an envelope
+    that does not parse the next records are still read (their framing is intact); after a
+    truncated frame nothing more can be."""
+    ring = list(_keyring(keys).values())
+    frames = iter_frames(data, name)
+    index = 0
+    while True:
+        try:
+            frame = next(frames)
+        except StopIteration:
+            return
+        except RecordFileError as exc:
+            yield (index + 1 if exc.code == "truncated" else None), _file_result(exc)
+            return
+        index += 1
+        try:
+            result = verify_frame(frame, ring, name, index)
+        except Exception as exc:  # a bug: reported as one, never a traceback for a record
+            result = VerifyResult(
+                "",
+                0,
+                RecordError(
+                    "internal",
+                    f"the verifier failed ({type(exc).__name__}: {exc}): a bug in Tapis",
+                ),
+                "",
+            )
+        yield index, result
+
+
+def verify_file(path: str | Path, keys: Keys = ()) -> Iterator[tuple[int | None, VerifyResult]]:
+    """`verify_data` on a file's content; an unreadable file is one `file:unreadable` result."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        yield None, _file_result(RecordFileError("unreadable", f"{p}: {exc.strerror or exc}"))
+        return
+    yield from verify_data(data, str(p), keys)
+
+
+def result_json(file: str, index: int | None, result: VerifyResult) -> dict[str, Any]:
+    """The JSON object of one result (`tapis record verify --json`, docs/verify.md)."""
+    err = result.error
+    return {
+        "file": file,
+        "index": index,
+        "record_id": result.record_id or None,
+        "ok": result.ok,
+        "hands": result.hands,
+        "signature": result.signature or None,
+        "key_id": result.key_id or None,
+        "signer": result.signer,
+        "error": None
+        if err is None
+        else {"code": err.code, "hand": err.hand, "action": err.action, "message": err.message},
+    }

@@ -8,6 +8,8 @@ is timed from the outside, as a user would see it:
    reused by a later run of the same size (a corpus is the same from run to run);
 2. `tapis archive add` into a new archive (`--workers 2`): the import rate, every record
    verified (deal from its seed, every action, every score line) before it goes in;
+   then a file of bad records (50 with a score line changed, 50 already in the archive) and
+   a file cut short: each bad record is reported and nothing else changes;
 3. `tapis archive query` (by player, by game);
 4. `tapis archive rescore --set moon_mode=subtract_self` with `--workers 1` (one process
    reads, replays and writes) and with `--workers 2` (two worker processes and the writer),
@@ -26,6 +28,7 @@ archive had fewer hands than that, that is whether the figure is an extrapolatio
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -40,20 +43,60 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET_HANDS = 1_000_000
 
 
-def run(*args: str | Path, label: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+def run(
+    *args: str | Path, label: str, status: int = 0
+) -> tuple[float, subprocess.CompletedProcess[str]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t0 = time.perf_counter()
     done = subprocess.run(
         [sys.executable, *map(str, args)], capture_output=True, text=True, env=env, cwd=ROOT
     )
     took = time.perf_counter() - t0
-    if done.returncode != 0:
+    if done.returncode != status:
         sys.exit(f"{label} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     return took, done
 
 
-def tapis(*args: str | Path, label: str) -> tuple[float, subprocess.CompletedProcess[str]]:
-    return run("-m", "clients.cli", *args, label=label)
+def tapis(
+    *args: str | Path, label: str, status: int = 0
+) -> tuple[float, subprocess.CompletedProcess[str]]:
+    return run("-m", "clients.cli", *args, label=label, status=status)
+
+
+def bad_files(records: Path, workdir: Path) -> tuple[Path, Path, int]:
+    """A file of 50 tampered records (a score line changed) and 50 good ones already added;
+    a copy of that file cut short, and how many whole records the copy keeps."""
+    from records.codec import (
+        RecordFileError,
+        canonical_bytes,
+        decode_record,
+        envelope,
+        iter_frames,
+        write_envelopes,
+    )
+    from tapis.v1 import record_pb2 as pb
+
+    first = [
+        pb.RecordEnvelope.FromString(f)
+        for f in itertools.islice(iter_frames(records.read_bytes()), 100)
+    ]
+    bad = []
+    for env in first[:50]:
+        rec = decode_record(env.record)
+        rec.hands[-1].lines[0].delta.points += 1
+        bad.append(envelope(canonical_bytes(rec)))
+    mixed = workdir / "bad.tapis"
+    write_envelopes(mixed, bad + first[50:])
+    cut = workdir / "cut.tapis"
+    data = mixed.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    whole = 0
+    try:
+        for _ in iter_frames(cut.read_bytes()):
+            whole += 1
+    except RecordFileError:
+        pass
+    return mixed, cut, whole
 
 
 def corpus(workdir: Path, matches: int) -> Path:
@@ -103,6 +146,16 @@ def main() -> int:
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     add_s, done = tapis("archive", "add", db, records, "--workers", "2", label="add")
     print(f"add: {done.stdout.strip().splitlines()[0]} (wall {add_s:.1f} s)", flush=True)
+    mixed, cut, whole = bad_files(records, args.workdir)
+    _, done = tapis("archive", "add", db, mixed, cut, label="add bad records", status=2)
+    refused = sum(": refused:" in line for line in done.stderr.splitlines())
+    print(f"add bad records: {done.stdout.splitlines()[0]}; {refused} refused lines", flush=True)
+    bad = 50 + min(whole, 50)  # the tampered ones, in both files
+    want = f"0 added, {100 + whole - bad} duplicates, {bad} refused"
+    if done.stdout.splitlines()[0] != want or refused != bad:
+        sys.exit(f"expected {want!r}; got:\n{done.stdout}{done.stderr}")
+    if "cut.tapis: record" not in done.stderr:
+        sys.exit(f"the cut file was not reported:\n{done.stderr}")
     n = count(db, "SELECT count(*) FROM records")
     hands = count(db, "SELECT sum(hands) FROM records")
     size = db.stat().st_size
@@ -132,6 +185,8 @@ def main() -> int:
     print()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
     print(f"archive: {n:,} matches, {hands:,} hands, {size / 1e6:,.0f} MB ({db})")
+    if n != args.matches:
+        sys.exit(f"{n} records in the archive, expected {args.matches}")
     print(f"import (tapis archive add --workers 2): {add_s:.1f} s, {n / add_s:,.0f} records/s, "
           f"{hands / add_s:,.0f} hands/s")  # fmt: skip
     print(f"query --player Ann: {by_player:,} records in {query_s:.2f} s; "

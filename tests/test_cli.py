@@ -113,3 +113,89 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2 and "give -o RECORD or --out-dir DIR" in r.stderr
     r = tapis("record", "frobnicate")
     assert r.returncode == 2
+
+
+def _signed_file(tmp_path: Path) -> tuple[Path, Path]:
+    """A key file made by `tapis key new` and a file of two records signed with it."""
+    from records.signing import load_private_key, sign
+
+    key_path = tmp_path / "referee.key"
+    assert tapis("key", "new", key_path).returncode == 0
+    key = load_private_key(key_path)
+    envs = [
+        sign(env.record, key)
+        for name in ("dame-de-pique-dp1", "napoleon-n1")
+        for env in read_envelopes(DATA / f"{name}.tapis")
+    ]
+    signed = tmp_path / "signed.tapis"
+    write_envelopes(signed, envs)
+    return key_path, signed
+
+
+def test_verify_json_with_trusted_keys(tmp_path: Path) -> None:
+    key_path, signed = _signed_file(tmp_path)
+    shown = tapis("key", "show", key_path)
+    assert shown.returncode == 0
+    trusted = tmp_path / "trusted.txt"
+    trusted.write_text("# keys we trust\n\n# Club referee\n" + shown.stdout)  # appended as is
+    r = tapis("record", "verify", signed, DATA / "napoleon-n1.tapis", "--trusted-keys", trusted,
+              "--json")  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    docs = [json.loads(line) for line in r.stdout.splitlines()]
+    kid = shown.stdout.split("key id ")[1].strip()
+    assert [(d["file"], d["index"], d["ok"]) for d in docs] == [
+        (str(signed), 1, True),
+        (str(signed), 2, True),
+        (str(DATA / "napoleon-n1.tapis"), 1, False),
+    ]
+    assert docs[0]["signature"] == "valid" and docs[0]["signer"] == "Club referee"
+    assert docs[0]["key_id"] == kid and docs[0]["hands"] == 1 and docs[0]["error"] is None
+    assert len(docs[0]["record_id"]) == 64
+    assert docs[2]["signature"] == "none"
+    assert docs[2]["error"] == {
+        "code": "signature-missing",
+        "hand": None,
+        "action": None,
+        "message": "the record is not signed, and keys were given",
+    }
+
+    r = tapis("record", "verify", signed, "--key", key_path, "-v")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"{signed} (record 1): valid (" in r.stdout
+    assert f"signed by {key_path} (key {kid[:16]})" in r.stdout
+
+
+def test_verify_trusted_keys_file_errors_exit_2(tmp_path: Path) -> None:
+    key_path, signed = _signed_file(tmp_path)
+    with_private = tmp_path / "private.txt"
+    with_private.write_text("# oops\n" + key_path.read_text())
+    r = tapis("record", "verify", signed, "--trusted-keys", with_private)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith(f"{with_private}:2: a private key")
+    garbled = tmp_path / "garbled.txt"
+    garbled.write_text(
+        "# A\n-----BEGIN PUBLIC KEY-----\nnot base64 at all\n-----END PUBLIC KEY-----\n"
+    )
+    r = tapis("record", "verify", signed, "--trusted-keys", garbled)
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"{garbled}:2: lines 2-4 are not a valid PEM public key")
+    assert "Traceback" not in r.stderr
+
+
+def test_verify_truncated_file_reports_the_records_before(tmp_path: Path) -> None:
+    envs = [env for name in ("dame-de-pique-dp1", "napoleon-n1", "triomphe-tr2")
+            for env in read_envelopes(DATA / f"{name}.tapis")]  # fmt: skip
+    whole = tmp_path / "whole.tapis"
+    write_envelopes(whole, envs)
+    cut = tmp_path / "cut.tapis"
+    cut.write_bytes(whole.read_bytes()[:-20])
+    r = tapis("record", "verify", cut)
+    assert r.returncode == 2
+    assert "2 records, 2 valid, 0 invalid, 2 hands in" in r.stdout
+    assert r.stdout.splitlines()[0].endswith("; 1 file error")
+    assert f"{cut}: record 3 claims" in r.stderr and "Traceback" not in r.stderr
+    r = tapis("record", "verify", cut, "--json")
+    assert r.returncode == 2
+    docs = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [(d["index"], d["ok"]) for d in docs] == [(1, True), (2, True), (3, False)]
+    assert docs[2]["error"]["code"] == "file:truncated" and docs[2]["record_id"] is None
