@@ -1,10 +1,12 @@
 """`tapis archive ...`: records in one SQLite file (records/archive.py).
 
     tapis archive add DB FILES... [--workers N]
-    tapis archive query DB [--game G] [--ruleset R] [--player NAME] [--limit N] [--json]
+    tapis archive query DB [--game G] [--ruleset R] [--player NAME] [--since DATE]
+        [--until DATE] [--limit N] [--json]
     tapis archive show DB RECORD_ID          (a unique prefix of the id is enough)
     tapis archive rescore DB --set KEY=VALUE... [--game G] [--workers N] [--json]
         [--engine local|dask] [--scheduler ADDRESS]
+    tapis archive runs DB [RUN_ID [--changed] [--limit N]] [--json]
 
 Exit status: 0 success (rescore: also when some records are not replayable, which the
 summary counts); 1 a record refused (add); 2 bad input (no such archive, unknown id, a file
@@ -27,9 +29,11 @@ from records.archive import (
     RescoreSummary,
     add_files,
     find_record,
+    list_runs,
     open_archive,
     query_records,
     rescore,
+    run_results,
 )
 from records.codec import decode_record
 from records.executors import make_executor
@@ -136,7 +140,12 @@ def cmd_query(args: argparse.Namespace) -> int:
         _err(str(exc))
         return 2
     try:
-        rows = query_records(db, args.game, args.ruleset, args.player, args.limit)
+        rows = query_records(
+            db, args.game, args.ruleset, args.player, args.limit, args.since, args.until
+        )
+    except ArchiveError as exc:
+        _err(str(exc))
+        return 2
     finally:
         db.close()
     if args.json:
@@ -161,6 +170,71 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _opts(options: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
+
+
+def _runs_text(runs: list[dict[str, Any]]) -> str:
+    lines = []
+    for r in runs:
+        state = f"finished {r['finished_at']}" if r["finished_at"] else "interrupted"
+        game = f", game {r['game']}" if r["game"] else ""
+        lines.append(
+            f"run {r['run_id']} ({_opts(r['options'])}{game}): started {r['started_at']}, "
+            f"{state}; {r['total']} records, {r['scored']} scored, {r['not_replayable']} not "
+            f"replayable, {r['scores_changed']} scores changed, {r['winners_changed']} winners "
+            f"changed, {r['no_longer_finished']} no longer finished, {r['now_finished']} now "
+            "finished"
+        )
+    return "\n".join(lines) or "no re-scoring runs"
+
+
+def _result_text(r: dict[str, Any]) -> str:
+    head = f"{r['record_id'][:12]}: "
+    if r["status"] != "ok":
+        return head + f"not replayable [{r['rule']}] {r['detail']}"
+    text = head + f"{r['old_scores']} -> {r['new_scores']}"
+    if r["new_winners"] != r["old_winners"]:
+        text += f"; winners {r['old_winners']} -> {r['new_winners']}"
+    if r["new_finished"] != r["old_finished"]:
+        text += "; no longer finished" if r["old_finished"] else "; now finished"
+    return text + f"; first differing line: {_diff_text(r['first_diff'])}"
+
+
+def _diff_text(d: dict[str, Any] | None) -> str:
+    """The first score line that differs, with the rule ids on both sides."""
+    if not d:
+        return "no line differs"
+    return (
+        f"hand {d['hand']}, line {d['line']}: {d['old_rule'] or '(none)'} -> "
+        f"{d['new_rule'] or '(none)'} ({d['old']} -> {d['new']})"
+    )
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    try:
+        db = open_archive(args.db, create=False)
+        try:
+            if args.run_id is None:
+                runs = list_runs(db)
+                print("\n".join(_dumps(r) for r in runs) if args.json else _runs_text(runs))
+                return 0
+            run, results = run_results(db, args.run_id, args.changed, args.limit)
+        finally:
+            db.close()
+    except TapisError as exc:
+        _err(str(exc))
+        return 2
+    if args.json:
+        for r in results:
+            print(_dumps(r))
+    else:
+        print(_runs_text([run]))
+        for r in results:
+            print("  " + _result_text(r))
+    return 0
+
+
 def _parse_set(text: str) -> tuple[str, Option]:
     from clients.play import parse_option
 
@@ -168,7 +242,7 @@ def _parse_set(text: str) -> tuple[str, Option]:
 
 
 def _summary_text(s: RescoreSummary, elapsed: float) -> str:
-    opts = ", ".join(f"{k}={v}" for k, v in sorted(s.options.items()))
+    opts = _opts(s.options)
     rate = (s.total - s.resumed) / elapsed if elapsed > 0 else 0.0
     lines = [
         f"run {s.run_id} ({opts}{', game ' + s.game if s.game else ''}): {s.total} records",
@@ -190,16 +264,9 @@ def _summary_text(s: RescoreSummary, elapsed: float) -> str:
         lines.append(f"  continued an interrupted run: {s.resumed} records were already done")
     lines.append(f"  {s.total - s.resumed} records in {elapsed:.2f} s ({rate:,.0f} records/s)")
     for sample in s.samples:
-        d = sample["first_diff"]
-        where = (
-            f"hand {d['hand']}, line {d['line']}: {d['old_rule'] or '(none)'} -> "
-            f"{d['new_rule'] or '(none)'} ({d['old']} -> {d['new']})"
-            if d
-            else "no line differs"
-        )
         lines.append(
             f"  {sample['record_id'][:12]}: {sample['old_scores']} -> {sample['new_scores']}; "
-            f"first differing line: {where}"
+            f"first differing line: {_diff_text(sample['first_diff'])}"
         )
     return "\n".join(lines)
 
@@ -264,6 +331,8 @@ def add_archive_parser(sub: Any) -> None:
     p.add_argument("--game", help="game name or alias")
     p.add_argument("--ruleset")
     p.add_argument("--player", metavar="NAME", help="records where NAME has a seat")
+    p.add_argument("--since", metavar="DATE", help="played on or after (YYYY-MM-DD or ISO 8601)")
+    p.add_argument("--until", metavar="DATE", help="played on or before (a date: the whole day)")
     p.add_argument("--limit", type=_positive, metavar="N")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_query)
@@ -288,3 +357,13 @@ def add_archive_parser(sub: Any) -> None:
                    "starts a local cluster")  # fmt: skip
     p.add_argument("--json", action="store_true", help="the summary as one JSON object")
     p.set_defaults(func=cmd_rescore)
+
+    p = asub.add_parser("runs", help="the re-scoring runs kept, or one run's results")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("run_id", type=int, nargs="?", metavar="RUN_ID", help="list this run's records")
+    p.add_argument("--changed", action="store_true",
+                   help="only records whose scores, winners or finish changed, or not "
+                   "replayable")  # fmt: skip
+    p.add_argument("--limit", type=_positive, metavar="N")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=cmd_runs)

@@ -66,10 +66,12 @@ __all__ = [
     "add_envelopes",
     "add_files",
     "find_record",
+    "list_runs",
     "open_archive",
     "query_records",
     "rescore",
     "rescore_record",
+    "run_results",
 ]
 
 Option = bool | int | str
@@ -368,11 +370,33 @@ def add_files(
 # --- reading --------------------------------------------------------------------------------
 
 
+def _date_bound(flag: str, text: str, end: bool) -> str:
+    """A `played_at` bound: an ISO 8601 date or date-time; a date alone as an end bound
+    takes in the whole day. `ArchiveError` when it is not a date."""
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        raise ArchiveError(
+            f"{flag}: {text!r} is not a date (YYYY-MM-DD or an ISO 8601 date-time)"
+        ) from None
+    return text + "T~" if end and "T" not in text else text  # "~" sorts after any time
+
+
 def _where(
-    game: str | None, ruleset: str | None = None, player: str | None = None
+    game: str | None,
+    ruleset: str | None = None,
+    player: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
 ) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
+    if since:
+        clauses.append("played_at >= ?")
+        params.append(_date_bound("--since", since, end=False))
+    if until:
+        clauses.append("played_at <= ?")
+        params.append(_date_bound("--until", until, end=True))
     if game:
         with contextlib.suppress(RulesError):  # an unknown game matches nothing
             game = find_game(game).name
@@ -393,9 +417,12 @@ def query_records(
     ruleset: str | None = None,
     player: str | None = None,
     limit: int | None = None,
+    since: str | None = None,
+    until: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Summaries (JSON columns decoded, no envelope), oldest added first."""
-    where, params = _where(game, ruleset, player)
+    """Summaries (JSON columns decoded, no envelope), oldest added first. `since` and
+    `until` bound the date played (ISO 8601, compared as written: Tapis writes UTC)."""
+    where, params = _where(game, ruleset, player, since, until)
     sql = (
         "SELECT record_id, game, ruleset, options, players, player_count, hands, finished, "
         f"winners, scores, source, played_at, added_at FROM records WHERE {where} ORDER BY rowid"
@@ -410,6 +437,60 @@ def query_records(
         row["finished"] = bool(row["finished"])
         out.append(row)
     return out
+
+
+_RUN_COLUMNS = (
+    "run_id, options, game, started_at, finished_at, total, scored, not_replayable, "
+    "scores_changed, winners_changed, no_longer_finished, now_finished"
+)
+
+
+def list_runs(db: sqlite_utils.Database) -> list[dict[str, Any]]:
+    """The re-scoring runs kept in the archive, oldest first (an unfinished run was
+    interrupted: its counts are those of its last summary, if any)."""
+    out = []
+    for row in db.query(f"SELECT {_RUN_COLUMNS} FROM rescore_runs ORDER BY run_id"):
+        row["options"] = json.loads(row["options"])
+        out.append(row)
+    return out
+
+
+def run_results(
+    db: sqlite_utils.Database, run_id: int, changed: bool = False, limit: int | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run and its per-record results (JSON decoded), in archive order; with `changed`,
+    only the records whose scores, winners or finish changed, or that were not replayable.
+    `ArchiveError` when there is no such run."""
+    run = next(
+        iter(db.query(f"SELECT {_RUN_COLUMNS} FROM rescore_runs WHERE run_id = ?", [run_id])),
+        None,
+    )
+    if run is None:
+        raise ArchiveError(f"no re-scoring run {run_id} in the archive")
+    run["options"] = json.loads(run["options"])
+    sql = (
+        "SELECT r.record_id, r.status, r.rule, r.detail, r.old_scores, r.new_scores, "
+        "r.old_winners, r.new_winners, r.old_finished, r.new_finished, r.first_diff "
+        "FROM rescore_results r JOIN records USING (record_id) WHERE r.run_id = ?"
+    )
+    if changed:
+        sql += (
+            " AND (r.status != 'ok' OR r.new_scores != r.old_scores "
+            "OR r.new_winners != r.old_winners OR r.new_finished != r.old_finished)"
+        )
+    sql += " ORDER BY records.rowid"
+    params: list[Any] = [run_id]
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    results = []
+    for row in db.query(sql, params):
+        for key in ("old_scores", "new_scores", "old_winners", "new_winners", "first_diff"):
+            row[key] = None if row[key] is None else json.loads(row[key])
+        for key in ("old_finished", "new_finished"):
+            row[key] = None if row[key] is None else bool(row[key])
+        results.append(row)
+    return run, results
 
 
 def find_record(db: sqlite_utils.Database, prefix: str) -> tuple[str, pb.RecordEnvelope]:

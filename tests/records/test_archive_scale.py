@@ -274,3 +274,47 @@ def test_dask_scheduler_errors_are_clear(archive: Path, tmp_path: Path) -> None:
     db = copy_of(archive, tmp_path)
     done = tapis("archive", "rescore", db, *SET, "--scheduler", "tcp://127.0.0.1:9")
     assert done.returncode == 2 and "--scheduler is for --engine dask" in done.stderr
+
+
+# --- runs and dates ---------------------------------------------------------------------------
+
+
+def test_runs_lists_each_run_and_its_changed_records(archive: Path, tmp_path: Path) -> None:
+    db = copy_of(archive, tmp_path)
+    done = tapis("archive", "rescore", db, "--set", "end_threshold=150", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    listed = tapis("archive", "runs", db, "--json")
+    assert listed.returncode == 0, listed.stderr
+    (run,) = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert run["run_id"] == summary["run_id"] and run["options"] == {"end_threshold": 150}
+    for key in ("total", "scored", "scores_changed", "winners_changed", "no_longer_finished"):
+        assert run[key] == summary[key], key
+    changed = tapis("archive", "runs", db, str(run["run_id"]), "--changed", "--json")
+    assert changed.returncode == 0, changed.stderr
+    results = [json.loads(line) for line in changed.stdout.splitlines()]
+    assert len(results) == summary["no_longer_finished"] > 0
+    assert all(r["old_finished"] and r["new_finished"] is False for r in results)
+    every = tapis("archive", "runs", db, str(run["run_id"]), "--json")
+    assert len(every.stdout.splitlines()) == N
+    text = tapis("archive", "runs", db, str(run["run_id"]), "--changed", "--limit", "2")
+    assert text.returncode == 0 and text.stdout.count("no longer finished") == 3  # run + 2
+    missing = tapis("archive", "runs", db, "999")
+    assert missing.returncode == 2 and "no re-scoring run 999" in missing.stderr
+
+
+def test_query_by_date_played(archive: Path) -> None:
+    """The corpus's match g was played at 2026-01-01 00:00 + g minutes (scripts/corpus.py)."""
+
+    def count(*args: str) -> int:
+        done = tapis("archive", "query", archive, *args, "--json")
+        assert done.returncode == 0, done.stderr
+        return len(done.stdout.splitlines())
+
+    assert (
+        count("--since", "2026-01-01T00:10:00+00:00", "--until", "2026-01-01T00:19:00+00:00") == 10
+    )
+    assert count("--until", "2026-01-01") == N  # a date alone: the whole day
+    assert count("--since", "2026-01-02") == 0
+    bad = tapis("archive", "query", archive, "--since", "last week")
+    assert bad.returncode == 2 and "--since: 'last week' is not a date" in bad.stderr
