@@ -40,7 +40,7 @@ from records.executors import make_executor
 from records.render import render_record
 from referee.engine import TapisError
 
-__all__ = ["add_archive_parser"]
+__all__ = ["add_archive_parser", "positive_int"]
 
 
 def _err(msg: str) -> None:
@@ -92,8 +92,8 @@ def cmd_add(args: argparse.Namespace) -> int:
         bar.stop()
         db.close()
     elapsed = time.perf_counter() - t0
-    for name, error in report.unreadable:
-        _err(f"{name}: {error}")
+    for _, error in report.unreadable:
+        _err(error)  # names the file
     for name, index, error in report.refused:
         _err(f"{name} (record {index}): refused: {error}")
     print(f"{report.added} added, {report.duplicates} duplicates, {len(report.refused)} refused")
@@ -307,7 +307,8 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
+    """An argparse type: an int of at least 1."""
     n = int(text)
     if n < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
@@ -322,7 +323,7 @@ def add_archive_parser(sub: Any) -> None:
     p = asub.add_parser("add", help="verify record files and add their records")
     p.add_argument("db", metavar="DB")
     p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--workers", type=_positive, default=1, metavar="N",
+    p.add_argument("--workers", type=positive_int, default=1, metavar="N",
                    help="processes verifying the records (default 1: this one)")  # fmt: skip
     p.set_defaults(func=cmd_add)
 
@@ -333,7 +334,7 @@ def add_archive_parser(sub: Any) -> None:
     p.add_argument("--player", metavar="NAME", help="records where NAME has a seat")
     p.add_argument("--since", metavar="DATE", help="played on or after (YYYY-MM-DD or ISO 8601)")
     p.add_argument("--until", metavar="DATE", help="played on or before (a date: the whole day)")
-    p.add_argument("--limit", type=_positive, metavar="N")
+    p.add_argument("--limit", type=positive_int, metavar="N")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_query)
 
@@ -347,7 +348,7 @@ def add_archive_parser(sub: Any) -> None:
     p.add_argument("--set", action="append", required=True, metavar="KEY=VALUE",
                    help="an option to change (repeatable)")  # fmt: skip
     p.add_argument("--game", help="only the records of this game")
-    p.add_argument("--workers", type=_positive, metavar="N",
+    p.add_argument("--workers", type=positive_int, metavar="N",
                    help="processes (default: CPUs); with --engine dask and no --scheduler, "
                    "the workers of a local Dask cluster")  # fmt: skip
     p.add_argument("--engine", choices=("local", "dask"), default="local",
@@ -364,6 +365,6 @@ def add_archive_parser(sub: Any) -> None:
     p.add_argument("--changed", action="store_true",
                    help="only records whose scores, winners or finish changed, or not "
                    "replayable")  # fmt: skip
-    p.add_argument("--limit", type=_positive, metavar="N")
+    p.add_argument("--limit", type=positive_int, metavar="N")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_runs)

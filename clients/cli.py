@@ -3,6 +3,7 @@
     tapis record import TRANSCRIPT... (-o RECORD | --out-dir DIR)
     tapis record score RECORD... [--json]
     tapis record verify RECORD... [--key KEY ...] [--trusted-keys FILE ...] [--json] [-v]
+                        [--workers N]
     tapis record show RECORD
     tapis record sign RECORD --key PATH [-o OUT]
     tapis record annotate RECORD -o OUT [--comment HAND:ACTION:TEXT ...]
@@ -19,14 +20,16 @@
     tapis archive add|query|show|rescore DB ...   (clients/archive_cmd.py)
 
 Exit status: 0 success; 1 a transcript refused or a record invalid; 2 a file that cannot be
-read as records, or bad command-line usage.
+read as records, or bad command-line usage; 130 interrupted (verify).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
+import operator
 import os
 import sys
 import tempfile
@@ -43,6 +46,7 @@ from records.codec import (
     read_envelopes,
     write_envelopes,
 )
+from records.executors import make_executor
 from records.export import (
     ExportError,
     envelopes_from_json,
@@ -62,7 +66,13 @@ from records.signing import (
     sign,
 )
 from records.transcript import import_transcript, load_transcript
-from records.verify import VerifyResult, result_json, verify_envelope, verify_file
+from records.verify import (
+    VERIFY_CHUNK,
+    VerifyResult,
+    result_json,
+    verify_envelope,
+    verify_files,
+)
 from referee.engine import RecordError, TapisError
 from tapis.v1 import record_pb2 as pb
 
@@ -209,32 +219,44 @@ def _is_file_error(result: VerifyResult) -> bool:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    """Verify every record of the files, here or with `--workers N` on a local process pool
+    (the same output either way, in file and record order). A test may set
+    TAPIS_VERIFY_CHUNK=N, the records per task (default `VERIFY_CHUNK`)."""
     try:
         keys = _verify_keys(args)
     except TapisError as exc:
         _err(str(exc))
         return 2
+    chunk = max(1, int(os.environ.get("TAPIS_VERIFY_CHUNK") or VERIFY_CHUNK))
     tally = _VerifyTally()
     t0 = time.perf_counter()
-    for path in args.records:
-        # A person reads "FILE (record I)" when the file holds more than one record: the
-        # first result is held back until a second shows (or the file ends).
-        held: tuple[int | None, VerifyResult] | None = None
-        several = False
-        for index, result in verify_file(path, keys):
-            tally.count(result)
-            if args.json:
-                print(json.dumps(result_json(path, index, result), ensure_ascii=False))
-                continue
+    results = verify_files(args.records, keys, make_executor("local", args.workers), chunk)
+    try:
+        for file, found in itertools.groupby(results, key=operator.itemgetter(0)):
+            path = args.records[file]
+            # A person reads "FILE (record I)" when the file holds more than one record: the
+            # first result is held back until a second shows (or the file ends).
+            held: tuple[int | None, VerifyResult] | None = None
+            several = False
+            for _, index, result in found:
+                tally.count(result)
+                if args.json:
+                    print(json.dumps(result_json(path, index, result), ensure_ascii=False))
+                    continue
+                if held is not None:
+                    _show_result(path, *held, True, args.verbose)
+                    held, several = None, True
+                if several:
+                    _show_result(path, index, result, True, args.verbose)
+                else:
+                    held = (index, result)
             if held is not None:
-                _show_result(path, *held, True, args.verbose)
-                held, several = None, True
-            if several:
-                _show_result(path, index, result, True, args.verbose)
-            else:
-                held = (index, result)
-        if held is not None:
-            _show_result(path, *held, False, args.verbose)
+                _show_result(path, *held, False, args.verbose)
+    except KeyboardInterrupt:
+        _err("interrupted: not every record was verified")
+        return 130
+    finally:
+        results.close()  # stop the pool's workers now
     elapsed = time.perf_counter() - t0
     status = 2 if tally.file_errors else 1 if tally.invalid else 0
     if args.json:
@@ -519,6 +541,8 @@ def cmd_example(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from clients.archive_cmd import add_archive_parser, positive_int
+
     parser = argparse.ArgumentParser(
         prog="tapis", description="Referee and record toolkit for trick-taking card games."
     )
@@ -562,6 +586,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="one JSON object per line per record (and per file problem)",
     )
+    p.add_argument("--workers", type=positive_int, default=1, metavar="N",
+                   help="processes verifying the records (default 1: this one); "
+                   "the output is the same")  # fmt: skip
     p.set_defaults(func=cmd_verify)
 
     p = rsub.add_parser("show", help="render a record for a person")
@@ -648,8 +675,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("example", help="import the bundled example transcript and score it")
     p.add_argument("--print", action="store_true", help="print the transcript instead")
     p.set_defaults(func=cmd_example)
-
-    from clients.archive_cmd import add_archive_parser
 
     add_archive_parser(sub)
     return parser

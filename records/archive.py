@@ -37,7 +37,7 @@ from records.codec import (
     RecordFileError,
     deal_from_pb,
     decode_record,
-    iter_frames,
+    file_chunks,
     options_from_pb,
     score_from_pb,
     score_getter,
@@ -320,23 +320,10 @@ def _add_tasks(paths: Sequence[str | Path], report: AddReport, chunk: int) -> It
     for path in paths:
         name = str(path)
         try:
-            data = Path(path).read_bytes()
-        except OSError as exc:
-            report.unreadable.append((name, f"{name}: {exc.strerror}"))
-            continue
-        frames: list[bytes] = []
-        first = 1
-        try:
-            for frame in iter_frames(data, name):
-                frames.append(frame)
-                if len(frames) >= chunk:
-                    yield AddTask(name, first, tuple(frames), added_at)
-                    first += len(frames)
-                    frames = []
+            for first, frames in file_chunks(path, chunk):
+                yield AddTask(name, first, frames, added_at)
         except RecordFileError as exc:
             report.unreadable.append((name, str(exc)))
-        if frames:
-            yield AddTask(name, first, tuple(frames), added_at)
 
 
 def add_files(

@@ -34,6 +34,7 @@ __all__ = [
     "deal_from_pb",
     "decode_record",
     "envelope",
+    "file_chunks",
     "read_envelopes",
     "record_id",
     "rules_to_pb",
@@ -291,6 +292,33 @@ def parse_envelope(frame: bytes, name: str, index: int) -> pb.RecordEnvelope:
             "bad-envelope", f"{name}: record {index} is not a record envelope: {exc}"
         ) from None
     return env
+
+
+def file_chunks(path: str | Path, size: int) -> Iterator[tuple[int, tuple[bytes, ...]]]:
+    """The envelope frames of a record file in chunks of at most `size` frames, each with the
+    index (1-based) of its first record: the tasks of `verify` and `archive add`. When the
+    file cannot be read to its end, `RecordFileError` (`unreadable`, `not-a-record-file`,
+    `truncated`) is raised after the chunks of the whole records before the damage."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise RecordFileError("unreadable", f"{p}: {exc.strerror or exc}") from None
+    frames: list[bytes] = []
+    first = 1
+    try:
+        for frame in iter_frames(data, str(p)):
+            frames.append(frame)
+            if len(frames) >= size:
+                yield first, tuple(frames)
+                first += len(frames)
+                frames = []
+    except RecordFileError:
+        if frames:
+            yield first, tuple(frames)
+        raise
+    if frames:
+        yield first, tuple(frames)
 
 
 def read_envelopes(path: str | Path) -> list[pb.RecordEnvelope]:

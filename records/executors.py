@@ -6,7 +6,9 @@ so an interrupted job keeps everything stored so far.
 
 - `SerialExecutor`: in this process, one task after another.
 - `LocalPoolExecutor(workers)`: a local process pool (fresh interpreters, `spawn`); at most
-  two tasks queued per worker, so a long job holds little memory.
+  two tasks queued per worker, so a long job holds little memory. The workers ignore Ctrl-C
+  (SIGINT, which a terminal sends to them too, even while they start): the caller is
+  interrupted, and stopping the pool lets the running tasks end.
 - `DaskExecutor(scheduler, workers)`: a Dask cluster (`distributed`), at the scheduler's
   address, or a local cluster of `workers` processes when no address is given. Workers need
   Tapis installed (the same version) and, for the archive's tasks, the archive file at the
@@ -17,6 +19,9 @@ The functions and tasks must be picklable (module-level functions, frozen datacl
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol, TypeVar
@@ -64,12 +69,17 @@ class LocalPoolExecutor:
         import multiprocessing
 
         ctx = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(self.workers, mp_context=ctx)
+        pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_ignore_interrupt)
+
+        def submit(task: T) -> Future[R]:
+            with _interrupt_held():  # a submit may start a worker
+                return pool.submit(fn, task)
+
         try:
             todo = iter(tasks)
             running: dict[Future[R], T] = {}
             for task in todo:
-                running[pool.submit(fn, task)] = task
+                running[submit(task)] = task
                 if len(running) >= 2 * self.workers:
                     break
             while running:
@@ -78,10 +88,41 @@ class LocalPoolExecutor:
                     task = running.pop(fut)
                     nxt = next(todo, None)
                     if nxt is not None:
-                        running[pool.submit(fn, nxt)] = nxt
+                        running[submit(nxt)] = nxt
                     yield task, fut.result()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextlib.contextmanager
+def _interrupt_held() -> Iterator[None]:
+    """Ctrl-C held back while a worker may be starting, then raised. A worker started
+    meanwhile inherits SIGINT blocked (until `_ignore_interrupt`), and this process is not
+    interrupted halfway through starting one (the worker would die with a traceback): the
+    signal may reach another thread of this process (a library's), so its Python handler is
+    deferred too, when it is the default one and this is the main thread."""
+    held: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+    defer = previous is signal.default_int_handler and (
+        threading.current_thread() is threading.main_thread()
+    )
+    if defer:
+        signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if defer:
+            signal.signal(signal.SIGINT, previous)
+    if held:
+        raise KeyboardInterrupt
+
+
+def _ignore_interrupt() -> None:
+    """A pool worker's start: Ctrl-C is for the caller, which stops the pool."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 class DaskExecutor:

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
@@ -145,6 +146,15 @@ class TrustedKey:
     @classmethod
     def from_key(cls, key: Ed25519PublicKey, label: str | None = None) -> TrustedKey:
         return cls(key, key_id(key), label)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The key object does not pickle; its raw bytes do (verify's tasks carry the keys to
+        # the workers of a process pool).
+        return (_trusted_key, (public_bytes(self.key), self.label))
+
+
+def _trusted_key(raw: bytes, label: str | None) -> TrustedKey:
+    return TrustedKey.from_key(Ed25519PublicKey.from_public_bytes(raw), label)
 
 
 _BEGIN = "-----BEGIN PUBLIC KEY-----"

@@ -13,6 +13,9 @@ action; 1-based).
 
 `verify_file` and `verify_data` stream a record file: one result per record, and the
 problems of the file itself (codes `file:...`) as results too, after the records before them.
+`verify_files` does the same for several files, verifying chunks of records as tasks of an
+executor (records/executors.py: here, or on a local process pool) and giving the results in
+file and record order whatever order the chunks complete in.
 
 `replay_record` is also how `show` and `score` rebuild a match: one engine, one replay.
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,7 @@ from records.codec import (
     RecordFileError,
     deal_from_pb,
     decode_record,
+    file_chunks,
     iter_frames,
     options_from_pb,
     parse_envelope,
@@ -41,6 +45,7 @@ from records.codec import (
     start_from_pb,
 )
 from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
+from records.executors import Executor, SerialExecutor
 from records.signing import TrustedKey
 from referee.engine import (
     IllegalAction,
@@ -58,14 +63,18 @@ from tapis.v1 import record_pb2 as pb
 
 __all__ = [
     "SIGNATURE_STATES",
+    "VERIFY_CHUNK",
     "VerifyResult",
+    "VerifyTask",
     "match_for_record",
     "replay_record",
     "result_json",
     "verify_data",
     "verify_envelope",
     "verify_file",
+    "verify_files",
     "verify_frame",
+    "verify_task",
 ]
 
 # What a result says of the signature: checked and good; checked and bad; signed by a key
@@ -384,6 +393,22 @@ def _file_result(exc: RecordFileError) -> VerifyResult:
     return VerifyResult("", 0, RecordFileError(f"file:{exc.code}", exc.message), "")
 
 
+def _verify_one(frame: bytes, ring: Keys, name: str, index: int) -> VerifyResult:
+    """`verify_frame`, and a failure of the verifier itself reported as a result (code
+    `internal`), never a traceback for a record."""
+    try:
+        return verify_frame(frame, ring, name, index)
+    except Exception as exc:  # a bug in Tapis
+        return VerifyResult(
+            "",
+            0,
+            RecordError(
+                "internal", f"the verifier failed ({type(exc).__name__}: {exc}): a bug in Tapis"
+            ),
+            "",
+        )
+
+
 def verify_data(
     data: bytes, name: str = "input", keys: Keys = ()
 ) -> Iterator[tuple[int | None, VerifyResult]]:
@@ -404,30 +429,91 @@ def verify_data(
             yield (index + 1 if exc.code == "truncated" else None), _file_result(exc)
             return
         index += 1
-        try:
-            result = verify_frame(frame, ring, name, index)
-        except Exception as exc:  # a bug: reported as one, never a traceback for a record
-            result = VerifyResult(
-                "",
-                0,
-                RecordError(
-                    "internal",
-                    f"the verifier failed ({type(exc).__name__}: {exc}): a bug in Tapis",
-                ),
-                "",
-            )
-        yield index, result
+        yield index, _verify_one(frame, ring, name, index)
 
 
 def verify_file(path: str | Path, keys: Keys = ()) -> Iterator[tuple[int | None, VerifyResult]]:
-    """`verify_data` on a file's content; an unreadable file is one `file:unreadable` result."""
-    p = Path(path)
+    """(index, result) per record of a record file, as `verify_data` gives them; an
+    unreadable file is one `file:unreadable` result."""
+    for _, index, result in verify_files([path], keys):
+        yield index, result
+
+
+VERIFY_CHUNK = 500  # records per task of `verify_files`
+
+
+@dataclass(frozen=True)
+class VerifyTask:
+    """A chunk of a record file to verify: its frames, the first being record `first` of
+    file `file` (its position in the paths given); `seq` orders the results."""
+
+    seq: int
+    file: int
+    name: str
+    first: int
+    frames: tuple[bytes, ...]
+    keys: tuple[TrustedKey, ...]
+
+
+def verify_task(task: VerifyTask) -> list[VerifyResult]:
+    """The results of a chunk's records, in order (run by an executor, in any process)."""
+    return [
+        _verify_one(frame, task.keys, task.name, index)
+        for index, frame in enumerate(task.frames, task.first)
+    ]
+
+
+def verify_files(
+    paths: Iterable[str | Path],
+    keys: Keys = (),
+    executor: Executor | None = None,
+    chunk: int = VERIFY_CHUNK,
+) -> Generator[tuple[int, int | None, VerifyResult], None, None]:
+    """(file, index, result) per record of each record file, `file` being its position in
+    `paths`: the results of `verify_file`, file after file, in that order. The records are
+    verified in chunks of `chunk`, tasks of `executor` (default: here, one after another);
+    the chunks that complete before an earlier one wait for it."""
+    executor = executor or SerialExecutor()
+    ring = tuple(_keyring(keys).values())
+    ready: dict[int, list[tuple[int, int | None, VerifyResult]]] = {}  # by seq
+    seq = 0
+
+    def tasks() -> Iterator[VerifyTask]:
+        # Pulled by the executor as it has room; a file problem is ready at once, in its
+        # place in the order.
+        nonlocal seq
+        for file, path in enumerate(paths):
+            name = str(Path(path))
+            index = 1  # the next record
+            try:
+                for first, frames in file_chunks(path, chunk):
+                    task = VerifyTask(seq, file, name, first, frames, ring)
+                    seq += 1
+                    index = first + len(frames)
+                    yield task
+            except RecordFileError as exc:
+                hit = index if exc.code == "truncated" else None
+                ready[seq] = [(file, hit, _file_result(exc))]
+                seq += 1
+
+    done = executor.map_tasks(verify_task, tasks())
+    shown = 0  # the seq of the next results to give
     try:
-        data = p.read_bytes()
-    except OSError as exc:
-        yield None, _file_result(RecordFileError("unreadable", f"{p}: {exc.strerror or exc}"))
-        return
-    yield from verify_data(data, str(p), keys)
+        for task, found in done:
+            ready[task.seq] = [
+                (task.file, index, result) for index, result in enumerate(found, task.first)
+            ]
+            while shown in ready:
+                yield from ready.pop(shown)
+                shown += 1
+    finally:
+        close = getattr(done, "close", None)
+        if close is not None:
+            close()  # stop a pool's workers now, not when collected
+    while shown in ready:  # file problems after the last chunk
+        yield from ready.pop(shown)
+        shown += 1
+    assert not ready, sorted(ready)
 
 
 def result_json(file: str, index: int | None, result: VerifyResult) -> dict[str, Any]:

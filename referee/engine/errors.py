@@ -16,6 +16,8 @@ Every error a caller can act on is a `TapisError`. A broken internal invariant i
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "DealError",
     "IllegalAction",
@@ -30,6 +32,15 @@ __all__ = [
 
 class TapisError(Exception):
     """Root of every error Tapis raises on purpose."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled with its fields as they are, not by calling `__init__` again with `args`
+        # (most subclasses take other arguments): errors cross process pools.
+        return (_unpickle, (type(self), self.args), self.__dict__)
+
+
+def _unpickle(cls: type[TapisError], args: tuple[Any, ...]) -> TapisError:
+    return cls.__new__(cls, *args)
 
 
 class InvalidAction(TapisError):
