@@ -32,6 +32,7 @@ from records.verify import (
 )
 from scripts.corpus import make_corpus
 from tapis.v1 import record_pb2 as pb
+from tests.records.test_archive import tapis as archive_tapis
 
 ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 7  # records per task: many chunks in flight
@@ -168,14 +169,7 @@ def test_tasks_and_results_cross_processes_whole(corpus: Corpus) -> None:
 
 
 def tapis(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "clients.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TAPIS_VERIFY_CHUNK": str(CHUNK)},
-    )
+    return archive_tapis(*args, TAPIS_VERIFY_CHUNK=str(CHUNK))
 
 
 def _untimed(stdout: str) -> str:
