@@ -23,7 +23,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from collections.abc import Iterator
+import struct
+from collections.abc import Callable, Iterator
 
 from referee.engine.cards import iter_cards
 
@@ -42,21 +43,29 @@ def commitment(seed: bytes) -> bytes:
     return hashlib.sha256(seed).digest()
 
 
-def _words(seed: bytes, label: str) -> Iterator[int]:
-    counter = 0
-    while True:
-        block = hmac.new(seed, f"{ALGORITHM}|{label}|{counter}".encode(), hashlib.sha256).digest()
-        for i in range(0, 32, 4):
-            yield int.from_bytes(block[i : i + 4], "big")
-        counter += 1
+_WORDS = struct.Struct(">8I").unpack  # a block: eight big-endian 32-bit words
 
 
-def _below(words: Iterator[int], n: int) -> int:
+def _words(seed: bytes, label: str) -> Callable[[], int]:
+    """The next word of the stream of `label` (a function: the shuffle calls it per card)."""
+    prefix = f"{ALGORITHM}|{label}|".encode()
+
+    def blocks() -> Iterator[int]:
+        counter = 0
+        while True:
+            yield from _WORDS(hmac.digest(seed, prefix + str(counter).encode(), "sha256"))
+            counter += 1
+
+    return blocks().__next__
+
+
+def _below(next_word: Callable[[], int], n: int) -> int:
+    """A uniform integer below n: words at or over the largest multiple of n are rejected."""
     limit = (1 << 32) - (1 << 32) % n
-    while True:
-        w = next(words)
-        if w < limit:
-            return w % n
+    w = next_word()
+    while w >= limit:
+        w = next_word()
+    return w % n
 
 
 def first_dealer(seed: bytes, choices: tuple[int, ...]) -> int:
@@ -67,8 +76,8 @@ def first_dealer(seed: bytes, choices: tuple[int, ...]) -> int:
 def shuffled_pack(seed: bytes, hand_number: int, pack: int) -> list[int]:
     """The pack (a card mask) of hand `hand_number`, shuffled, top card first."""
     cards = list(iter_cards(pack))
-    words = _words(seed, f"hand/{hand_number}")
+    next_word = _words(seed, f"hand/{hand_number}")
     for i in range(len(cards) - 1, 0, -1):
-        j = _below(words, i + 1)
+        j = _below(next_word, i + 1)
         cards[i], cards[j] = cards[j], cards[i]
     return cards
