@@ -236,6 +236,8 @@ def test_ctrl_c_exits_130_without_a_traceback(corpus: Corpus, workers: str) -> N
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TAPIS_VERIFY_CHUNK": str(CHUNK),
              "PYTHONUNBUFFERED": "1"},
         start_new_session=True,
+        # as from a terminal: a test run in the background inherits SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         assert proc.stdout is not None
