@@ -65,14 +65,9 @@ def _status_of(exc: Exception) -> status_pb2.Status:
     details: list[Any] = []
     if isinstance(exc, IllegalAction):
         code, message = code_pb2.FAILED_PRECONDITION, f"{exc.message} [{exc.rule}]"
-        details.append(
-            pb.ActionRefusal(
-                code=exc.code,
-                rule=exc.rule,
-                reason=exc.reason,
-                legal_actions=_choices(exc.legal),
-            )
-        )
+        refusal = pb.ActionRefusal(code=exc.code, rule=exc.rule, reason=exc.reason)
+        _add_choices(refusal.legal_actions, exc.legal)
+        details.append(refusal)
     elif isinstance(exc, Stale):
         code, message = code_pb2.ABORTED, str(exc)
         details.append(pb.StaleAction(action_index=exc.index))
@@ -149,8 +144,12 @@ def _text(action: int) -> str:
     return action_str(action)
 
 
-def _choices(actions: Sequence[int]) -> list[pb.ActionChoice]:
-    return [pb.ActionChoice(action=a, text=_text(a)) for a in actions]
+def _add_choices(out: Any, actions: Sequence[int]) -> None:
+    """Append the choices of `actions` to a repeated ActionChoice field (in place: the
+    cheapest way to build them)."""
+    add = out.add
+    for a in actions:
+        add(action=a, text=_text(a))
 
 
 def _options_info(game: str, ruleset: str) -> list[pb.OptionInfo]:
@@ -228,16 +227,19 @@ def seat_view(table: Table, seat: int | None, view: View | None) -> pb.SeatView:
     out.hand.extend(iter_cards(view.hand))
     for other, cards in sorted(view.known.items()):
         out.known.add(seat=other, cards=list(iter_cards(cards)))
-    out.trick.extend(pb.PlayedCard(seat=s, card=c) for s, c in view.trick)
+    add_play = out.trick.add
+    for s, c in view.trick:
+        add_play(seat=s, card=c)
     if view.trump >= 0:
         out.trump = view.trump
     if not table.finished:
         out.to_act.extend(table.match.to_act())
         if seat is not None:
-            out.legal_actions.extend(_choices(table.legal(seat)))
-    out.facts.extend(
-        pb.Fact(key=k, value=_fact(v)) for k, v in view.public.items() if v is not None
-    )
+            _add_choices(out.legal_actions, table.legal(seat))
+    add_fact = out.facts.add
+    for k, v in view.public.items():
+        if v is not None:
+            add_fact(key=k, value=_fact(v))
     return out
 
 
