@@ -121,6 +121,7 @@ async def create_server(
                 "address": address,
                 "port": port,
                 "tables": count,
+                "finished_tables_on_disk": store.count_finished(),
                 "load_seconds": round(time.perf_counter() - started, 3),
                 "key_id": key_id(private_key.public_key()),
             }

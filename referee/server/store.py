@@ -214,30 +214,42 @@ class Store:
 
         await self.write(write)
 
-    # -- reading (at start-up) ------------------------------------------------------------
+    # -- reading (at start-up; finished tables when asked for) ---------------------------
 
-    def load(self, only: Sequence[str] | None = None) -> list[StoredTable]:
-        """Every table (or the ones named), with seats and actions, in creation order."""
+    def load(self, only: Sequence[str] | None = None, live: bool = False) -> list[StoredTable]:
+        """Tables with their seats and actions, in creation order: every one, the ones named
+        in `only`, or with `live` those still to replay at start-up (not finished, or
+        finished without their record)."""
+        where, params = "1", []
+        if only is not None:
+            where = f"id IN ({', '.join('?' * len(only))})"
+            params = list(only)
+        elif live:
+            where = "finished = 0 OR record IS NULL"
+        chosen = f"(SELECT id FROM tables WHERE {where})"
         conn = self._connect()
         try:
             rows = conn.execute(
                 "SELECT id, created, creator, game, ruleset, options, players, seed, finished,"
-                " record FROM tables ORDER BY created, id"
+                f" record FROM tables WHERE {where} ORDER BY created, id",
+                params,
             ).fetchall()
             seats: dict[str, list[tuple[int, str, bool, bytes | None, int | None]]] = {}
             for tid, seat, name, open_, token_hash, order in conn.execute(
                 "SELECT table_id, seat, name, open, token_hash, taken_order FROM seats"
-                " ORDER BY table_id, seat"
+                f" WHERE table_id IN {chosen} ORDER BY table_id, seat",
+                params,
             ):
                 seats.setdefault(tid, []).append((seat, name, bool(open_), token_hash, order))
             actions: dict[str, list[tuple[int, int]]] = {}
             for tid, seat, action in conn.execute(
-                "SELECT table_id, seat, action FROM actions ORDER BY table_id, idx"
+                "SELECT table_id, seat, action FROM actions"
+                f" WHERE table_id IN {chosen} ORDER BY table_id, idx",
+                params,
             ):
                 actions.setdefault(tid, []).append((seat, action))
         finally:
             conn.close()
-        wanted = set(only) if only is not None else None
         return [
             StoredTable(
                 id=r[0],
@@ -254,8 +266,18 @@ class Store:
                 actions=actions.get(r[0], []),
             )
             for r in rows
-            if wanted is None or r[0] in wanted
         ]
+
+    def count_finished(self) -> int:
+        """Finished tables with their record (left on disk at start-up)."""
+        conn = self._connect()
+        try:
+            row = conn.execute(
+                "SELECT count(*) FROM tables WHERE finished = 1 AND record IS NOT NULL"
+            ).fetchone()
+        finally:
+            conn.close()
+        return int(row[0])
 
 
 Settlement = tuple[asyncio.Future[None], BaseException | None]

@@ -14,6 +14,7 @@ not know left out.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import hmac
@@ -307,19 +308,25 @@ class Referee:
         store: Store,
         key: Ed25519PrivateKey,
         max_tables_per_client: int = 1000,
+        max_loaded_finished: int = 1000,
     ) -> None:
         self.store = store
         self.key = key
         self.max_tables_per_client = max_tables_per_client
         self.tables: dict[str, Table] = {}
+        # finished tables loaded from the store when asked for, least recently asked first
+        self._loaded: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self.max_loaded_finished = max_loaded_finished
         self._rules: dict[str, Rules] = {}
         self._open_tables: dict[str, int] = {}  # per client: tables created and not finished
 
     # -- start-up -------------------------------------------------------------------------
 
     async def load(self) -> int:
-        """Rebuild every table from the store by replay; issue missing records."""
-        for stored in self.store.load():
+        """Rebuild the live tables from the store by replay (the tables not finished, and
+        those finished without their record, which is issued now). A finished table stays
+        on disk until it is asked for (`get`)."""
+        for stored in self.store.load(live=True):
             table = self._restore(stored)
             self.tables[table.id] = table
             if not table.finished:
@@ -327,14 +334,11 @@ class Referee:
             if table.finished and stored.record is None:
                 await self._issue_record(table)
                 table.durable_events = len(table.events)
-            elif stored.record is not None:
-                table.envelope = stored.record
-                table.record_id = record_id(pb.RecordEnvelope.FromString(stored.record).record)
         return len(self.tables)
 
     def _restore(self, stored: StoredTable) -> Table:
         rules = self._rules_for(stored.game, stored.ruleset, stored.options, stored.players)
-        return Table.replayed(
+        table = Table.replayed(
             stored.id,
             rules,
             stored.options,
@@ -344,6 +348,12 @@ class Referee:
             [(name, open_, h, order) for _, name, open_, h, order in stored.seats],
             stored.actions,
         )
+        if stored.record is not None:  # its last event: the record, as when it was issued
+            table.envelope = stored.record
+            table.record_id = record_id(pb.RecordEnvelope.FromString(stored.record).record)
+            table.events.append(self._end_event(table))
+            table.durable_events = len(table.events)
+        return table
 
     def _rules_for(self, game: str, ruleset: str, options: dict[str, Any], players: int) -> Rules:
         key = json.dumps([game, ruleset, options, players], sort_keys=True)
@@ -355,9 +365,20 @@ class Referee:
     # -- tables ---------------------------------------------------------------------------
 
     def get(self, table_id: str) -> Table:
+        """The table; a finished one not in memory is loaded from the store by replay (and
+        kept among the `max_loaded_finished` most recently asked for)."""
         table = self.tables.get(table_id)
         if table is None:
-            raise NotFound(f"no table {table_id!r}")
+            stored = self.store.load(only=[table_id]) if table_id else []
+            if not stored:
+                raise NotFound(f"no table {table_id!r}")
+            table = self.tables[table_id] = self._restore(stored[0])
+            self._loaded[table_id] = None
+        elif table_id in self._loaded:
+            self._loaded.move_to_end(table_id)
+        while len(self._loaded) > self.max_loaded_finished:
+            old, _ = self._loaded.popitem(last=False)
+            self.tables.pop(old, None)
         return table
 
     async def create(
@@ -555,7 +576,7 @@ class Referee:
         table.record_id = record_id(data)
         if self._open_tables.get(table.creator, 0) > 0:
             self._open_tables[table.creator] -= 1
-        event = EndEvent(table.match.winners, table.match.end_reason, table.record_id)
+        event = self._end_event(table)
         table.events.append(event)
         _log(
             "table finished",
@@ -566,6 +587,11 @@ class Referee:
             actions=len(table.actions),
         )
         return event
+
+    @staticmethod
+    def _end_event(table: Table) -> EndEvent:
+        assert table.record_id is not None
+        return EndEvent(table.match.winners, table.match.end_reason, table.record_id)
 
     # -- watching -------------------------------------------------------------------------
 

@@ -428,3 +428,51 @@ def test_a_match_the_first_deal_ends_gets_its_record(tmp_path: Path) -> None:
         assert ended > 0  # a 6th jeton or an impériale in the announcements: some of 40 deals
 
     run(body, tmp_path, max_tables_per_client=100)
+
+
+async def history(
+    stub: rpc.RefereeServiceStub, table_id: str, tokens: dict[int, str]
+) -> tuple[bytes, list[bytes]]:
+    """A table's record and every event seat 1 is sent, as bytes."""
+    record = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+    request = pb.WatchTableRequest(table_id=table_id, seat=1)
+    call = stub.WatchTable(request, metadata=auth(tokens[1]))
+    return record.envelope.SerializeToString(), [m.event.SerializeToString() async for m in call]
+
+
+def test_finished_tables_stay_on_disk_until_asked_for(tmp_path: Path) -> None:
+    """After a restart only the live tables are replayed; a finished one is loaded when asked
+    for, and gives the same record, views and events as before."""
+
+    async def play(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> Any:
+        done = []
+        for k in range(3):
+            table_id, tokens = await new_table(stub, "dame-de-pique", "", {"end_threshold": 20}, 4)
+            await play_random(stub, table_id, tokens, random.Random(k))
+            done.append((table_id, tokens))
+        live, live_tokens = await new_table(stub, "napoleon", "", {"deals": 4}, 4)
+        before = {t: await history(stub, t, tokens) for t, tokens in done}
+        return done, live, live_tokens, before
+
+    done, live, live_tokens, before = run(play, tmp_path)
+
+    async def after(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        referee = server.referee
+        assert set(referee.tables) == {live}  # the finished tables were not replayed
+        for table_id, tokens in done:
+            assert await history(stub, table_id, tokens) == before[table_id]
+            view = await stub.GetView(
+                pb.GetViewRequest(table_id=table_id, seat=0), metadata=auth(tokens[0])
+            )
+            assert view.view.status == pb.TABLE_STATUS_FINISHED
+        assert set(referee.tables) == {live} | {t for t, _ in done}
+        referee.max_loaded_finished = 1  # the least recently asked for leave memory
+        await stub.GetTable(pb.GetTableRequest(table_id=done[0][0]))
+        await stub.GetTable(pb.GetTableRequest(table_id=done[1][0]))
+        assert set(referee.tables) == {live, done[1][0]}
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.GetTable(pb.GetTableRequest(table_id="no-such-table"))
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        await play_random(stub, live, live_tokens, random.Random(9))  # the live one plays on
+
+    run(after, tmp_path)
