@@ -23,6 +23,7 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 COMPILED = [
     "referee/engine/cards.py",
+    "referee/engine/shuffle.py",
     "referee/engine/tricks.py",
     "referee/engine/actions.py",
     "referee/engine/base.py",

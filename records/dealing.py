@@ -16,21 +16,19 @@ Algorithm `tapis-deal/1` (stable: a new algorithm gets a new name):
   order, shuffled by Fisher-Yates (for i from the last index down to 1, swap i with a uniform
   j below i + 1) with the stream of label "hand/<k>"; the result is the pack top first, dealt
   by the game's own dealing procedure (RULES.md 7).
+
+The draws and the shuffle are in referee/engine/shuffle.py, compiled with the engine (every
+pack is recomputed when a refereed record is verified); this module is the published face.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import os
-import struct
-from collections.abc import Callable, Iterator
 
-from referee.engine.cards import iter_cards
+from referee.engine.shuffle import ALGORITHM, first_dealer, shuffled_pack
 
 __all__ = ["ALGORITHM", "commitment", "first_dealer", "new_seed", "shuffled_pack"]
-
-ALGORITHM = "tapis-deal/1"
 
 
 def new_seed() -> bytes:
@@ -41,43 +39,3 @@ def new_seed() -> bytes:
 def commitment(seed: bytes) -> bytes:
     """The SHA-256 of the seed, published before the first deal."""
     return hashlib.sha256(seed).digest()
-
-
-_WORDS = struct.Struct(">8I").unpack  # a block: eight big-endian 32-bit words
-
-
-def _words(seed: bytes, label: str) -> Callable[[], int]:
-    """The next word of the stream of `label` (a function: the shuffle calls it per card)."""
-    prefix = f"{ALGORITHM}|{label}|".encode()
-
-    def blocks() -> Iterator[int]:
-        counter = 0
-        while True:
-            yield from _WORDS(hmac.digest(seed, prefix + str(counter).encode(), "sha256"))
-            counter += 1
-
-    return blocks().__next__
-
-
-def _below(next_word: Callable[[], int], n: int) -> int:
-    """A uniform integer below n: words at or over the largest multiple of n are rejected."""
-    limit = (1 << 32) - (1 << 32) % n
-    w = next_word()
-    while w >= limit:
-        w = next_word()
-    return w % n
-
-
-def first_dealer(seed: bytes, choices: tuple[int, ...]) -> int:
-    """The dealer of the first hand, among the seats allowed to deal it."""
-    return choices[_below(_words(seed, "dealer"), len(choices))]
-
-
-def shuffled_pack(seed: bytes, hand_number: int, pack: int) -> list[int]:
-    """The pack (a card mask) of hand `hand_number`, shuffled, top card first."""
-    cards = list(iter_cards(pack))
-    next_word = _words(seed, f"hand/{hand_number}")
-    for i in range(len(cards) - 1, 0, -1):
-        j = _below(next_word, i + 1)
-        cards[i], cards[j] = cards[j], cards[i]
-    return cards

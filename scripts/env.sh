@@ -9,7 +9,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 STAMP="$VENV/.tapis-installed"
-WANT="$(cd "$ROOT" && cat pyproject.toml setup.py referee/engine/{cards,actions,tricks,base,dame_de_pique,napoleon,triomphe,imperiale}.py | sha256sum | cut -d' ' -f1)${TAPIS_PURE_PYTHON:-}"
+WANT="$(cd "$ROOT" && cat pyproject.toml setup.py referee/engine/{cards,shuffle,actions,tricks,base,dame_de_pique,napoleon,triomphe,imperiale}.py | sha256sum | cut -d' ' -f1)${TAPIS_PURE_PYTHON:-}"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "installing Tapis and its dependencies into $VENV (a few minutes the first time) ..." >&2
   LOG="$VENV/install.log"

@@ -23,6 +23,7 @@ _HERE = Path(__file__).resolve().parent
 # In dependency order: each module's imports are loaded before it.
 _MODULES = (
     "cards",
+    "shuffle",
     "actions",
     "tricks",
     "base",
