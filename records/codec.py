@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import operator
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from google.protobuf.message import DecodeError
 
@@ -36,6 +38,7 @@ __all__ = [
     "envelope",
     "file_chunks",
     "read_envelopes",
+    "read_frames",
     "record_id",
     "rules_to_pb",
     "score_from_pb",
@@ -252,36 +255,48 @@ def _varint(n: int) -> bytes:
 
 def iter_frames(data: bytes, name: str = "input") -> Iterator[bytes]:
     """The envelope bytes of a record file's content; `RecordFileError` if it is not one."""
-    if not data.startswith(MAGIC):
+    return read_frames(io.BytesIO(data), len(data), name)
+
+
+def read_frames(f: BinaryIO, total: int, name: str = "input") -> Iterator[bytes]:
+    """The envelope bytes of a record file read from `f` as a stream (`total`: its size in
+    bytes), so a file of any size is read in constant memory; `RecordFileError` when it is not
+    a record file, after the frames before the damage."""
+    if f.read(len(MAGIC)) != MAGIC:
         raise RecordFileError(
             "not-a-record-file",
             f"{name} is not a Tapis record file (it does not start with {MAGIC!r})",
         )
     pos = len(MAGIC)
-    n = len(data)
     index = 0
-    while pos < n:
+    while pos < total:
         index += 1
         size = 0
         shift = 0
         while True:
-            if pos >= n or shift > 63:
+            b = f.read(1)
+            if not b or shift > 63:
                 raise RecordFileError(
                     "truncated", f"{name}: record {index} has a truncated length prefix"
                 )
-            b = data[pos]
             pos += 1
-            size |= (b & 0x7F) << shift
+            size |= (b[0] & 0x7F) << shift
             shift += 7
-            if not b & 0x80:
+            if not b[0] & 0x80:
                 break
-        if size > MAX_ENVELOPE or pos + size > n:
+        if size > MAX_ENVELOPE or pos + size > total:
             raise RecordFileError(
                 "truncated",
-                f"{name}: record {index} claims {size} bytes but {n - pos} remain",
+                f"{name}: record {index} claims {size} bytes but {total - pos} remain",
             )
-        yield data[pos : pos + size]
+        frame = f.read(size)
+        if len(frame) != size:  # the file shrank while being read
+            raise RecordFileError(
+                "truncated",
+                f"{name}: record {index} claims {size} bytes but {len(frame)} remain",
+            )
         pos += size
+        yield frame
 
 
 def parse_envelope(frame: bytes, name: str, index: int) -> pb.RecordEnvelope:
@@ -301,13 +316,14 @@ def file_chunks(path: str | Path, size: int) -> Iterator[tuple[int, tuple[bytes,
     `truncated`) is raised after the chunks of the whole records before the damage."""
     p = Path(path)
     try:
-        data = p.read_bytes()
+        f = p.open("rb")
+        total = os.fstat(f.fileno()).st_size
     except OSError as exc:
         raise RecordFileError("unreadable", f"{p}: {exc.strerror or exc}") from None
     frames: list[bytes] = []
     first = 1
     try:
-        for frame in iter_frames(data, str(p)):
+        for frame in read_frames(f, total, str(p)):
             frames.append(frame)
             if len(frames) >= size:
                 yield first, tuple(frames)
@@ -317,6 +333,10 @@ def file_chunks(path: str | Path, size: int) -> Iterator[tuple[int, tuple[bytes,
         if frames:
             yield first, tuple(frames)
         raise
+    except OSError as exc:
+        raise RecordFileError("unreadable", f"{p}: {exc.strerror or exc}") from None
+    finally:
+        f.close()
     if frames:
         yield first, tuple(frames)
 
