@@ -153,7 +153,7 @@ class DaskExecutor:
             return Client(cluster), cluster
         try:
             return Client(self.scheduler, timeout=self.timeout), None
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:  # ValueError: a malformed address
             raise ExecutorError(f"no Dask scheduler answers at {self.scheduler}: {exc}") from None
 
     def map_tasks(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:

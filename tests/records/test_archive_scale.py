@@ -274,6 +274,9 @@ def test_dask_scheduler_errors_are_clear(archive: Path, tmp_path: Path) -> None:
     db = copy_of(archive, tmp_path)
     done = tapis("archive", "rescore", db, *SET, "--scheduler", "tcp://127.0.0.1:9")
     assert done.returncode == 2 and "--scheduler is for --engine dask" in done.stderr
+    done = tapis("archive", "rescore", db, *SET, "--engine", "dask", "--scheduler", "nowhere")
+    assert done.returncode == 2, done.stderr
+    assert "no Dask scheduler answers at nowhere" in done.stderr and "Traceback" not in done.stderr
 
 
 # --- runs and dates ---------------------------------------------------------------------------
