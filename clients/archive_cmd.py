@@ -38,6 +38,7 @@ from records.archive import (
 from records.codec import decode_record
 from records.executors import make_executor
 from records.render import render_record
+from records.score import diff_text
 from referee.engine import TapisError
 
 __all__ = ["add_archive_parser", "positive_int"]
@@ -198,17 +199,7 @@ def _result_text(r: dict[str, Any]) -> str:
         text += f"; winners {r['old_winners']} -> {r['new_winners']}"
     if r["new_finished"] != r["old_finished"]:
         text += "; no longer finished" if r["old_finished"] else "; now finished"
-    return text + f"; first differing line: {_diff_text(r['first_diff'])}"
-
-
-def _diff_text(d: dict[str, Any] | None) -> str:
-    """The first score line that differs, with the rule ids on both sides."""
-    if not d:
-        return "no line differs"
-    return (
-        f"hand {d['hand']}, line {d['line']}: {d['old_rule'] or '(none)'} -> "
-        f"{d['new_rule'] or '(none)'} ({d['old']} -> {d['new']})"
-    )
+    return text + f"; first differing line: {diff_text(r['first_diff'])}"
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -266,7 +257,7 @@ def _summary_text(s: RescoreSummary, elapsed: float) -> str:
     for sample in s.samples:
         lines.append(
             f"  {sample['record_id'][:12]}: {sample['old_scores']} -> {sample['new_scores']}; "
-            f"first differing line: {_diff_text(sample['first_diff'])}"
+            f"first differing line: {diff_text(sample['first_diff'])}"
         )
     return "\n".join(lines)
 

@@ -40,10 +40,13 @@ from pathlib import Path
 
 from records.annotate import CommentError, annotate, parse_comment
 from records.codec import (
+    Provenance,
     RecordFileError,
+    build_record,
     decode_record,
     envelope,
     read_envelopes,
+    score_from_pb,
     write_envelopes,
 )
 from records.executors import make_executor
@@ -54,7 +57,7 @@ from records.export import (
     transcript_text,
 )
 from records.render import render_record
-from records.score import score_json, score_sheet
+from records.score import diff_text, first_diff, replay_changed, score_json, score_sheet
 from records.signing import (
     TrustedKey,
     key_id,
@@ -73,7 +76,7 @@ from records.verify import (
     verify_envelope,
     verify_files,
 )
-from referee.engine import RecordError, TapisError
+from referee.engine import Match, RecordError, TapisError, find_game
 from tapis.v1 import record_pb2 as pb
 
 __all__ = ["main"]
@@ -139,25 +142,73 @@ def _where(path: str, index: int, count: int) -> str:
     return path if count == 1 else f"{path} (record {index})"
 
 
+def _rescored(
+    rec: pb.GameRecord, changes: dict[str, bool | int | str]
+) -> tuple[pb.GameRecord, Match]:
+    """The record as its match goes under the changed options (the same deals and actions;
+    unsigned), and that match; `NotReplayable` when the new rules refuse them."""
+    match = replay_changed(rec, changes)
+    p = rec.provenance
+    new = build_record(
+        match,
+        [s.name for s in rec.seats],
+        Provenance(p.source, p.reference, p.played_at),
+        [list(h.deal.deck) or None for h in rec.hands],
+        rec.deal_source if rec.HasField("deal_source") else None,
+    )
+    return new, match
+
+
+def _changes_text(rec: pb.GameRecord, new: pb.GameRecord, match: Match) -> str:
+    """What the changed options changed, for a person."""
+    units = find_game(rec.rules.game).units
+    names = [s.name for s in rec.seats]
+    old_scores = [list(score_from_pb(units, s)) for s in rec.outcome.scores]
+    new_scores = [list(score_from_pb(units, s)) for s in new.outcome.scores]
+    parts = [f"scores {old_scores} -> {new_scores}" if old_scores != new_scores else "same scores"]
+    if list(rec.outcome.winners) != list(new.outcome.winners):
+        won = [[names[w] for w in o.winners] for o in (rec.outcome, new.outcome)]
+        parts.append(f"winners {won[0]} -> {won[1]}")
+    if rec.outcome.finished != new.outcome.finished:
+        parts.append("no longer finished" if rec.outcome.finished else "now finished")
+    diff = first_diff(units, rec, [r.lines for r in match.results])
+    if diff is None and len(parts) == 1 and old_scores == new_scores:
+        return "compared with the record: nothing changes"
+    parts.append("first differing line: " + diff_text(diff))
+    return "compared with the record: " + "; ".join(parts)
+
+
 def cmd_score(args: argparse.Namespace) -> int:
+    from clients.play import parse_option
+
+    try:
+        changes = dict(parse_option(t) for t in args.set or ())
+    except ValueError as exc:
+        _err(f"tapis record score: {exc}")
+        return 2
     loaded = _load(args.records)
     if loaded is None:
         return 2
     status = 0
     counts = {p: sum(1 for q, _, _ in loaded if q == p) for p in args.records}
+    under = ", ".join(f"{k}={v}" for k, v in sorted(changes.items()))
     for path, index, env in loaded:
+        where = _where(path, index, counts[path])
         try:
             rec = decode_record(env.record)
-        except RecordError as exc:
-            _err(f"{_where(path, index, counts[path])}: {exc}")
+            shown, match = _rescored(rec, changes) if changes else (rec, None)
+        except TapisError as exc:  # RecordError, NotReplayable
+            _err(f"{where}: {exc}")
             status = 1
             continue
         if args.json:
-            print(json.dumps(score_json(rec), ensure_ascii=False, separators=(",", ":")))
+            print(json.dumps(score_json(shown), ensure_ascii=False, separators=(",", ":")))
         else:
-            if len(loaded) > 1:
-                print(f"== {_where(path, index, counts[path])}")
-            print(score_sheet(rec))
+            if len(loaded) > 1 or changes:
+                print(f"== {where}" + (f" under {under}" if changes else ""))
+            print(score_sheet(shown))
+            if match is not None:
+                print(_changes_text(rec, shown, match))
     return status
 
 
@@ -556,9 +607,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", metavar="DIR", help="one record file per transcript")
     p.set_defaults(func=cmd_import)
 
-    p = rsub.add_parser("score", help="print the scores of records")
+    p = rsub.add_parser("score", help="print the scores of records (or under other options)")
     p.add_argument("records", nargs="+", metavar="RECORD")
     p.add_argument("--json", action="store_true", help="the JSON of TRANSCRIPT.md, one per line")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="re-score under this option changed (repeatable): the same deals and "
+                   "actions, to where the match now ends")  # fmt: skip
     p.set_defaults(func=cmd_score)
 
     p = rsub.add_parser(

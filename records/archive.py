@@ -21,7 +21,6 @@ Scores are stored as JSON lists, one list per seat of the game's units (`[[26], 
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import sqlite3
@@ -35,26 +34,19 @@ import sqlite_utils
 
 from records.codec import (
     RecordFileError,
-    deal_from_pb,
     decode_record,
     file_chunks,
     options_from_pb,
     score_from_pb,
-    score_getter,
-    start_from_pb,
 )
 from records.executors import Executor, SerialExecutor, make_executor
+from records.score import NotReplayable, first_diff, replay_changed
 from records.verify import VerifyResult, verify_envelope, verify_frame
 from referee.engine import (
-    IllegalAction,
-    InvalidAction,
-    Rules,
     RulesError,
-    ScoreLine,
     TapisError,
     find_game,
     make_rules,
-    new_match,
 )
 from tapis.v1 import record_pb2 as pb
 
@@ -517,40 +509,6 @@ class Rescored:
     new_finished: bool | None = None
 
 
-def _first_diff(
-    units: tuple[str, ...], rec: pb.GameRecord, new: Sequence[Sequence[ScoreLine]]
-) -> dict[str, Any] | None:
-    """The first score line, hand by hand, that is not the same after re-scoring."""
-    get = score_getter(units)
-    hands = rec.hands
-    for h in range(max(len(hands), len(new))):
-        old_lines = hands[h].lines if h < len(hands) else ()
-        new_lines = new[h] if h < len(new) else ()
-        for i in range(max(len(old_lines), len(new_lines))):
-            o = old_lines[i] if i < len(old_lines) else None
-            n = new_lines[i] if i < len(new_lines) else None
-            old = None if o is None else (o.seat, o.kind, get(o.delta), o.rule)
-            if n is not None and old == (n.seat, n.kind, n.delta, n.rule):
-                continue
-            return {
-                "hand": h + 1,
-                "line": i + 1,
-                "old_rule": old[3] if old else "",
-                "new_rule": n.rule if n else "",
-                "old": [old[0], old[1], list(old[2])] if old else None,
-                "new": [n.seat, n.kind, list(n.delta)] if n else None,
-            }
-    return None
-
-
-@functools.lru_cache(maxsize=64)
-def _changed_rules(
-    game: str, ruleset: str, options: tuple[tuple[str, Option], ...], players: int
-) -> Rules:
-    """The rules of a record with its options changed, made once per distinct rules."""
-    return make_rules(game, ruleset or None, dict(options), players)
-
-
 def rescore_record(rid: str, rec: pb.GameRecord, changes: Mapping[str, Option]) -> Rescored:
     """Replay `rec` with its options changed by `changes`, hand by hand with the recorded deals
     and actions, stopping when the match ends; never raises for a record that does not fit."""
@@ -574,28 +532,13 @@ def rescore_record(rid: str, rec: pb.GameRecord, changes: Mapping[str, Option]) 
             old_finished,
         )
 
-    options = options_from_pb(rec.rules.options)
-    options.pop("players", None)
-    options.update(changes)
     try:
-        key = tuple(sorted(options.items()))
-        rules = _changed_rules(spec.name, rec.rules.ruleset, key, rec.rules.players)
-        match = new_match(rules, start_from_pb(units, rec.start), log_events=False)
-    except RulesError as exc:
-        return refused(f"option:{exc.key}" if exc.key else "options", str(exc))
-    for h, hand in enumerate(rec.hands, 1):
-        if match.finished:
-            break
-        try:
-            match.start_hand(hand.dealer, deal_from_pb(hand.deal))
-            match.step_many(hand.seats, hand.actions)
-        except IllegalAction as exc:
-            return refused(exc.rule, f"hand {h}: {exc}")
-        except InvalidAction as exc:
-            return refused("action", f"hand {h}: {exc}")
+        match = replay_changed(rec, changes)
+    except NotReplayable as exc:
+        return refused(exc.rule, exc.detail)
     new_scores = [list(s) for s in match.scores]
     new_winners = list(match.winners)
-    diff = _first_diff(units, rec, [r.lines for r in match.results])
+    diff = first_diff(units, rec, [r.lines for r in match.results])
     return Rescored(
         rid,
         "ok",

@@ -1,14 +1,115 @@
-"""Scores of a record: the JSON of TRANSCRIPT.md and a score sheet a person reads."""
+"""Scores of a record: the JSON of TRANSCRIPT.md and a score sheet a person reads; and the
+record re-scored under other options (`replay_changed`: the same deals and actions, the
+options changed), with the first score line that differs."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from records.codec import score_from_pb
-from referee.engine import find_game
+from records.codec import (
+    deal_from_pb,
+    options_from_pb,
+    score_from_pb,
+    score_getter,
+    start_from_pb,
+)
+from referee.engine import (
+    IllegalAction,
+    InvalidAction,
+    Match,
+    Rules,
+    RulesError,
+    ScoreLine,
+    TapisError,
+    find_game,
+    make_rules,
+    new_match,
+)
 from tapis.v1 import record_pb2 as pb
 
-__all__ = ["score_json", "score_sheet"]
+__all__ = [
+    "NotReplayable",
+    "diff_text",
+    "first_diff",
+    "replay_changed",
+    "score_json",
+    "score_sheet",
+]
+
+Option = bool | int | str
+
+
+class NotReplayable(TapisError):
+    """A record whose deals or actions the changed options refuse: `rule` is the rule id
+    that refused (or `option:KEY` for an option that does not hold), `detail` says where."""
+
+    def __init__(self, rule: str, detail: str) -> None:
+        super().__init__(f"not replayable [{rule}]: {detail}")
+        self.rule = rule
+        self.detail = detail
+
+
+@functools.lru_cache(maxsize=64)
+def _changed_rules(
+    game: str, ruleset: str, options: tuple[tuple[str, Option], ...], players: int
+) -> Rules:
+    """The rules of a record with its options changed, made once per distinct rules."""
+    return make_rules(game, ruleset or None, dict(options), players)
+
+
+def replay_changed(rec: pb.GameRecord, changes: Mapping[str, Option]) -> Match:
+    """The match of `rec` replayed with its options changed by `changes`: hand by hand with
+    the recorded deals and actions, stopping where the match now ends (or at the record's
+    end, the match then unfinished). `NotReplayable` when the new rules refuse it."""
+    spec = find_game(rec.rules.game)
+    options = options_from_pb(rec.rules.options)
+    options.pop("players", None)
+    options.update(changes)
+    try:
+        key = tuple(sorted(options.items()))
+        rules = _changed_rules(spec.name, rec.rules.ruleset, key, rec.rules.players)
+        match = new_match(rules, start_from_pb(spec.units, rec.start), log_events=False)
+    except RulesError as exc:
+        raise NotReplayable(f"option:{exc.key}" if exc.key else "options", str(exc)) from None
+    for h, hand in enumerate(rec.hands, 1):
+        if match.finished:
+            break
+        try:
+            match.start_hand(hand.dealer, deal_from_pb(hand.deal))
+            match.step_many(hand.seats, hand.actions)
+        except IllegalAction as exc:
+            raise NotReplayable(exc.rule, f"hand {h}: {exc}") from None
+        except InvalidAction as exc:
+            raise NotReplayable("action", f"hand {h}: {exc}") from None
+    return match
+
+
+def first_diff(
+    units: tuple[str, ...], rec: pb.GameRecord, new: Sequence[Sequence[ScoreLine]]
+) -> dict[str, Any] | None:
+    """The first score line, hand by hand, that is not the same after re-scoring."""
+    get = score_getter(units)
+    hands = rec.hands
+    for h in range(max(len(hands), len(new))):
+        old_lines = hands[h].lines if h < len(hands) else ()
+        new_lines = new[h] if h < len(new) else ()
+        for i in range(max(len(old_lines), len(new_lines))):
+            o = old_lines[i] if i < len(old_lines) else None
+            n = new_lines[i] if i < len(new_lines) else None
+            old = None if o is None else (o.seat, o.kind, get(o.delta), o.rule)
+            if n is not None and old == (n.seat, n.kind, n.delta, n.rule):
+                continue
+            return {
+                "hand": h + 1,
+                "line": i + 1,
+                "old_rule": old[3] if old else "",
+                "new_rule": n.rule if n else "",
+                "old": [old[0], old[1], list(old[2])] if old else None,
+                "new": [n.seat, n.kind, list(n.delta)] if n else None,
+            }
+    return None
 
 
 def _units(rec: pb.GameRecord) -> tuple[str, ...]:
@@ -127,3 +228,13 @@ def result_line(rec: pb.GameRecord) -> str:
     verb = "share the victory" if len(out.winners) > 1 else "wins"
     reason = f" ({out.reason})" if out.reason else ""
     return f"{winners} {verb}{reason}."
+
+
+def diff_text(d: dict[str, Any] | None) -> str:
+    """A `first_diff` for a person, with the rule ids on both sides."""
+    if not d:
+        return "no line differs"
+    return (
+        f"hand {d['hand']}, line {d['line']}: {d['old_rule'] or '(none)'} -> "
+        f"{d['new_rule'] or '(none)'} ({d['old']} -> {d['new']})"
+    )

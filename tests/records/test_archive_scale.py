@@ -321,3 +321,34 @@ def test_query_by_date_played(archive: Path) -> None:
     assert count("--since", "2026-01-02") == 0
     bad = tapis("archive", "query", archive, "--since", "last week")
     assert bad.returncode == 2 and "--since: 'last week' is not a date" in bad.stderr
+
+
+# --- one record file, re-scored --------------------------------------------------------------
+
+
+def test_record_score_under_other_options(corpus: list[pb.RecordEnvelope], tmp_path: Path) -> None:
+    """`tapis record score --set`: the same account as an independent replay, and as
+    `archive rescore` of the same records."""
+    from tests.records.test_archive import CHANGES, expected_outcome
+
+    path = tmp_path / "some.tapis"
+    write_envelopes(path, corpus[:8])
+    sets = [a for k, v in CHANGES.items() for a in ("--set", f"{k}={v}")]
+    done = tapis("record", "score", path, *sets, "--json")
+    assert done.returncode == 0, done.stderr
+    docs = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(docs) == 8
+    changed = 0
+    for env, doc in zip(corpus[:8], docs, strict=True):
+        scores, winners = expected_outcome(env, CHANGES)
+        assert [[s["points"]] for s in doc["scores"]] == scores
+        assert doc["winners"] == winners
+        changed += scores != [[s.points] for s in decode_record(env.record).outcome.scores]
+    assert changed > 0  # the test means something
+    text = tapis("record", "score", path, *sets)
+    assert text.stdout.count("compared with the record: ") == 8
+    assert "first differing line: hand" in text.stdout
+    refused = tapis("record", "score", path, "--set", "dealer_rotation=counterclockwise")
+    assert refused.returncode == 1 and "not replayable [DP.DEAL]" in refused.stderr
+    bad = tapis("record", "score", path, "--set", "end_threshold")
+    assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
