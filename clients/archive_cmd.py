@@ -7,6 +7,8 @@
     tapis archive rescore DB --set KEY=VALUE... [--game G] [--workers N] [--json]
         [--engine local|dask] [--scheduler ADDRESS]
     tapis archive runs DB [RUN_ID [--changed] [--limit N]] [--json]
+    tapis archive export DB -o FILE [--game G] [--ruleset R] [--player NAME] [--since DATE]
+        [--until DATE] [--limit N]
 
 Exit status: 0 success (rescore: also when some records are not replayable, which the
 summary counts); 1 a record refused (add); 2 bad input (no such archive, unknown id, a file
@@ -29,13 +31,14 @@ from records.archive import (
     RescoreSummary,
     add_files,
     find_record,
+    iter_envelopes,
     list_runs,
     open_archive,
     query_records,
     rescore,
     run_results,
 )
-from records.codec import decode_record
+from records.codec import decode_record, write_frames
 from records.executors import make_executor
 from records.render import render_record
 from records.score import diff_text
@@ -154,6 +157,28 @@ def cmd_query(args: argparse.Namespace) -> int:
             print(_dumps(r))
     else:
         print(_table(rows))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """The selected records, out of the archive into one record file (as they were added:
+    signatures and annotations kept)."""
+    try:
+        db = open_archive(args.db, create=False)
+        try:
+            envelopes = iter_envelopes(
+                db, args.game, args.ruleset, args.player, args.limit, args.since, args.until
+            )
+            count = write_frames(args.output, envelopes)
+        finally:
+            db.close()
+    except TapisError as exc:
+        _err(str(exc))
+        return 2
+    except OSError as exc:
+        _err(f"{args.output}: cannot write: {exc.strerror or exc}")
+        return 2
+    print(f"{count} record{'s' if count != 1 else ''} -> {args.output}")
     return 0
 
 
@@ -306,6 +331,16 @@ def positive_int(text: str) -> int:
     return n
 
 
+def _selection(p: argparse.ArgumentParser) -> None:
+    """The options that select records (query, export)."""
+    p.add_argument("--game", help="game name or alias")
+    p.add_argument("--ruleset")
+    p.add_argument("--player", metavar="NAME", help="records where NAME has a seat")
+    p.add_argument("--since", metavar="DATE", help="played on or after (YYYY-MM-DD or ISO 8601)")
+    p.add_argument("--until", metavar="DATE", help="played on or before (a date: the whole day)")
+    p.add_argument("--limit", type=positive_int, metavar="N")
+
+
 def add_archive_parser(sub: Any) -> None:
     """The `archive` subcommands, on the top-level subparsers of `tapis`."""
     archive = sub.add_parser("archive", help="records in one SQLite file: add, query, rescore")
@@ -320,14 +355,15 @@ def add_archive_parser(sub: Any) -> None:
 
     p = asub.add_parser("query", help="list records (a table, or JSON lines)")
     p.add_argument("db", metavar="DB")
-    p.add_argument("--game", help="game name or alias")
-    p.add_argument("--ruleset")
-    p.add_argument("--player", metavar="NAME", help="records where NAME has a seat")
-    p.add_argument("--since", metavar="DATE", help="played on or after (YYYY-MM-DD or ISO 8601)")
-    p.add_argument("--until", metavar="DATE", help="played on or before (a date: the whole day)")
-    p.add_argument("--limit", type=positive_int, metavar="N")
+    _selection(p)
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_query)
+
+    p = asub.add_parser("export", help="write the records selected to a record file")
+    p.add_argument("db", metavar="DB")
+    p.add_argument("-o", "--output", required=True, metavar="FILE")
+    _selection(p)
+    p.set_defaults(func=cmd_export)
 
     p = asub.add_parser("show", help="render one record (a unique id prefix is enough)")
     p.add_argument("db", metavar="DB")

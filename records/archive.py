@@ -58,6 +58,7 @@ __all__ = [
     "add_envelopes",
     "add_files",
     "find_record",
+    "iter_envelopes",
     "list_runs",
     "open_archive",
     "query_records",
@@ -416,6 +417,25 @@ def query_records(
         row["finished"] = bool(row["finished"])
         out.append(row)
     return out
+
+
+def iter_envelopes(
+    db: sqlite_utils.Database,
+    game: str | None = None,
+    ruleset: str | None = None,
+    player: str | None = None,
+    limit: int | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> Iterator[bytes]:
+    """The stored envelopes (bytes) of the records `query_records` selects, in its order."""
+    where, params = _where(game, ruleset, player, since, until)
+    sql = f"SELECT envelope FROM records WHERE {where} ORDER BY rowid"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    for (envelope_bytes,) in db.execute(sql, params):
+        yield envelope_bytes
 
 
 _RUN_COLUMNS = (

@@ -46,6 +46,7 @@ __all__ = [
     "score_to_pb",
     "start_from_pb",
     "write_envelopes",
+    "write_frames",
 ]
 
 FORMAT_VERSION = 1
@@ -360,14 +361,26 @@ def encode_file(envelopes: Iterable[pb.RecordEnvelope]) -> bytes:
     return b"".join(parts)
 
 
-def write_envelopes(path: str | Path, envelopes: Iterable[pb.RecordEnvelope]) -> None:
-    """Write a record file atomically (temporary file in the same folder, then rename)."""
+def write_envelopes(path: str | Path, envelopes: Iterable[pb.RecordEnvelope]) -> int:
+    """Write a record file atomically (temporary file in the same folder, then rename);
+    returns the number of records written."""
+    return write_frames(path, (env.SerializeToString(deterministic=True) for env in envelopes))
+
+
+def write_frames(path: str | Path, frames: Iterable[bytes]) -> int:
+    """Write a record file of envelope bytes as they come (any number, in constant memory),
+    atomically: a temporary file in the same folder, renamed once complete (an interrupted
+    write leaves no file). Returns the number of records written."""
     p = Path(path)
-    data = encode_file(envelopes)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent or ".")
+    count = 0
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.write(MAGIC)
+            for frame in frames:
+                f.write(_varint(len(frame)))
+                f.write(frame)
+                count += 1
             f.flush()
             os.fsync(f.fileno())
         umask = os.umask(0)
@@ -377,3 +390,4 @@ def write_envelopes(path: str | Path, envelopes: Iterable[pb.RecordEnvelope]) ->
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return count

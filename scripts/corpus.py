@@ -27,13 +27,11 @@ from pathlib import Path
 
 from clients.bots import Bot, RandomBot, make_bot
 from records.codec import (
-    MAGIC,
     Provenance,
     build_record,
     canonical_bytes,
-    encode_file,
     envelope,
-    iter_frames,
+    write_frames,
 )
 from records.dealing import ALGORITHM
 from referee.engine import find_game, make_rules, new_match
@@ -120,15 +118,16 @@ CHUNK = 250  # matches per task with --jobs
 Job = tuple[str, int, int, str, str, str, dict[str, bool | int | str], int | None]
 
 
-def _chunk(job: Job) -> bytes:
-    """A chunk of matches as record-file frames (without the file header)."""
+def _chunk(job: Job) -> list[bytes]:
+    """A chunk of matches, each as its envelope's bytes."""
     game, start, count, seed, kind, ruleset, opts, players = job
     envs = make_corpus(game, count, seed, kind, ruleset, opts, players, start)
-    return encode_file(envs)[len(MAGIC) :]
+    return [e.SerializeToString(deterministic=True) for e in envs]
 
 
-def _chunks(args: argparse.Namespace, opts: dict[str, bool | int | str]) -> Iterator[bytes]:
-    """The corpus's frames, chunk by chunk, in match order (played by `args.jobs` processes)."""
+def _chunks(args: argparse.Namespace, opts: dict[str, bool | int | str]) -> Iterator[list[bytes]]:
+    """The corpus's envelopes, chunk by chunk, in match order (played by `args.jobs`
+    processes)."""
     jobs: list[Job] = [
         (args.game, g, min(CHUNK, args.count - g), args.seed, args.bots, args.ruleset, opts,
          args.players)
@@ -162,21 +161,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = dict(parse_option(o) for o in args.option)
     t0 = time.perf_counter()
     out = Path(args.output or f"{args.archive}.corpus.tapis")
-    tmp = out.with_name(f".{out.name}.part")
-    matches = hands = 0
-    try:
-        with tmp.open("wb") as f:
-            f.write(MAGIC)
-            for frames in _chunks(args, opts):
-                f.write(frames)
-                for frame in iter_frames(MAGIC + frames):
-                    rec = pb.GameRecord.FromString(pb.RecordEnvelope.FromString(frame).record)
-                    matches += 1
-                    hands += len(rec.hands)
-        tmp.replace(out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    hands = 0
+
+    def frames() -> Iterator[bytes]:
+        nonlocal hands
+        for chunk in _chunks(args, opts):
+            for frame in chunk:
+                hands += len(
+                    pb.GameRecord.FromString(pb.RecordEnvelope.FromString(frame).record).hands
+                )
+                yield frame
+
+    matches = write_frames(out, frames())
     took = time.perf_counter() - t0
     print(f"{matches} matches, {hands} hands played in {took:.1f} s", file=sys.stderr)
     if args.output:

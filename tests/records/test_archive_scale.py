@@ -23,7 +23,13 @@ from records.archive import (
     open_archive,
     run_shard,
 )
-from records.codec import decode_record, options_from_pb, rules_to_pb, write_envelopes
+from records.codec import (
+    decode_record,
+    encode_file,
+    options_from_pb,
+    rules_to_pb,
+    write_envelopes,
+)
 from records.executors import LocalPoolExecutor, SerialExecutor
 from records.verify import replay_record
 from referee.engine import RecordError, make_rules
@@ -352,3 +358,25 @@ def test_record_score_under_other_options(corpus: list[pb.RecordEnvelope], tmp_p
     assert refused.returncode == 1 and "not replayable [DP.DEAL]" in refused.stderr
     bad = tapis("record", "score", path, "--set", "end_threshold")
     assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
+
+
+def test_export_writes_the_selected_records_as_they_were_added(
+    archive: Path, corpus: list[pb.RecordEnvelope], tmp_path: Path
+) -> None:
+    out = tmp_path / "out.tapis"
+    done = tapis("archive", "export", archive, "-o", out,
+                 "--since", "2026-01-01T00:05:00+00:00", "--limit", "7")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"7 records -> {out}"
+    assert out.read_bytes() == encode_file(corpus[5:12])  # the stored envelopes, in order
+    every = tapis("archive", "export", archive, "-o", tmp_path / "all.tapis")
+    assert every.stdout.strip().startswith(f"{N} records")
+    again = tmp_path / "again.db"
+    added = tapis("archive", "add", again, tmp_path / "all.tapis")
+    assert added.stdout.splitlines()[0] == f"{N} added, 0 duplicates, 0 refused"
+    assert rows(again, "SELECT record_id FROM records ORDER BY rowid") == rows(
+        archive, "SELECT record_id FROM records ORDER BY rowid"
+    )
+    nowhere = tapis("archive", "export", archive, "-o", tmp_path / "no" / "x.tapis")
+    assert nowhere.returncode == 2 and "cannot write" in nowhere.stderr
+    assert not (tmp_path / "no").exists()
