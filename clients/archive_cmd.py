@@ -29,6 +29,7 @@ from records.archive import (
     ArchiveError,
     Option,
     RescoreSummary,
+    Selection,
     add_files,
     find_record,
     iter_envelopes,
@@ -144,9 +145,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         _err(str(exc))
         return 2
     try:
-        rows = query_records(
-            db, args.game, args.ruleset, args.player, args.limit, args.since, args.until
-        )
+        rows = query_records(db, _selected(args))
     except ArchiveError as exc:
         _err(str(exc))
         return 2
@@ -166,9 +165,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         db = open_archive(args.db, create=False)
         try:
-            envelopes = iter_envelopes(
-                db, args.game, args.ruleset, args.player, args.limit, args.since, args.until
-            )
+            envelopes = iter_envelopes(db, _selected(args))
             count = write_frames(args.output, envelopes)
         finally:
             db.close()
@@ -329,6 +326,10 @@ def positive_int(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return n
+
+
+def _selected(args: argparse.Namespace) -> Selection:
+    return Selection(args.game, args.ruleset, args.player, args.since, args.until, args.limit)
 
 
 def _selection(p: argparse.ArgumentParser) -> None:

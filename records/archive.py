@@ -54,6 +54,7 @@ __all__ = [
     "AddReport",
     "ArchiveError",
     "RescoreSummary",
+    "Selection",
     "Shard",
     "add_envelopes",
     "add_files",
@@ -167,7 +168,7 @@ class AddReport:
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (file, error)
 
 
-_COLUMNS = (
+_SUMMARY = (  # the summary columns of `records`, then the envelope itself
     "record_id",
     "game",
     "ruleset",
@@ -181,8 +182,8 @@ _COLUMNS = (
     "source",
     "played_at",
     "added_at",
-    "envelope",
 )
+_COLUMNS = (*_SUMMARY, "envelope")
 _INSERT_RECORD = (
     f"INSERT INTO records ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
 )
@@ -391,27 +392,34 @@ def _where(
     return (" AND ".join(clauses) or "1"), params
 
 
-def query_records(
-    db: sqlite_utils.Database,
-    game: str | None = None,
-    ruleset: str | None = None,
-    player: str | None = None,
-    limit: int | None = None,
-    since: str | None = None,
-    until: str | None = None,
-) -> list[dict[str, Any]]:
-    """Summaries (JSON columns decoded, no envelope), oldest added first. `since` and
-    `until` bound the date played (ISO 8601, compared as written: Tapis writes UTC)."""
-    where, params = _where(game, ruleset, player, since, until)
-    sql = (
-        "SELECT record_id, game, ruleset, options, players, player_count, hands, finished, "
-        f"winners, scores, source, played_at, added_at FROM records WHERE {where} ORDER BY rowid"
-    )
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(limit)
+@dataclass(frozen=True)
+class Selection:
+    """Which records a query or an export takes: by game (name or alias), ruleset, a
+    player's name, the date played (`since`/`until`: ISO 8601, compared as written; Tapis
+    writes UTC; a date alone as `until` takes in the whole day), at most `limit`."""
+
+    game: str | None = None
+    ruleset: str | None = None
+    player: str | None = None
+    since: str | None = None
+    until: str | None = None
+    limit: int | None = None
+
+    def rows(self, db: sqlite_utils.Database, columns: str) -> Iterator[tuple[Any, ...]]:
+        """The selected rows of `records` (those columns), oldest added first."""
+        where, params = _where(self.game, self.ruleset, self.player, self.since, self.until)
+        sql = f"SELECT {columns} FROM records WHERE {where} ORDER BY rowid"
+        if self.limit is not None:
+            sql += " LIMIT ?"
+            params.append(self.limit)
+        yield from db.execute(sql, params)
+
+
+def query_records(db: sqlite_utils.Database, selection: Selection) -> list[dict[str, Any]]:
+    """Summaries of the selected records (JSON columns decoded, no envelope)."""
     out = []
-    for row in db.query(sql, params):
+    for values in selection.rows(db, ", ".join(_SUMMARY)):
+        row = dict(zip(_SUMMARY, values, strict=True))
         for key in ("options", "players", "winners", "scores"):
             row[key] = json.loads(row[key])
         row["finished"] = bool(row["finished"])
@@ -419,22 +427,9 @@ def query_records(
     return out
 
 
-def iter_envelopes(
-    db: sqlite_utils.Database,
-    game: str | None = None,
-    ruleset: str | None = None,
-    player: str | None = None,
-    limit: int | None = None,
-    since: str | None = None,
-    until: str | None = None,
-) -> Iterator[bytes]:
-    """The stored envelopes (bytes) of the records `query_records` selects, in its order."""
-    where, params = _where(game, ruleset, player, since, until)
-    sql = f"SELECT envelope FROM records WHERE {where} ORDER BY rowid"
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(limit)
-    for (envelope_bytes,) in db.execute(sql, params):
+def iter_envelopes(db: sqlite_utils.Database, selection: Selection) -> Iterator[bytes]:
+    """The stored envelopes (bytes) of the selected records."""
+    for (envelope_bytes,) in selection.rows(db, "envelope"):
         yield envelope_bytes
 
 
