@@ -39,7 +39,7 @@ from records.codec import (
     options_from_pb,
     score_from_pb,
 )
-from records.executors import Executor, SerialExecutor, make_executor
+from records.executors import Executor, SerialExecutor, make_executor, map_in_order
 from records.score import NotReplayable, first_diff, replay_changed
 from records.verify import VerifyResult, verify_envelope, verify_frame
 from referee.engine import (
@@ -334,17 +334,15 @@ def add_files(
     report = AddReport()
     executor = executor or SerialExecutor()
     done = 0
-    results = executor.map_tasks(check_task, _add_tasks(paths, report, chunk))
+    results = map_in_order(executor, check_task, _add_tasks(paths, report, chunk))
     try:
-        for task, checked in results:
+        for task, checked in results:  # stored in file order, whatever order they complete in
             _insert(db, checked, report)
             done += len(task.frames)
             if progress is not None:
                 progress(done)
     finally:
-        close = getattr(results, "close", None)
-        if close is not None:
-            close()
+        results.close()
     return report
 
 

@@ -20,9 +20,10 @@ The functions and tasks must be picklable (module-level functions, frozen datacl
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol, TypeVar
 
@@ -35,6 +36,7 @@ __all__ = [
     "LocalPoolExecutor",
     "SerialExecutor",
     "make_executor",
+    "map_in_order",
 ]
 
 T = TypeVar("T")
@@ -190,6 +192,30 @@ class DaskExecutor:
             client.close()
             if cluster is not None:
                 cluster.close()
+
+
+def _numbered(fn: Callable[[T], R], item: tuple[int, T]) -> R:
+    return fn(item[1])
+
+
+def map_in_order(
+    executor: Executor, fn: Callable[[T], R], tasks: Iterable[T]
+) -> Generator[tuple[T, R], None, None]:
+    """`executor.map_tasks`, but yielding in the order of `tasks`: a result that completes
+    before an earlier one waits for it (memory: the tasks in flight)."""
+    ready: dict[int, tuple[T, R]] = {}
+    upcoming = 0
+    results = executor.map_tasks(functools.partial(_numbered, fn), enumerate(tasks))
+    try:
+        for (i, task), result in results:
+            ready[i] = (task, result)
+            while upcoming in ready:
+                yield ready.pop(upcoming)
+                upcoming += 1
+    finally:
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()  # stop a pool's workers now, not when collected
 
 
 def make_executor(engine: str, workers: int = 1, scheduler: str | None = None) -> Executor:

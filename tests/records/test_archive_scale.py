@@ -95,6 +95,8 @@ def test_pool_add_in_chunks_equals_a_serial_add(
     )
     assert pool.refused[0][:2] == (str(files[1]), 4)
     assert _archive_rows(tmp_path / "serial.db") == _archive_rows(tmp_path / "pool.db")
+    in_order = "SELECT record_id FROM records ORDER BY rowid"  # file order, as with one process
+    assert rows(tmp_path / "serial.db", in_order) == rows(tmp_path / "pool.db", in_order)
     assert rows(tmp_path / "pool.db", "SELECT count(*) FROM record_players") == [(28 * 4,)]
 
 
