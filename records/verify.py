@@ -45,7 +45,7 @@ from records.codec import (
     start_from_pb,
 )
 from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
-from records.executors import Executor, SerialExecutor
+from records.executors import Executor, SerialExecutor, map_in_order
 from records.signing import TrustedKey
 from referee.engine import (
     IllegalAction,
@@ -445,20 +445,25 @@ VERIFY_CHUNK = 500  # records per task of `verify_files`
 @dataclass(frozen=True)
 class VerifyTask:
     """A chunk of a record file to verify: its frames, the first being record `first` of
-    file `file` (its position in the paths given); `seq` orders the results."""
+    file `file` (its position in the paths given); or, without frames, a problem of that file
+    (`problem`, at record `at` or at the file itself), reported in its place in the order."""
 
-    seq: int
     file: int
     name: str
     first: int
     frames: tuple[bytes, ...]
     keys: tuple[TrustedKey, ...]
+    problem: VerifyResult | None = None
+    at: int | None = None
 
 
-def verify_task(task: VerifyTask) -> list[VerifyResult]:
-    """The results of a chunk's records, in order (run by an executor, in any process)."""
+def verify_task(task: VerifyTask) -> list[tuple[int | None, VerifyResult]]:
+    """(index, result) of a chunk's records, in order (run by an executor, in any
+    process)."""
+    if task.problem is not None:
+        return [(task.at, task.problem)]
     return [
-        _verify_one(frame, task.keys, task.name, index)
+        (index, _verify_one(frame, task.keys, task.name, index))
         for index, frame in enumerate(task.frames, task.first)
     ]
 
@@ -471,49 +476,30 @@ def verify_files(
 ) -> Generator[tuple[int, int | None, VerifyResult], None, None]:
     """(file, index, result) per record of each record file, `file` being its position in
     `paths`: the results of `verify_file`, file after file, in that order. The records are
-    verified in chunks of `chunk`, tasks of `executor` (default: here, one after another);
-    the chunks that complete before an earlier one wait for it."""
-    executor = executor or SerialExecutor()
+    verified in chunks of `chunk`, tasks of `executor` (default: here, one after another),
+    the results given in the order of the tasks (`map_in_order`)."""
     ring = tuple(_keyring(keys).values())
-    ready: dict[int, list[tuple[int, int | None, VerifyResult]]] = {}  # by seq
-    seq = 0
 
     def tasks() -> Iterator[VerifyTask]:
-        # Pulled by the executor as it has room; a file problem is ready at once, in its
-        # place in the order.
-        nonlocal seq
+        # Pulled by the executor as it has room; a file problem is a task too, in its place.
         for file, path in enumerate(paths):
             name = str(Path(path))
             index = 1  # the next record
             try:
                 for first, frames in file_chunks(path, chunk):
-                    task = VerifyTask(seq, file, name, first, frames, ring)
-                    seq += 1
                     index = first + len(frames)
-                    yield task
+                    yield VerifyTask(file, name, first, frames, ring)
             except RecordFileError as exc:
                 hit = index if exc.code == "truncated" else None
-                ready[seq] = [(file, hit, _file_result(exc))]
-                seq += 1
+                yield VerifyTask(file, name, index, (), (), _file_result(exc), hit)
 
-    done = executor.map_tasks(verify_task, tasks())
-    shown = 0  # the seq of the next results to give
+    done = map_in_order(executor or SerialExecutor(), verify_task, tasks())
     try:
         for task, found in done:
-            ready[task.seq] = [
-                (task.file, index, result) for index, result in enumerate(found, task.first)
-            ]
-            while shown in ready:
-                yield from ready.pop(shown)
-                shown += 1
+            for index, result in found:
+                yield task.file, index, result
     finally:
-        close = getattr(done, "close", None)
-        if close is not None:
-            close()  # stop a pool's workers now, not when collected
-    while shown in ready:  # file problems after the last chunk
-        yield from ready.pop(shown)
-        shown += 1
-    assert not ready, sorted(ready)
+        done.close()  # stop a pool's workers now, not when collected
 
 
 def result_json(file: str, index: int | None, result: VerifyResult) -> dict[str, Any]:

@@ -149,11 +149,11 @@ def test_tasks_and_results_cross_processes_whole(corpus: Corpus) -> None:
     (of its own class, code and position)."""
     keys = (TrustedKey.from_key(corpus.key.public_key(), "club"),)
     frames = tuple(itertools.islice(iter_frames(corpus.main.read_bytes()), 12))
-    task = VerifyTask(0, 0, str(corpus.main), 1, frames, keys)
+    task = VerifyTask(0, str(corpus.main), 1, frames, keys)
     copy = pickle.loads(pickle.dumps(task))
     assert copy.keys[0].key_id == keys[0].key_id and copy.keys[0].label == "club"
-    assert [result_json("f", 1, r) for r in verify_task(copy)] == [
-        result_json("f", 1, r) for r in verify_task(task)
+    assert [result_json("f", i, r) for i, r in verify_task(copy)] == [
+        result_json("f", i, r) for i, r in verify_task(task)
     ]
     results = [r for _, _, r in verify_files(corpus.paths, keys)]
     errors = [r.error for r in results if r.error is not None]
