@@ -244,6 +244,7 @@ class Load:
 
     start: float
     end: float
+    interval: float = 0.0  # --pace: seconds between one coroutine's actions (0: no pause)
     acks: int = 0
     rpcs: int = 0
     views: int = 0
@@ -258,6 +259,17 @@ class Load:
 
     def counts(self, t0: float, t1: float) -> bool:
         return t0 >= self.start and t1 <= self.end
+
+    async def pace(self, due: float) -> float:
+        """With --pace, wait until this coroutine's next action is due (each starts at a
+        random phase; one late does not burst to catch up); returns the time it was due."""
+        if not self.interval:
+            return due
+        now = time.perf_counter()
+        due = max(due + self.interval, now - self.interval)
+        if due > now:
+            await asyncio.sleep(due - now)
+        return due
 
     def size(self, name: str, n: int) -> None:
         self.size_sum[name] = self.size_sum.get(name, 0) + n
@@ -314,6 +326,7 @@ async def referee_bot(
     """Tables of Dame de Pique, one after the other, until the window ends."""
     stub = rpc.RefereeServiceStub(channel)
     now = time.perf_counter
+    due = now() + rng.random() * load.interval - load.interval  # a random phase
     create = pb.CreateTableRequest(
         game="dame-de-pique",
         options=[rpb.Option(key="end_threshold", int_value=threshold)],
@@ -330,6 +343,7 @@ async def referee_bot(
         metadata = {t.seat: auth(t.token) for t in created.tokens}
         seat: int | None = 0
         while seat is not None and now() < load.end:
+            due = await load.pace(due)
             request = pb.GetViewRequest(table_id=table_id, seat=seat)
             t0 = now()
             reply = await stub.GetView(request, metadata=metadata[seat])
@@ -386,7 +400,9 @@ async def echo_bot(channel: grpc.aio.Channel, load: Load, sizes: dict[str, int])
     view_request = sized(sizes["view.request"], sizes["view.response"])
     submit_request = sized(sizes["submit.request"], sizes["submit.response"])
     now = time.perf_counter
+    due = now() + random.random() * load.interval - load.interval  # a random phase
     while now() < load.end:
+        due = await load.pace(due)
         t0 = now()
         await view(view_request, metadata=metadata)
         t1 = now()
@@ -462,7 +478,7 @@ async def measured(
 ) -> Run:
     """Drive the load, sampling the CPU of server and client at the window's edges."""
     start = time.perf_counter() + args.warmup
-    load = Load(start, start + seconds)
+    load = Load(start, start + seconds, args.tables / args.pace if args.pace else 0.0)
     cpu: dict[str, tuple[float, float, float]] = {}
 
     async def sample() -> None:
@@ -704,6 +720,7 @@ def run_all(args: argparse.Namespace) -> int:
         f"{args.seconds:g} s measured per server in {args.rounds} alternating round(s) of "
         f"{args.warmup:g} s warm-up + {args.seconds / args.rounds:g} s; Dame de Pique "
         f"end_threshold {args.end_threshold}"
+        + (f"; paced: {args.pace:g} actions/s offered in all" if args.pace else "")
     )
     if args.profile_server:
         print("NOTE: the referee runs under cProfile: its numbers below are slowed down by it")
@@ -816,6 +833,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--idle-tables", type=int, default=10_000, help="0: skip part 3")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds before RSS readings")
     parser.add_argument("--no-echo", action="store_true", help="skip the echo baseline")
+    parser.add_argument(
+        "--pace",
+        type=float,
+        metavar="ACTIONS_PER_S",
+        help="offer this many actions/s in all (each coroutine paced), to read latency at a "
+        "load below saturation; by default each coroutine acts as fast as it can",
+    )
     parser.add_argument("--seed", type=int, default=2024, help="seed of the bots' choices")
     parser.add_argument(
         "--profile-server",

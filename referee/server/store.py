@@ -113,25 +113,7 @@ class Store:
                     stop = True
                     break
                 batch.append(more)
-            results: list[BaseException | None] = []
-            conn.execute("BEGIN IMMEDIATE")
-            for write, _ in batch:
-                conn.execute("SAVEPOINT w")
-                try:
-                    write(conn)
-                    conn.execute("RELEASE w")
-                    results.append(None)
-                except sqlite3.Error as exc:
-                    conn.execute("ROLLBACK TO w")
-                    conn.execute("RELEASE w")
-                    results.append(exc)
-            try:
-                conn.execute("COMMIT")
-                self.commits += 1
-                self.writes += len(batch)
-            except sqlite3.Error as exc:
-                conn.execute("ROLLBACK")
-                results = [exc] * len(batch)
+            results = self._commit(conn, [write for write, _ in batch])
             # One wake-up of each event loop per commit, not one per write.
             by_loop: dict[asyncio.AbstractEventLoop, list[Settlement]] = {}
             for (_, future), error in zip(batch, results, strict=True):
@@ -141,6 +123,38 @@ class Store:
             if stop:
                 break
         conn.close()
+
+    def _commit(self, conn: sqlite3.Connection, writes: list[Write]) -> list[BaseException | None]:
+        """Commit the writes together (one transaction, as few SQLite calls as can be: each
+        gives the interpreter back and waits to take it again); if one fails, none of them
+        is kept and each is committed on its own instead, so only the failing ones fail."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for write in writes:
+                write(conn)
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        else:
+            self.commits += 1
+            self.writes += len(writes)
+            return [None] * len(writes)
+        results: list[BaseException | None] = []
+        for write in writes:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                write(conn)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                results.append(exc)
+            else:
+                self.commits += 1
+                self.writes += 1
+                results.append(None)
+        return results
 
     async def write(self, write: Write) -> None:
         """Run `write` in the writer's transaction; return once it is committed."""
