@@ -22,17 +22,22 @@ def _insert(table_id: str, idx: int) -> Write:
     return write
 
 
+def _table(db: Path) -> None:
+    """Table 't' in the store, for actions to refer to."""
+    conn = sqlite3.connect(db)
+    conn.execute(
+        "INSERT INTO tables (id, created, creator, game, ruleset, options, players, seed)"
+        " VALUES ('t', 0, 'c', 'napoleon', '', '{}', 4, x'00')"
+    )
+    conn.commit()
+    conn.close()
+
+
 def test_writes_share_commits_and_a_failing_one_fails_alone(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.db")
 
     async def main() -> list[BaseException | None]:
-        conn = sqlite3.connect(tmp_path / "s.db")
-        conn.execute(
-            "INSERT INTO tables (id, created, creator, game, ruleset, options, players, seed)"
-            " VALUES ('t', 0, 'c', 'napoleon', '', '{}', 4, x'00')"
-        )
-        conn.commit()
-        conn.close()
+        _table(tmp_path / "s.db")
         first = await asyncio.gather(*(store.write(_insert("t", i)) for i in range(30)))
         assert first == [None] * 30
         assert store.commits < 30  # submitted together: they shared commits
@@ -61,13 +66,7 @@ def test_writes_alone_or_few_are_committed(tmp_path: Path, n: int) -> None:
     store = Store(tmp_path / "s.db")
 
     async def main() -> None:
-        conn = sqlite3.connect(tmp_path / "s.db")
-        conn.execute(
-            "INSERT INTO tables (id, created, creator, game, ruleset, options, players, seed)"
-            " VALUES ('t', 0, 'c', 'napoleon', '', '{}', 4, x'00')"
-        )
-        conn.commit()
-        conn.close()
+        _table(tmp_path / "s.db")
         for i in range(n):
             await store.write(_insert("t", i))
 
