@@ -32,7 +32,6 @@ import json
 import operator
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from importlib import resources
@@ -42,6 +41,7 @@ from records.annotate import CommentError, annotate, parse_comment
 from records.codec import (
     Provenance,
     RecordFileError,
+    atomic_write,
     build_record,
     decode_record,
     envelope,
@@ -349,22 +349,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 # --- sign, annotate, export -------------------------------------------------------------
 
 
-def _write_text(path: str, text: str) -> None:
-    """Write a text file atomically (temporary file in the same folder, then rename)."""
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def cmd_sign(args: argparse.Namespace) -> int:
     """Sign every record of a file (each must verify first); annotations are kept."""
     try:
@@ -442,7 +426,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.output is None:
         print(text, end="")
     else:
-        _write_text(args.output, text)
+        atomic_write(args.output, lambda f: f.write(text.encode("utf-8")))
     return 0
 
 

@@ -225,8 +225,9 @@ class Checked:
 
 
 def _check(
-    out: Checked, name: str, index: int, env: pb.RecordEnvelope, added_at: str, result: VerifyResult
+    out: Checked, name: str, index: int, stored: bytes, added_at: str, result: VerifyResult
 ) -> None:
+    """Keep a verified record (`stored`: its envelope bytes, canonical) for the chunk."""
     if not result.ok:
         out.refused.append((name, index, str(result.error)))
         return
@@ -234,8 +235,8 @@ def _check(
     if rid in out.rows:
         out.duplicates += 1
         return
-    rec = decode_record(env.record)
-    out.rows[rid] = _summary(rid, rec, env.SerializeToString(deterministic=True), added_at)
+    rec = decode_record(pb.RecordEnvelope.FromString(stored).record)
+    out.rows[rid] = _summary(rid, rec, stored, added_at)
     out.players.extend((rid, seat, s.name) for seat, s in enumerate(rec.seats))
 
 
@@ -253,9 +254,10 @@ def check_task(task: AddTask) -> Checked:
     """Verify a chunk's records (run by an executor, in any process)."""
     out = Checked()
     for index, frame in enumerate(task.frames, task.first):
-        result = verify_frame(frame, (), task.name, index)
-        env = pb.RecordEnvelope.FromString(frame) if result.ok else pb.RecordEnvelope()
-        _check(out, task.name, index, env, task.added_at, result)
+        # a frame that verifies is its envelope's canonical bytes (verify_frame checks it)
+        _check(
+            out, task.name, index, frame, task.added_at, verify_frame(frame, (), task.name, index)
+        )
     return out
 
 
@@ -298,7 +300,8 @@ def add_envelopes(
     checked = Checked()
     added_at = _now()
     for name, index, env in items:
-        _check(checked, name, index, env, added_at, verify_envelope(env))
+        stored = env.SerializeToString(deterministic=True)
+        _check(checked, name, index, stored, added_at, verify_envelope(env))
     _insert(db, checked, report)
     return report
 

@@ -20,17 +20,20 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from google.protobuf.message import DecodeError
 
 from referee.engine import Deal, Match, RecordError, Rules, ScoreLine, Start, find_game
 from tapis.v1 import record_pb2 as pb
 
+T = TypeVar("T")
+
 __all__ = [
     "FORMAT_VERSION",
     "MAGIC",
     "RecordFileError",
+    "atomic_write",
     "build_record",
     "canonical_bytes",
     "deal_from_pb",
@@ -369,18 +372,28 @@ def write_envelopes(path: str | Path, envelopes: Iterable[pb.RecordEnvelope]) ->
 
 def write_frames(path: str | Path, frames: Iterable[bytes]) -> int:
     """Write a record file of envelope bytes as they come (any number, in constant memory),
-    atomically: a temporary file in the same folder, renamed once complete (an interrupted
-    write leaves no file). Returns the number of records written."""
+    atomically (`atomic_write`). Returns the number of records written."""
+
+    def fill(f: BinaryIO) -> int:
+        f.write(MAGIC)
+        count = 0
+        for frame in frames:
+            f.write(_varint(len(frame)))
+            f.write(frame)
+            count += 1
+        return count
+
+    return atomic_write(path, fill)
+
+
+def atomic_write(path: str | Path, fill: Callable[[BinaryIO], T]) -> T:
+    """Write a file by `fill` into a temporary file in the same folder, flushed to disk,
+    then renamed into place: an interrupted write leaves no file. Returns what `fill` does."""
     p = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent or ".")
-    count = 0
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(MAGIC)
-            for frame in frames:
-                f.write(_varint(len(frame)))
-                f.write(frame)
-                count += 1
+            result = fill(f)
             f.flush()
             os.fsync(f.fileno())
         umask = os.umask(0)
@@ -390,4 +403,4 @@ def write_frames(path: str | Path, frames: Iterable[bytes]) -> int:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return count
+    return result

@@ -39,6 +39,7 @@ __all__ = [
     "public_bytes",
     "public_pem",
     "sign",
+    "signature_holds",
     "signature_ok",
 ]
 
@@ -122,9 +123,14 @@ def sign(record_bytes: bytes, key: Ed25519PrivateKey) -> pb.RecordEnvelope:
 
 
 def signature_ok(env: pb.RecordEnvelope, key: Ed25519PublicKey) -> bool:
-    """Whether the envelope's signature is `key`'s over exactly its record bytes."""
-    if env.key_id != key_id(key):
-        return False
+    """Whether the envelope names `key` and its signature is `key`'s over exactly its record
+    bytes."""
+    return env.key_id == key_id(key) and signature_holds(env, key)
+
+
+def signature_holds(env: pb.RecordEnvelope, key: Ed25519PublicKey) -> bool:
+    """Whether the envelope's signature is `key`'s over exactly its record bytes (whatever
+    key id it names)."""
     try:
         key.verify(env.signature, env.record)
     except InvalidSignature:

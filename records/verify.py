@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from records.codec import (
@@ -46,7 +45,7 @@ from records.codec import (
 )
 from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
 from records.executors import Executor, SerialExecutor, map_in_order
-from records.signing import TrustedKey
+from records.signing import TrustedKey, signature_holds
 from referee.engine import (
     IllegalAction,
     InvalidAction,
@@ -328,15 +327,13 @@ def _check_signature(env: pb.RecordEnvelope, ring: dict[str, TrustedKey]) -> tup
             "signature-unknown-key",
             f"the envelope claims {claims}, which is not the id of a key given",
         )
-    try:
-        trusted.key.verify(env.signature, env.record)
-    except InvalidSignature:
+    if not signature_holds(env, trusted.key):
         raise _SignatureError(
             "invalid",
             "signature-invalid",
             f"the signature is not valid for key {trusted.key_id[:16]}"
             + (f" ({trusted.label})" if trusted.label else ""),
-        ) from None
+        )
     return "valid", trusted.label
 
 

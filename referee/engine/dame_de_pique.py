@@ -103,7 +103,6 @@ class DamePiqueHand(Hand):
         opts = match.rules.options
         assert isinstance(opts, DamePiqueOptions)
         self.opts = opts
-        self.held = list(deal.hands)
         cycle = (number - 1) % 4
         self.pass_offset = _PASS_OFFSETS[cycle]
         self.pass_name = _PASS_NAMES[cycle]

@@ -319,7 +319,6 @@ class ImperialeHand(Hand):
         super().__init__(match, number, dealer, deal)
         self.cfg = match.settings
         n = self.players
-        self.held = list(deal.hands)
         self.retourne = deal.retourne
         self.trump = deal.retourne // 13
         low = SIX if n == 3 else SEVEN

@@ -133,7 +133,6 @@ class NapoleonHand(Hand):
         assert isinstance(opts, NapoleonOptions)
         self.opts = opts
         n = self.players
-        self.held = list(deal.hands)
         self.bids: list[tuple[int, int]] = []  # (seat, contract) in bidding order
         self.highest = BID_PASS
         self.declarer = -1

@@ -157,7 +157,7 @@ class TriompheHand(Hand):
         opts = match.opts
         self.opts = opts
         n = self.players
-        self.order = _ORDERS[opts.rank_order]
+        self.order = match.order
         self.trick_rules = TrickRules(_REGIMES[opts.regime], self.order)
         self.play_rule = _REGIME_RULES[opts.regime]
         self.hand_size = opts.hand_size
@@ -165,7 +165,6 @@ class TriompheHand(Hand):
         self.members = match.members  # the seats of each side
         self.is_team = match.is_team
         self.two_sides = len(self.members) == 2
-        self.held = list(deal.hands)
         self.trump = deal.retourne // 13  # TRI.DEAL: the suit of the retourne
         self.won = [0] * n  # tricks per seat
         self.side_won = [0] * len(self.members)  # tricks per side
@@ -222,9 +221,7 @@ class TriompheHand(Hand):
         else:
             holder = next((s for s in range(self.players) if self.held[s] >> ace & 1), -1)
             if holder < 0:
-                text = f"no pillage: the trump ace {card_str(ace)} is in the talon"
-                self.story.append(text)
-                self.note("pillage", text)
+                self._tell("pillage", f"no pillage: the trump ace {card_str(ace)} is in the talon")
                 return
             self.robber = holder
             self.ace_shown = ace

@@ -276,7 +276,7 @@ def event_message(
         a.seat = event.seat
         action = event.action if viewer == event.seat else table.match.public_action(event.action)
         a.action = action
-        a.text = action_str(action)
+        a.text = _text(action)
         if viewer is not None and event.hands_after is not None:
             a.hand.extend(iter_cards(event.hands_after[viewer]))
     elif isinstance(event, TrickWon):

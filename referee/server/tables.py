@@ -266,23 +266,22 @@ class Table:
         """Apply one action in memory (raises the engine's refusal, changing nothing)."""
         match = self.match
         hand = match.hand
-        before = tuple(self._hands()) if action & 7 != 0 else None
+        before = self._hands() if action & 7 != 0 else None
         engine_events = match.apply(seat, action)
         index = len(self.actions)
+        first = len(self.events)
         self.actions.append((seat, action))
-        self.action_events.append(len(self.events))
-        after = tuple(self._hands()) if hand is not None and not hand.over else None
+        self.action_events.append(first)
+        after = self._hands() if hand is not None and not hand.over else None
         changed = before is not None and after is not None and after != before
-        new: list[TableEventData] = [ActionEvent(index, seat, action, after if changed else None)]
-        new.extend(engine_events)
-        self.events.extend(new)
-        first = len(self.events) - len(new)
+        self.events.append(ActionEvent(index, seat, action, after if changed else None))
+        self.events.extend(engine_events)
         self.deal_until_playable()
-        return list(self.events[first:])
+        return self.events[first:]
 
-    def _hands(self) -> list[int]:
+    def _hands(self) -> tuple[int, ...]:
         hand = self.match.hand
-        return list(hand.held) if hand is not None else []
+        return tuple(hand.held) if hand is not None else ()
 
     def legal(self, seat: int) -> list[int]:
         """The seat's legal actions now (cached until the next action)."""
