@@ -328,8 +328,8 @@ class Referee:
         for stored in self.store.load(live=True):
             table = self._restore(stored)
             self.tables[table.id] = table
-            if not table.finished:
-                self._open_tables[table.creator] = self._open_tables.get(table.creator, 0) + 1
+            # open until its record is issued (below, for a table that finished without one)
+            self._open_tables[table.creator] = self._open_tables.get(table.creator, 0) + 1
             if table.finished and stored.record is None:
                 await self._issue_record(table)
                 table.durable_events = len(table.events)
@@ -573,8 +573,8 @@ class Referee:
         # From here to the end event, nothing awaits: no watcher sees one without the other.
         table.envelope = envelope
         table.record_id = record_id(data)
-        if self._open_tables.get(table.creator, 0) > 0:
-            self._open_tables[table.creator] -= 1
+        assert self._open_tables.get(table.creator, 0) > 0, "a table closed twice"
+        self._open_tables[table.creator] -= 1
         event = self._end_event(table)
         table.events.append(event)
         _log(
