@@ -8,7 +8,9 @@ so an interrupted job keeps everything stored so far.
 - `LocalPoolExecutor(workers)`: a local process pool (fresh interpreters, `spawn`); at most
   two tasks queued per worker, so a long job holds little memory. The workers ignore Ctrl-C
   (SIGINT, which a terminal sends to them too, even while they start): the caller is
-  interrupted, and stopping the pool lets the running tasks end.
+  interrupted, at a point where the pool is not halfway through its own bookkeeping; a job
+  stopped early (Ctrl-C, an error, a caller that stops reading) terminates its workers rather
+  than wait for their running tasks, whose results nobody will store.
 - `DaskExecutor(scheduler, workers)`: a Dask cluster (`distributed`), at the scheduler's
   address, or a local cluster of `workers` processes when no address is given. Workers need
   Tapis installed (the same version) and, for the archive's tasks, the archive file at the
@@ -72,53 +74,98 @@ class LocalPoolExecutor:
 
         ctx = multiprocessing.get_context("spawn")
         pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_ignore_interrupt)
+        todo = iter(tasks)
+        running: dict[Future[R], T] = {}
 
-        def submit(task: T) -> Future[R]:
-            with _interrupt_held():  # a submit may start a worker
-                return pool.submit(fn, task)
+        def submit_next() -> None:
+            task = next(todo, None)
+            if task is not None:
+                with _interrupt_blocked():  # a submit may start a worker
+                    running[pool.submit(fn, task)] = task
 
         try:
-            todo = iter(tasks)
-            running: dict[Future[R], T] = {}
-            for task in todo:
-                running[submit(task)] = task
-                if len(running) >= 2 * self.workers:
-                    break
+            with _InterruptDeferred() as interrupt:
+                for _ in range(2 * self.workers):
+                    submit_next()
+                interrupt.raise_if_seen()
             while running:
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    task = running.pop(fut)
-                    nxt = next(todo, None)
-                    if nxt is not None:
-                        running[submit(nxt)] = nxt
+                with _InterruptDeferred() as interrupt:
+                    done: set[Future[R]] = set()
+                    while not done:
+                        done, _ = wait(running, timeout=0.1, return_when=FIRST_COMPLETED)
+                        interrupt.raise_if_seen()
+                    finished = []
+                    for fut in done:
+                        finished.append((running.pop(fut), fut))
+                        submit_next()
+                    interrupt.raise_if_seen()
+                for task, fut in finished:
                     yield task, fut.result()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        except BaseException:  # Ctrl-C, a task's error, or the caller stopped (GeneratorExit)
+            _stop_now(pool)
+            raise
+        pool.shutdown(wait=True)
+
+
+def _stop_now(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool whose results are no longer wanted, without waiting for its running tasks
+    (they only compute: this process is the one that stores). The workers are terminated:
+    `shutdown` alone would wait for each running task to end, and the pool's own thread then
+    joins them. Python 3.14 has `terminate_workers`; before it, the processes are the pool's
+    `_processes`."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.join(10)
+
+
+class _InterruptDeferred:
+    """Ctrl-C noted, not raised, while this process is inside the pool's code, then raised
+    by `raise_if_seen` at a point where that is safe. A KeyboardInterrupt raised anywhere in
+    `concurrent.futures` (between taking a future's lock and the `with` that releases it)
+    can leave a lock held, and the pool's thread then waits for it forever: the job hangs
+    instead of stopping. The caller's own code, between results, is interrupted as usual.
+    Only the main thread's default handler is replaced (any other is left alone)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.previous: Any = None
+
+    def __enter__(self) -> _InterruptDeferred:
+        previous = signal.getsignal(signal.SIGINT)
+        if previous is signal.default_int_handler and (
+            threading.current_thread() is threading.main_thread()
+        ):
+            self.previous = previous
+            signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.seen = True
+
+    def raise_if_seen(self) -> None:
+        if self.seen:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        self.raise_if_seen()
 
 
 @contextlib.contextmanager
-def _interrupt_held() -> Iterator[None]:
-    """Ctrl-C held back while a worker may be starting, then raised. A worker started
-    meanwhile inherits SIGINT blocked (until `_ignore_interrupt`), and this process is not
-    interrupted halfway through starting one (the worker would die with a traceback): the
-    signal may reach another thread of this process (a library's), so its Python handler is
-    deferred too, when it is the default one and this is the main thread."""
-    held: list[int] = []
-    previous = signal.getsignal(signal.SIGINT)
-    defer = previous is signal.default_int_handler and (
-        threading.current_thread() is threading.main_thread()
-    )
-    if defer:
-        signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+def _interrupt_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread while a worker may be starting: the worker inherits it
+    blocked (until `_ignore_interrupt`), so a Ctrl-C then does not kill it halfway through
+    its start with a traceback. The signal is not lost: it is delivered when unblocked, or
+    to another thread meanwhile (Python runs its handler in the main thread)."""
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        if defer:
-            signal.signal(signal.SIGINT, previous)
-    if held:
-        raise KeyboardInterrupt
 
 
 def _ignore_interrupt() -> None:
