@@ -31,9 +31,15 @@ class GameOptions(BaseModel):
     """Base of every option model."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    label: ClassVar[str] = ""  # the game (and ruleset) as a refusal names it
 
     def check(self, players: int) -> None:
-        """Combination rules (override); raise `RulesError` naming the key."""
+        """Combination rules (override); raise `RulesError` naming the key (`_refuse`)."""
+
+    def _refuse(self, key: str, value: object, why: str) -> RulesError:
+        return RulesError(
+            f"option {key!r} of {self.label}: {value!r} is not allowed; {why}", key=key
+        )
 
 
 OptionsT = TypeVar("OptionsT", bound=GameOptions)
@@ -87,6 +93,8 @@ def validate_options(model: type[OptionsT], options: dict[str, Any], where: str)
 
 
 class DamePiqueOptions(GameOptions):
+    label: ClassVar[str] = "dame-de-pique"
+
     end_threshold: int = Field(
         100,
         description=(
@@ -128,6 +136,8 @@ class DamePiqueOptions(GameOptions):
 
 
 class NapoleonOptions(GameOptions):
+    label: ClassVar[str] = "napoleon"
+
     players: int = Field(4, description="number of players (RULES.md 5.1, 5.2.8: 3 to 10)")
     short_deck: bool = Field(
         False,
@@ -184,17 +194,9 @@ class NapoleonOptions(GameOptions):
 
     def check(self, players: int) -> None:
         if not 3 <= players <= 10:
-            raise RulesError(
-                f"option 'players' of napoleon: {players} is not allowed; Napoléon is played "
-                "by 3 to 10 players",
-                key="players",
-            )
+            raise self._refuse("players", players, "Napoléon is played by 3 to 10 players")
         if self.effective_deals < 1:
-            raise RulesError(
-                f"option 'deals' of napoleon: {self.deals} is not allowed; a match has at "
-                "least 1 deal",
-                key="deals",
-            )
+            raise self._refuse("deals", self.deals, "a match has at least 1 deal")
 
 
 class TriompheOptions(GameOptions):
@@ -202,6 +204,7 @@ class TriompheOptions(GameOptions):
     subclass it with their own defaults and keys. Not a ruleset itself."""
 
     ruleset_name: ClassVar[str] = "individuelle"
+    label: ClassVar[str] = "triomphe (individuelle)"
     min_players: ClassVar[int] = 2
     max_players: ClassVar[int] = 6
 
@@ -246,12 +249,6 @@ class TriompheOptions(GameOptions):
         ),
     )
 
-    def _refuse(self, key: str, value: object, why: str) -> RulesError:
-        return RulesError(
-            f"option {key!r} of triomphe ({self.ruleset_name}): {value!r} is not allowed; {why}",
-            key=key,
-        )
-
     def check(self, players: int) -> None:
         if not self.min_players <= players <= self.max_players:
             if self.ruleset_name == "equipe":
@@ -289,6 +286,7 @@ class TriompheEquipeOptions(TriompheOptions):
     """`equipe` (RULES.md 3.3): 2 v 2 or 3 v 3, partners side by side."""
 
     ruleset_name: ClassVar[str] = "equipe"
+    label: ClassVar[str] = "triomphe (equipe)"
     min_players: ClassVar[int] = 4
     max_players: ClassVar[int] = 6
 
@@ -316,6 +314,7 @@ class TriompheAsQuiPilleOptions(TriompheOptions):
     """`as-qui-pille` (RULES.md 3.5): 3 to 6 players, ace high, the pillage."""
 
     ruleset_name: ClassVar[str] = "as-qui-pille"
+    label: ClassVar[str] = "triomphe (as-qui-pille)"
     min_players: ClassVar[int] = 3
     max_players: ClassVar[int] = 6
 
@@ -341,6 +340,8 @@ class TriompheAsQuiPilleOptions(TriompheOptions):
 
 class ImperialeAcademieOptions(GameOptions):
     """L'Impériale `academie` (RULES.md 2, seed 001): 2 players (32 cards) or 3 (36 cards)."""
+
+    label: ClassVar[str] = "imperiale (academie)"
 
     players: int = Field(
         2, description="number of players (RULES.md 2.1: 2, or 3 with 36 cards (IMP-A.3P))"
@@ -451,11 +452,6 @@ class ImperialeAcademieOptions(GameOptions):
         ),
     )
 
-    def _refuse(self, key: str, value: object, why: str) -> RulesError:
-        return RulesError(
-            f"option {key!r} of imperiale (academie): {value!r} is not allowed; {why}", key=key
-        )
-
     def check(self, players: int) -> None:
         if players not in (2, 3):
             raise self._refuse(
@@ -484,6 +480,8 @@ class ImperialeAcademieOptions(GameOptions):
 
 class ImperialeModerneOptions(GameOptions):
     """L'Impériale `moderne` (RULES.md 1, seed 000): 2 players, 32 cards."""
+
+    label: ClassVar[str] = "imperiale (moderne)"
 
     players: int = Field(2, description="number of players (RULES.md 1.1: two players only)")
     target_fiches: int = Field(
@@ -537,14 +535,6 @@ class ImperialeModerneOptions(GameOptions):
 
     def check(self, players: int) -> None:
         if players != 2:
-            raise RulesError(
-                f"option 'players' of imperiale (moderne): {players} is not allowed; the "
-                "modern Impériale is played by two players",
-                key="players",
-            )
+            raise self._refuse("players", players, "the modern Impériale is played by two players")
         if self.target_fiches < 1:
-            raise RulesError(
-                f"option 'target_fiches' of imperiale (moderne): {self.target_fiches} is not "
-                "allowed; the target is at least 1",
-                key="target_fiches",
-            )
+            raise self._refuse("target_fiches", self.target_fiches, "the target is at least 1")
