@@ -42,7 +42,7 @@ from records.archive import (
 from records.codec import decode_record, write_frames
 from records.executors import make_executor
 from records.render import render_record
-from records.score import diff_text
+from records.score import diff_text, text_table
 from referee.engine import TapisError
 
 __all__ = ["add_archive_parser", "positive_int"]
@@ -129,11 +129,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
                 r["played_at"],
             ]
         )
-    widths = [max(len(x[i]) for x in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    for b in body:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)).rstrip())
+    lines = text_table(header, body)
     lines.append(f"{len(rows)} record{'s' if len(rows) != 1 else ''}")
     return "\n".join(lines)
 

@@ -36,6 +36,7 @@ __all__ = [
     "replay_changed",
     "score_json",
     "score_sheet",
+    "text_table",
 ]
 
 Option = bool | int | str
@@ -196,27 +197,30 @@ def score_sheet(rec: pb.GameRecord) -> str:
                 for d, a in zip(deltas, after, strict=True)
             ]
         )
-    header = ["hand", "dealer", *names]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    out = []
     title = f"{find_game(rec.rules.game).title}"
     if rec.rules.ruleset != "standard":
         title += f" ({rec.rules.ruleset})"
-    out.append(f"{title}: {', '.join(names)}")
-    out.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
-    out.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-    totals = [score_from_pb(units, s) for s in rec.outcome.scores]
-    out.append("  ".join("-" * w for w in widths))
-    out.append(
-        "  ".join(
-            c.ljust(w)
-            for c, w in zip(["total", "", *(_fmt(units, t) for t in totals)], widths, strict=True)
-        ).rstrip()
-    )
-    out.append(result_line(rec))
-    return "\n".join(out)
+    totals = ["total", "", *(_fmt(units, score_from_pb(units, s)) for s in rec.outcome.scores)]
+    table = text_table(["hand", "dealer", *names], rows, totals)
+    return "\n".join([f"{title}: {', '.join(names)}", *table, result_line(rec)])
+
+
+def text_table(
+    header: list[str], rows: list[list[str]], footer: list[str] | None = None
+) -> list[str]:
+    """Columns for a person: the header, a rule, the rows, and a footer below another rule,
+    each column as wide as its widest cell."""
+    every = [header, *rows, *([footer] if footer else [])]
+    widths = [max(len(r[i]) for r in every) for i in range(len(header))]
+    rule = "  ".join("-" * w for w in widths)
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    out = [line(header), rule, *(line(r) for r in rows)]
+    if footer:
+        out += [rule, line(footer)]
+    return out
 
 
 def result_line(rec: pb.GameRecord) -> str:

@@ -330,9 +330,7 @@ class Referee:
             self.tables[table.id] = table
             # open until its record is issued (below, for a table that finished without one)
             self._open_tables[table.creator] = self._open_tables.get(table.creator, 0) + 1
-            if table.finished and stored.record is None:
-                await self._issue_record(table)
-                table.durable_events = len(table.events)
+            await self._publish(table)  # issues the record of a table finished without one
         return len(self.tables)
 
     def _restore(self, stored: StoredTable) -> Table:
@@ -430,9 +428,7 @@ class Referee:
             table.take(i, table.seats[i].name, hashes[i])
         self.tables[table.id] = table
         self._open_tables[creator] = active + 1
-        if table.finished:  # the rules may end a match as its first hand is dealt
-            await self._issue_record(table)
-        table.durable_events = len(table.events)
+        await self._publish(table)  # the rules may end a match as its first hand is dealt
         _log("table created", table, creator=creator, open=[i for i, s in enumerate(seats) if s[1]])
         if table.started:
             _log("table started", table)
@@ -457,10 +453,7 @@ class Referee:
                 table_id, seat, name or table.seats[seat].name, hashed, order
             )
             table.take(seat, name, hashed)
-            if table.finished:  # the rules may end a match as its first hand is dealt
-                await self._issue_record(table)
-            table.durable_events = len(table.events)
-            table.notify()
+            await self._publish(table)  # the rules may end a match as its first hand is dealt
             _log("seat taken", table, seat=seat)
             if table.started:
                 _log("table started", table)
@@ -513,10 +506,9 @@ class Referee:
             except BaseException:
                 self._rebuild(table)
                 raise
-            if table.finished:
-                events.append(await self._issue_record(table))
-            table.durable_events = len(table.events)
-            table.notify()
+            end = await self._publish(table)
+            if end is not None:
+                events.append(end)
             return current, first, events
 
     def _check_legal(self, table: Table, seat: int, action: int) -> None:
@@ -555,6 +547,16 @@ class Referee:
     async def resign(self, table: Table, seat: int) -> int:
         index, _, _ = await self.submit(table, seat, len(table.actions), encode(RESIGN))
         return index
+
+    async def _publish(self, table: Table) -> EndEvent | None:
+        """After a committed write: issue the record of a match that is over (its end event,
+        returned, closes the table's events), then show watchers every event so far."""
+        end = None
+        if table.finished and table.envelope is None:
+            end = await self._issue_record(table)
+        table.durable_events = len(table.events)
+        table.notify()
+        return end
 
     async def _issue_record(self, table: Table) -> EndEvent:
         """Build, sign and store the record of a finished table."""
