@@ -211,7 +211,24 @@ class Hand(ABC):
     def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
         """Apply the actions from `start` on for as long as a game's fast path can (legal
         card plays, for a game that has one); return the index of the first not applied.
-        The default applies none: `Match.step` takes each action."""
+        `Match.step` takes each action the run stops at. This one runs `_play_run` while
+        the hand is `_in_play` and keeps the actions it applied."""
+        if not self._in_play():
+            return start
+        end = self._play_run(seats, actions, start)
+        self.actions.extend(actions[start:end])
+        self.action_seats.extend(seats[start:end])
+        return end
+
+    def _in_play(self) -> bool:
+        """Whether the hand is in its card play (where `_play_run` may go on)."""
+        return False
+
+    def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
+        """Play the legal card plays of `actions[start:]` in order, without recording them;
+        stop before the first action that is not a legal play by the seat to play, or when
+        the hand stops for anything else. Returns the index of the first action not played.
+        The default plays none."""
         return start
 
     def score(self, seat: int, kind: str, delta: Score, rule: str, note: str = "") -> None:
@@ -272,7 +289,7 @@ class Match(ABC):
     """The hands of one game until it is won."""
 
     units: ClassVar[tuple[str, ...]] = ("points",)
-    deal_rule: ClassVar[str]  # rule id of dealing and dealers for this game
+    deal_rule: str  # rule id of dealing and dealers for this game (set by each game)
     pack: int  # the mask of the cards this game is played with (set by each game)
     order: RankOrder = R3  # the rank order of play (RULES.md 0.3), e.g. to show hands
 

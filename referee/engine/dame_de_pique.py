@@ -243,18 +243,14 @@ class DamePiqueHand(Hand):
             self.actions.append(action)
             self.action_seats.append(seats[end])
             end += 1
-        if self._phase is Phase.PLAY:
-            played = self._play_run(seats, actions, end)
-            self.actions.extend(actions[end:played])
-            self.action_seats.extend(seats[end:played])
-            end = played
-        return end
+        return super().apply_run(seats, actions, end)
+
+    def _in_play(self) -> bool:
+        return self._phase is Phase.PLAY
 
     def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
-        """Play the legal card plays of `actions[start:]` in order; stop before the first
-        action that is not a legal play by the seat to play, or after the last trick.
-        Returns the index of the first action not applied. (The hot path of replay: the
-        trick in progress is kept in locals.)"""
+        """`Hand._play_run`: stops after the last trick. (The hot path of replay: the trick in
+        progress is kept in locals.)"""
         held = self.held
         lead_unbroken = self.lead_unbroken
         turn = self.turn
@@ -418,10 +414,9 @@ def _points_note(taken: int) -> str:
 class DamePiqueMatch(Match):
     """A match of Dame de Pique: manches until a total reaches the threshold."""
 
-    deal_rule = "DP.DEAL"
-
     def __init__(self, rules: Rules, start: Start | None = None, log_events: bool = True) -> None:
         super().__init__(rules, start, log_events)
+        self.deal_rule = "DP.DEAL"
         opts = rules.options
         assert isinstance(opts, DamePiqueOptions)
         self.opts = opts

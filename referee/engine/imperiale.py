@@ -572,18 +572,11 @@ class ImperialeHand(Hand):
                 raise self.not_your_turn(seat, action, rule)
             raise self._refusal(seat, action, self._legal(self.held[seat]))
 
-    def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
-        if self._phase is not Phase.PLAY:
-            return start
-        end = self._play_run(seats, actions, start)
-        self.actions.extend(actions[start:end])
-        self.action_seats.extend(seats[start:end])
-        return end
+    def _in_play(self) -> bool:
+        return self._phase is Phase.PLAY
 
     def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
-        """Play the legal card plays of `actions[start:]` in order; stop before the first
-        action that is not a legal play by the seat to play, or when the hand is over.
-        Returns the index of the first action not applied."""
+        """`Hand._play_run`: stops when the coup is over."""
         held = self.held
         trick = self.trick
         turn = self.turn
@@ -791,6 +784,7 @@ class ImperialeMatch(Match):
     def __init__(self, rules: Rules, start: Start | None = None, log_events: bool = True) -> None:
         super().__init__(rules, start, log_events)
         self.settings = settings_of(rules)
+        self.deal_rule = self.settings.deal_id  # IMP-A.E1 or IMP-M.RETOURNE
         self.pack = PACK_36 if self.players == 3 else PACK_32
         self.pack_name = _PACK_NAMES[self.players]
         target = self.settings.target
@@ -801,12 +795,6 @@ class ImperialeMatch(Match):
                     f"match under way holds 0 to 5 jetons and fewer than {target} impériales",
                     key="start",
                 )
-
-    # Match declares `deal_rule` a ClassVar; one class serves both rulesets, whose ids differ.
-    @property
-    def deal_rule(self) -> str:  # type: ignore[override]
-        """The rule id of dealing and dealers: `IMP-A.E1` or `IMP-M.RETOURNE`."""
-        return self.settings.deal_id
 
     def rules_end_rule(self) -> str:
         return self.settings.end_id

@@ -250,18 +250,11 @@ class NapoleonHand(Hand):
                 raise self.not_your_turn(seat, action, rule)
             raise self._play_refusal(seat, action, self.legal_play_mask(seat))
 
-    def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
-        if self._phase is not Phase.PLAY:
-            return start
-        end = self._play_run(seats, actions, start)
-        self.actions.extend(actions[start:end])
-        self.action_seats.extend(seats[start:end])
-        return end
+    def _in_play(self) -> bool:
+        return self._phase is Phase.PLAY
 
     def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
-        """Play the legal card plays of `actions[start:]` in order; stop before the first
-        action that is not a legal play by the seat to play, or when the hand is over.
-        Returns the index of the first action not applied."""
+        """`Hand._play_run`: stops when the hand is over (or decided)."""
         held = self.held
         trick = self.trick
         turn = self.turn
@@ -420,10 +413,9 @@ class NapoleonHand(Hand):
 class NapoleonMatch(Match):
     """A match of Napoléon: a fixed number of deals, thrown-in deals included."""
 
-    deal_rule = "NAP.DECK"
-
     def __init__(self, rules: Rules, start: Start | None = None, log_events: bool = True) -> None:
         super().__init__(rules, start, log_events)
+        self.deal_rule = "NAP.DECK"
         opts = rules.options
         assert isinstance(opts, NapoleonOptions)
         self.opts = opts

@@ -484,18 +484,11 @@ class TriompheHand(Hand):
                 raise self.not_your_turn(seat, action, self.play_rule)
             raise self._play_refusal(seat, action)
 
-    def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
-        if self._phase is not Phase.PLAY:
-            return start
-        end = self._play_run(seats, actions, start)
-        self.actions.extend(actions[start:end])
-        self.action_seats.extend(seats[start:end])
-        return end
+    def _in_play(self) -> bool:
+        return self._phase is Phase.PLAY
 
     def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
-        """Play the legal card plays of `actions[start:]` in order; stop before the first
-        action that is not a legal play by the seat to play, or when the coup stops for a
-        decision or ends. Returns the index of the first action not applied."""
+        """`Hand._play_run`: stops when the coup stops for a decision or ends."""
         held = self.held
         trick = self.trick
         turn = self.turn
@@ -730,10 +723,9 @@ class TriompheHand(Hand):
 class TriompheMatch(Match):
     """A match of La Triomphe: coups until a side reaches the target."""
 
-    deal_rule = "TRI.DEAL"
-
     def __init__(self, rules: Rules, start: Start | None = None, log_events: bool = True) -> None:
         super().__init__(rules, start, log_events)
+        self.deal_rule = "TRI.DEAL"
         opts = rules.options
         assert isinstance(opts, TriompheOptions)
         self.opts = opts
