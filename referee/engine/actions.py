@@ -17,6 +17,7 @@ of small ints.
 
 from __future__ import annotations
 
+from itertools import combinations
 from typing import Any
 
 from referee.engine.cards import card_str, iter_cards, mask_of, parse_card
@@ -44,6 +45,7 @@ __all__ = [
     "parse_action",
     "pass_action",
     "pass_cards",
+    "pass_choices",
     "payload_of",
 ]
 
@@ -61,6 +63,12 @@ def pass_action(mask: int) -> int:
     stays below 2**53, so clients in any language hold it exactly."""
     a, b, c = iter_cards(mask)
     return encode(PASS, a | b << 6 | c << 12)
+
+
+def pass_choices(hand: int) -> list[int]:
+    """Every PASS action giving three cards of `hand`, sorted (`pass_action` of each)."""
+    cards = iter_cards(hand)  # ascending, so each triple comes as a < b < c
+    return sorted(encode(PASS, a | b << 6 | c << 12) for a, b, c in combinations(cards, 3))
 
 
 def pass_cards(action: int) -> int:

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum
-from itertools import combinations
 
-from referee.engine.actions import PASS, PLAY, encode, pass_action, pass_cards
+from referee.engine.actions import PASS, PLAY, encode, pass_cards, pass_choices
 from referee.engine.base import (
     Deal,
     Hand,
@@ -155,11 +154,7 @@ class DamePiqueHand(Hand):
         if self._phase is Phase.PASS:
             if self.passed[seat]:
                 return []
-            masks = (
-                (1 << a) | (1 << b) | (1 << c)
-                for a, b, c in combinations(iter_cards(self.held[seat]), 3)
-            )
-            return sorted(pass_action(m) for m in masks)
+            return pass_choices(self.held[seat])
         return [encode(PLAY, c) for c in iter_cards(self.legal_play_mask(seat))]
 
     # -- applying actions -----------------------------------------------------------------

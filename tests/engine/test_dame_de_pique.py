@@ -434,3 +434,23 @@ def test_random_playouts_invariants(options: dict[str, Any]) -> None:
     assert [list(iter_cards(r.deal.hands[0])) for r in replayed.results] == [
         list(iter_cards(r.deal.hands[0])) for r in m.results
     ]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_pass_choices_are_every_three_cards_of_the_hand(seed: int) -> None:
+    rng = random.Random(seed)
+    m = new_match(make_rules("hearts"))
+    m.start_hand(0, m.deal_deck(0, rng.sample(range(52), 52)))
+    hand = m.hand
+    assert hand is not None
+    for seat in range(4):
+        cards = list(iter_cards(hand.held[seat]))
+        expected = sorted(
+            pass_action((1 << a) | (1 << b) | (1 << c))
+            for a, b, c in itertools.combinations(cards, 3)
+        )
+        assert hand.legal_actions(seat) == expected and len(expected) == 286
+        action = rng.choice(expected)
+        hand.apply(seat, action)  # each is accepted
+        if seat < 3:  # then the seat waits for the others' passes
+            assert hand.legal_actions(seat) == []
