@@ -32,7 +32,7 @@ from referee.engine.actions import (
     VOLE,
     pass_action,
 )
-from referee.engine.cards import HEARTS, R1, R3, SPADES, RankOrder
+from referee.engine.cards import HEARTS, R1, R3, SPADES, RankOrder, parse_card
 from referee.engine.errors import RulesError
 from referee.engine.registry import find_game
 from tapis.v1 import referee_pb2 as pb
@@ -73,8 +73,7 @@ class RandomBot:
 
 # --- reading a view ------------------------------------------------------------------------
 
-QS, KS, AS = 10, 11, 12  # card ids (suit * 13 + rank)
-_SUIT_MASK = 0x1FFF
+QS, KS, AS = (parse_card(c) for c in ("QS", "KS", "AS"))
 
 
 def _facts(view: pb.SeatView) -> dict[str, str]:
