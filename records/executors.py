@@ -84,21 +84,19 @@ class LocalPoolExecutor:
                     running[pool.submit(fn, task)] = task
 
         try:
-            with _InterruptDeferred() as interrupt:
+            with _InterruptDeferred():
                 for _ in range(2 * self.workers):
                     submit_next()
-                interrupt.raise_if_seen()
             while running:
                 with _InterruptDeferred() as interrupt:
                     done: set[Future[R]] = set()
-                    while not done:
+                    while not done:  # polled: a Ctrl-C noted meanwhile stops the wait
                         done, _ = wait(running, timeout=0.1, return_when=FIRST_COMPLETED)
                         interrupt.raise_if_seen()
                     finished = []
                     for fut in done:
                         finished.append((running.pop(fut), fut))
                         submit_next()
-                    interrupt.raise_if_seen()
                 for task, fut in finished:
                     yield task, fut.result()
         except BaseException:  # Ctrl-C, a task's error, or the caller stopped (GeneratorExit)
@@ -123,11 +121,12 @@ def _stop_now(pool: ProcessPoolExecutor) -> None:
 
 class _InterruptDeferred:
     """Ctrl-C noted, not raised, while this process is inside the pool's code, then raised
-    by `raise_if_seen` at a point where that is safe. A KeyboardInterrupt raised anywhere in
-    `concurrent.futures` (between taking a future's lock and the `with` that releases it)
-    can leave a lock held, and the pool's thread then waits for it forever: the job hangs
-    instead of stopping. The caller's own code, between results, is interrupted as usual.
-    Only the main thread's default handler is replaced (any other is left alone)."""
+    by `raise_if_seen` or on leaving the block, where that is safe. A KeyboardInterrupt
+    raised anywhere in `concurrent.futures` (between taking a future's lock and the `with`
+    that releases it) can leave a lock held, and the pool's thread then waits for it
+    forever: the job hangs instead of stopping. The caller's own code, between results, is
+    interrupted as usual. Only the main thread's default handler is replaced (any other is
+    left alone)."""
 
     def __init__(self) -> None:
         self.seen = False
