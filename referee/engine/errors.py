@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "QUOTE_LIMIT",
     "DealError",
     "IllegalAction",
     "InvalidAction",
@@ -27,7 +28,22 @@ __all__ = [
     "RulesError",
     "TapisError",
     "TranscriptError",
+    "quoted",
 ]
+
+QUOTE_LIMIT = 40  # characters of a value from outside that a message quotes
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """`repr(value)` for a message, cut to about `limit` characters: an error names what it
+    was given without echoing a megabyte of it (`'aaaa…' (100000 characters)`)."""
+    if isinstance(value, str | bytes) and len(value) > limit:
+        unit = "characters" if isinstance(value, str) else "bytes"
+        return f"{value[:limit]!r}… ({len(value)} {unit})"
+    text = repr(value)
+    if len(text) > limit:
+        return f"{text[:limit]}… ({len(text)} characters)"
+    return text
 
 
 class TapisError(Exception):
