@@ -24,7 +24,7 @@ from typing import BinaryIO, TypeVar
 
 from google.protobuf.message import DecodeError
 
-from referee.engine import Deal, Match, RecordError, Rules, ScoreLine, Start, find_game
+from referee.engine import Deal, Match, RecordError, Rules, Start, find_game
 from tapis.v1 import record_pb2 as pb
 
 T = TypeVar("T")
@@ -32,6 +32,9 @@ T = TypeVar("T")
 __all__ = [
     "FORMAT_VERSION",
     "MAGIC",
+    "MAX_NAME",
+    "MAX_TEXT",
+    "SCORE_LIMIT",
     "RecordFileError",
     "atomic_write",
     "build_record",
@@ -55,6 +58,15 @@ __all__ = [
 FORMAT_VERSION = 1
 MAGIC = b"TAPIS-RECORDS/1\n"
 MAX_ENVELOPE = 64 << 20  # a record larger than 64 MiB is not a record
+# The one bound on a seat's (player's) name, in characters: a record, a transcript and the
+# referee refuse a longer one.
+MAX_NAME = 64
+# The bound, in characters, on every other text of a record (provenance, the outcome's
+# reason, a score line's kind, rule and note, an option's string value).
+MAX_TEXT = 256
+# A start score is below this in magnitude (as an action is below 2**53): any client holds it
+# exactly, and no match can add enough to it to overflow a record's 64-bit score.
+SCORE_LIMIT = 1 << 53
 
 
 class RecordFileError(RecordError):
@@ -79,17 +91,6 @@ def score_getter(units: tuple[str, ...]) -> Callable[[pb.Score], tuple[int, ...]
 
 def score_from_pb(units: Sequence[str], score: pb.Score) -> tuple[int, ...]:
     return score_getter(tuple(units))(score)
-
-
-def _line_to_pb(units: Sequence[str], line: ScoreLine) -> pb.ScoreLine:
-    return pb.ScoreLine(
-        seat=line.seat,
-        kind=line.kind,
-        delta=score_to_pb(units, line.delta),
-        rule=line.rule,
-        note=line.note,
-        after_action=line.at,
-    )
 
 
 def rules_to_pb(rules: Rules) -> pb.Rules:
@@ -144,48 +145,94 @@ def build_record(
     deal_source: pb.DealSource | None = None,
 ) -> pb.GameRecord:
     """The `GameRecord` of `match` as played so far. `decks[i]`, when given, is the pack
-    from which hand i was dealt (kept so the record shows it)."""
+    from which hand i was dealt (kept so the record shows it).
+
+    `verify` builds the record of every match it replays to compare it with the stored
+    bytes, so the messages are filled in place, field by field (upb: several times quicker
+    than building each message from keywords and copying it in); the bytes are the same."""
     rules = match.rules
-    units = find_game(rules.game).units
-    rec = pb.GameRecord(
-        format_version=FORMAT_VERSION,
-        rules=rules_to_pb(rules),
-        seats=[pb.Seat(name=n, team=match.team_of(s)) for s, n in enumerate(names)],
-        start=pb.Start(
-            hand_number=match.first_hand_number,
-            scores=[score_to_pb(units, s) for s in match.start_scores],
-        ),
-        provenance=pb.Provenance(
-            source=provenance.source,
-            reference=provenance.reference,
-            played_at=provenance.played_at,
-        ),
-    )
+    fill = _score_filler(find_game(rules.game).units)
+    rec = pb.GameRecord()
+    rec.format_version = FORMAT_VERSION
+    rec.rules.CopyFrom(_rules_pb(rules))
+    for s, n in enumerate(names):
+        seat = rec.seats.add()
+        seat.name = n
+        seat.team = match.team_of(s)
+    start = rec.start
+    start.hand_number = match.first_hand_number
+    for score in match.start_scores:
+        fill(start.scores.add(), score)
     if deal_source is not None:
         rec.deal_source.CopyFrom(deal_source)
+    hands = rec.hands
     for i, result in enumerate(match.results):
-        deck = decks[i] if i < len(decks) else None
-        hand = rec.hands.add(number=result.number, dealer=result.dealer)
-        _deal_to_pb(result.deal, deck, hand.deal)
+        hand = hands.add()
+        hand.number = result.number
+        hand.dealer = result.dealer
+        _deal_to_pb(result.deal, decks[i] if i < len(decks) else None, hand.deal)
         hand.seats = bytes(result.action_seats)
         hand.actions.extend(result.actions)
-        hand.lines.extend(_line_to_pb(units, line) for line in result.lines)
-        hand.scores_after.extend(score_to_pb(units, s) for s in result.scores_after)
+        lines = hand.lines
+        for line in result.lines:
+            out = lines.add()
+            out.seat = line.seat
+            out.kind = line.kind
+            fill(out.delta, line.delta)
+            out.rule = line.rule
+            out.note = line.note
+            out.after_action = line.at
+        after = hand.scores_after
+        for score in result.scores_after:
+            fill(after.add(), score)
     live = match.hand
     if live is not None and not live.over:
         # A hand in progress (a stopped table): its deal and actions so far, no scores yet.
-        hand = rec.hands.add(number=live.number, dealer=live.dealer)
-        _deal_to_pb(live.deal, None, hand.deal)
+        i = len(match.results)
+        hand = hands.add()
+        hand.number = live.number
+        hand.dealer = live.dealer
+        _deal_to_pb(live.deal, decks[i] if i < len(decks) else None, hand.deal)
         hand.seats = bytes(live.action_seats)
         hand.actions.extend(live.actions)
-    out = rec.outcome
-    out.finished = match.finished
-    out.winners.extend(match.winners)
-    out.scores.extend(score_to_pb(units, s) for s in match.scores)
-    out.reason = match.end_reason
+    outcome = rec.outcome
+    outcome.finished = match.finished
+    outcome.winners.extend(match.winners)
+    for score in match.scores:
+        fill(outcome.scores.add(), score)
+    outcome.reason = match.end_reason
     if match.resigned is not None:
-        out.resigned = match.resigned
+        outcome.resigned = match.resigned
+    prov = rec.provenance
+    prov.source = provenance.source
+    prov.reference = provenance.reference
+    prov.played_at = provenance.played_at
     return rec
+
+
+@functools.lru_cache(maxsize=256)
+def _rules_pb(rules: Rules) -> pb.Rules:
+    """`rules_to_pb`, made once per distinct rules (they are immutable): copied, never
+    changed."""
+    return rules_to_pb(rules)
+
+
+@functools.cache
+def _score_filler(units: tuple[str, ...]) -> Callable[[pb.Score, Sequence[int]], None]:
+    """A function that sets a `Score` message (present, even when every value is 0) to a
+    score in the order of `units`."""
+    if units == ("points",):
+
+        def fill(msg: pb.Score, score: Sequence[int]) -> None:
+            msg.points = score[0]
+
+        return fill
+
+    def fill_all(msg: pb.Score, score: Sequence[int]) -> None:
+        for unit, value in zip(units, score, strict=True):
+            setattr(msg, unit, value)
+
+    return fill_all
 
 
 def _deal_to_pb(deal: Deal, deck: Sequence[int] | None, out: pb.Deal) -> None:

@@ -3,11 +3,15 @@
 Checks, in order: (for a frame of a record file) the envelope parses, has no unknown field
 and is stored as Tapis writes it; the signature: with keys, the record must be signed, by a
 key given (by its key id), and the signature must hold; without keys a signature is only
-checked for its form and reported as not checked; then the record bytes decode; the rules
-exist, their options are valid and the digest matches; the seats and start scores fit; the
-revealed seed matches its commitment; per hand: the deal the seed gives, its number, the
-dealer's rotation, the deal (and the pack it came from, when given), every action's
-legality, every score line and the scores after it; last the outcome. The first failure is a
+checked for its form and reported as not checked; then the record bytes decode and are the
+canonical encoding of what they decode to; every field is checked against its game before
+anything is replayed (records/strict.py: ranges, counts, units, texts, in memory bounded by
+the record's size); the rules exist, their options are valid and the digest matches; the
+seats and start scores fit; the revealed seed matches its commitment; per hand: the deal the
+seed gives, its number, the dealer's rotation, the deal (and the pack it came from, when
+given), every action's legality, every score line and the scores after it; then the outcome;
+last, the record is byte for byte what `build_record` makes of the replayed match (with the
+record's free fields: names, provenance, packs, deal source). The first failure is a
 `RecordError` with a stable `code` (all listed in docs/verify.md) and its position (hand,
 action; 1-based).
 
@@ -34,10 +38,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from records.codec import (
     RecordFileError,
     deal_from_pb,
-    decode_record,
     file_chunks,
     iter_frames,
-    options_from_pb,
     parse_envelope,
     record_id,
     score_from_pb,
@@ -46,6 +48,13 @@ from records.codec import (
 from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
 from records.executors import Executor, SerialExecutor, map_in_order
 from records.signing import TrustedKey, signature_holds
+from records.strict import (
+    check_content,
+    check_fields,
+    check_rules_fields,
+    check_start,
+    decode_canonical,
+)
 from referee.engine import (
     IllegalAction,
     InvalidAction,
@@ -58,6 +67,7 @@ from referee.engine import (
     make_rules,
     new_match,
 )
+from referee.engine.errors import quoted
 from tapis.v1 import record_pb2 as pb
 
 __all__ = [
@@ -65,6 +75,7 @@ __all__ = [
     "VERIFY_CHUNK",
     "VerifyResult",
     "VerifyTask",
+    "internal_error",
     "match_for_record",
     "replay_record",
     "result_json",
@@ -73,6 +84,7 @@ __all__ = [
     "verify_file",
     "verify_files",
     "verify_frame",
+    "verify_record",
     "verify_task",
 ]
 
@@ -117,8 +129,9 @@ def _checked_rules(
     except RulesError as exc:
         raise RecordError("rules", f"the rules do not hold: {exc}") from None
     if spec.name != game:
-        raise RecordError("rules", f"game {game!r} is not a canonical game name")
-    if dict(options) != rules.option_values():
+        raise RecordError("rules", f"game {quoted(game)} is not a canonical game name")
+    effective = sorted(rules.option_values().items())
+    if [(k, type(v), v) for k, v in options] != [(k, type(v), v) for k, v in effective]:
         raise RecordError("rules", "the options listed are not the effective options")
     if digest != rules.digest:
         raise RecordError("rules-digest", "the rules digest does not match the rules")
@@ -129,13 +142,12 @@ def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
     """A new engine match for a record's checked rules and start, and the game's units;
     `RecordError` when they do not hold."""
     r = rec.rules
-    options = tuple(options_from_pb(r.options).items())
+    options = check_rules_fields(r)
     rules = _checked_rules(r.game, r.ruleset, r.players, options, r.digest)
     spec = find_game(rules.game)
     if len(rec.seats) != rules.players:
         raise RecordError("seats", f"{len(rec.seats)} seats for {rules.players} players")
-    if rec.start.scores and len(rec.start.scores) != rules.players:
-        raise RecordError("start", "the start scores do not give one score per seat")
+    check_start(rec.start, spec.units, rules.players)
     try:
         match = new_match(rules, start_from_pb(spec.units, rec.start), log_events=False)
     except RulesError as exc:
@@ -144,10 +156,13 @@ def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
 
 
 def replay_record(rec: pb.GameRecord, check: bool = True) -> Match:
-    """Replay a decoded record through the engine. With `check`, compare every score line,
-    score and the outcome with what the record says (`RecordError` at the first difference);
-    the replay itself always checks every deal and action."""
+    """Replay a decoded record through the engine. Every field is checked against its game
+    first (records/strict.py), so no value out of its game's range reaches the engine. With
+    `check`, compare every score line, score and the outcome with what the record says
+    (`RecordError` at the first difference); the replay itself always checks every deal and
+    action."""
     match, units = match_for_record(rec)
+    check_fields(rec, match, units)
     seed = _checked_seed(rec)
     last = len(rec.hands)
     for h, hand in enumerate(rec.hands, 1):
@@ -205,7 +220,7 @@ def _checked_seed(rec: pb.GameRecord) -> bytes | None:
     if not source.algorithm and not source.seed and not source.commitment:
         return None
     if source.algorithm != ALGORITHM:
-        raise RecordError("deal-algorithm", f"unknown deal algorithm {source.algorithm!r}")
+        raise RecordError("deal-algorithm", f"unknown deal algorithm {quoted(source.algorithm)}")
     if commitment(source.seed) != source.commitment:
         raise RecordError("commitment", "the revealed seed does not match the commitment")
     return source.seed
@@ -236,9 +251,11 @@ def _compare_lines(
         got = (r.seat, r.kind, score_from_pb(units, r.delta), r.rule, r.note, r.after_action)
         want = (line.seat, line.kind, line.delta, line.rule, line.note, line.at)
         if got != want:
+            shown = (r.seat, quoted(r.kind), got[2], quoted(r.rule))
             raise RecordError(
                 "score-lines",
-                f"score line {i + 1} is {got[:4]}, the rules give {want[:4]}",
+                f"score line {i + 1} is ({', '.join(map(str, shown))}), the rules give "
+                f"({line.seat}, {line.kind!r}, {line.delta}, {line.rule!r})",
                 hand=h,
                 action=line.at or None,
             )
@@ -348,11 +365,20 @@ def verify_envelope(env: pb.RecordEnvelope, keys: Keys = ()) -> VerifyResult:
     except _SignatureError as exc:
         return VerifyResult(rid, 0, exc, exc.state, kid)
     try:
-        rec = decode_record(env.record)
-        replay_record(rec)
+        hands = verify_record(env.record)
     except RecordError as exc:
         return VerifyResult(rid, 0, exc, state, kid, signer)
-    return VerifyResult(rid, len(rec.hands), None, state, kid, signer)
+    return VerifyResult(rid, hands, None, state, kid, signer)
+
+
+def verify_record(record_bytes: bytes) -> int:
+    """Verify the bytes of a record (no envelope, no signature): they decode, are canonical,
+    every field fits its game, the replay holds and gives exactly these bytes. Returns the
+    number of hands; `RecordError` at the first fault."""
+    rec = decode_canonical(record_bytes)
+    match = replay_record(rec)
+    check_content(rec, match, record_bytes)
+    return len(rec.hands)
 
 
 def verify_frame(
@@ -396,14 +422,15 @@ def _verify_one(frame: bytes, ring: Keys, name: str, index: int) -> VerifyResult
     try:
         return verify_frame(frame, ring, name, index)
     except Exception as exc:  # a bug in Tapis
-        return VerifyResult(
-            "",
-            0,
-            RecordError(
-                "internal", f"the verifier failed ({type(exc).__name__}: {exc}): a bug in Tapis"
-            ),
-            "",
-        )
+        return VerifyResult("", 0, internal_error(exc), "")
+
+
+def internal_error(exc: Exception) -> RecordError:
+    """The result's error when the verifier itself failed (code `internal`)."""
+    return RecordError(
+        "internal",
+        f"the verifier failed ({type(exc).__name__}: {quoted(str(exc), 200)}): a bug in Tapis",
+    )
 
 
 def verify_data(

@@ -1,0 +1,455 @@
+"""Strict records: nothing in a record is taken as it comes (docs/verify.md).
+
+Three checks around the one replay of `records.verify`:
+
+- `decode_canonical`: the record bytes are exactly the canonical (deterministic)
+  serialization of what they decode to: no unknown field, and no field repeated, out of order
+  or not minimally encoded, so that one match has one record id. The record is serialized
+  only to compare: stored bytes are never replaced.
+- `check_rules_fields`, `check_start` and `check_fields`: every field against its game before
+  the engine sees it. Texts are bounded; rules and options are named as Tapis names them; the
+  seats, their teams, the start; scores only in the game's units; per hand its number, the
+  dealer, the deal (every card of the game's pack: hands, retourne, talon and pack), the seats
+  and actions (well-formed and in the game's range), the score lines; the outcome's winners,
+  resignation and scores. Each loop runs over the record's own fields and no value from the
+  record reaches a shift, an allocation or a loop bound before it is checked, so time and
+  memory stay bounded by the record's size.
+- `check_content`: after the replay, the record must be byte for byte what `build_record`
+  makes of the replayed match with the record's own free fields (the seat names, the
+  provenance, the packs, the deal source, and an unfinished match's reason); else the first
+  field that differs is named.
+
+Each fault is a `RecordError` with a stable code and its position (hand, action; 1-based).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from google.protobuf.message import Message
+
+from records.codec import (
+    MAX_NAME,
+    MAX_TEXT,
+    SCORE_LIMIT,
+    Provenance,
+    build_record,
+    canonical_bytes,
+    decode_record,
+)
+from referee.engine import GAMES, InvalidAction, Match, RecordError, RulesError, find_game
+from referee.engine.actions import PASS, PILLE, PILLE_STOP, PLAY, check_action, pass_cards
+from referee.engine.cards import card_str, iter_cards
+from referee.engine.errors import quoted
+from tapis.v1 import record_pb2 as pb
+
+__all__ = [
+    "SEED_SIZE",
+    "check_content",
+    "check_fields",
+    "check_rules_fields",
+    "check_start",
+    "decode_canonical",
+    "first_difference",
+]
+
+Option = bool | int | str
+
+SEED_SIZE = 32  # bytes of a deal seed and of its commitment (SHA-256)
+_UNITS = tuple(pb.Score.DESCRIPTOR.fields_by_name)  # every unit a Score message can hold
+
+
+# --- the encoding ---------------------------------------------------------------------------
+
+
+def decode_canonical(record_bytes: bytes) -> pb.GameRecord:
+    """The record the bytes decode to (`decode_record`), once they are its canonical
+    serialization: `RecordError` `record-unknown-field` or `record-noncanonical` otherwise."""
+    rec = decode_record(record_bytes)
+    rec.DiscardUnknownFields()
+    if rec.SerializeToString(deterministic=True) == record_bytes:
+        return rec
+    kept = decode_record(record_bytes)  # unknown fields kept, in the order protobuf keeps them
+    if kept.SerializeToString(deterministic=True) != rec.SerializeToString(deterministic=True):
+        raise RecordError("record-unknown-field", "the record has a field this Tapis does not know")
+    raise RecordError(
+        "record-noncanonical",
+        "the record bytes are not the canonical encoding of the record they decode to "
+        "(a field repeated, out of order or not minimally encoded)",
+    )
+
+
+# --- every field against its game -----------------------------------------------------------
+
+
+def _text(value: str, where: str, limit: int = MAX_TEXT, hand: int | None = None) -> None:
+    if len(value) > limit:
+        raise RecordError(
+            "text-length",
+            f"{where} has {len(value)} characters (at most {limit}): {quoted(value)}",
+            hand=hand,
+        )
+
+
+def check_rules_fields(rules: pb.Rules) -> tuple[tuple[str, Option], ...]:
+    """The options of a record's rules, once the game and ruleset are names Tapis knows and
+    the options are each listed once, sorted by key, known to the ruleset and with a value
+    (`RecordError` `rules`, `bad-options` or `text-length`). The rules themselves (values,
+    players, digest) are checked by building them."""
+    game = rules.game
+    spec = GAMES.get(game)
+    if spec is None:
+        canonical = None
+        if len(game) <= MAX_TEXT:
+            with contextlib.suppress(RulesError):
+                canonical = find_game(game).name
+        if canonical is not None:
+            raise RecordError("rules", f"game {game!r} is not a canonical game name ({canonical})")
+        raise RecordError("rules", f"unknown game {quoted(game)}")
+    model = spec.rulesets.get(rules.ruleset)
+    if model is None:
+        allowed = ", ".join(spec.rulesets)
+        raise RecordError(
+            "rules",
+            f"unknown ruleset {quoted(rules.ruleset)} for {spec.name}; allowed: {allowed}",
+        )
+    out: list[tuple[str, Option]] = []
+    previous = ""
+    for i, o in enumerate(rules.options):
+        where = f"rules.options[{i}]"
+        key = o.key
+        if key not in model.model_fields:
+            raise RecordError(
+                "rules", f"{where}: unknown option {quoted(key)} for {spec.name} ({rules.ruleset})"
+            )
+        if out and key <= previous:
+            raise RecordError(
+                "rules",
+                f"{where}: option {key!r} after {previous!r}: options are listed once each, "
+                "sorted by key",
+            )
+        which = o.WhichOneof("value")
+        if which is None:
+            raise RecordError("bad-options", f"option {key!r} has no value")
+        value = getattr(o, which)
+        if which == "string_value":
+            _text(value, f"{where}.string_value")
+        out.append((key, value))
+        previous = key
+    return tuple(out)
+
+
+@functools.cache
+def _other_units(units: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(u for u in _UNITS if u not in units)
+
+
+def _score(score: pb.Score, units: tuple[str, ...], where: str, hand: int | None = None) -> None:
+    """A score sets only the game's units (`score-unit`)."""
+    for unit in _other_units(units):
+        value = getattr(score, unit)
+        if value:
+            raise RecordError(
+                "score-unit",
+                f"{where}.{unit} is {value}: this game keeps its scores in {', '.join(units)} only",
+                hand=hand,
+            )
+
+
+def check_start(start: pb.Start, units: tuple[str, ...], players: int) -> None:
+    """The start: a first hand number from 1, one score per seat in the game's units, each
+    below `SCORE_LIMIT` in magnitude (`start`, `score-unit`)."""
+    if start.hand_number < 1:
+        raise RecordError("start", "start.hand_number is 0: hands are numbered from 1")
+    if len(start.scores) != players:
+        raise RecordError(
+            "start", f"{len(start.scores)} start scores for {players} seats: one per seat"
+        )
+    for s, score in enumerate(start.scores):
+        where = f"start.scores[{s}]"
+        _score(score, units, where)
+        for unit in units:
+            value = getattr(score, unit)
+            if not -SCORE_LIMIT < value < SCORE_LIMIT:
+                raise RecordError(
+                    "start", f"{where}.{unit} is {value}: a start score is below 2**53"
+                )
+
+
+@functools.lru_cache(maxsize=16)
+def _plays(pack: int) -> frozenset[int]:
+    """The play actions of the cards of a pack (most actions of a record: checked at once)."""
+    return frozenset(c << 3 | PLAY for c in iter_cards(pack))
+
+
+def _action(action: int, pack: int, h: int, a: int) -> None:
+    """One action well-formed and in the game's range (`action:invalid`)."""
+    try:
+        check_action(action)
+    except InvalidAction as exc:
+        raise RecordError("action:invalid", str(exc), hand=h, action=a) from None
+    kind, payload = action & 7, action >> 3
+    if kind == PLAY or (kind == PILLE and payload != PILLE_STOP):
+        cards = [payload]
+    elif kind == PASS:
+        cards = list(iter_cards(pass_cards(action)))
+    else:
+        return
+    for c in cards:  # below 52 (check_action)
+        if not pack >> c & 1:
+            raise RecordError(
+                "action:invalid",
+                f"action {action}: {card_str(c)} is not in this game's pack",
+                hand=h,
+                action=a,
+            )
+
+
+def _cards_in_pack(cards: Sequence[int], pack: int, where: str, h: int) -> None:
+    for c in cards:
+        if not (c < 52 and pack >> c & 1):
+            raise RecordError(
+                "deal:card-not-in-pack",
+                f"{where}: {card_str(c)} is not in this game's pack",
+                hand=h,
+            )
+
+
+def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
+    where = f"hands[{h - 1}].deal"
+    masks = deal.hands
+    if len(masks) != players:
+        raise RecordError(
+            "deal:deal-hands", f"{where}.hands: {len(masks)} hands for {players} seats", hand=h
+        )
+    for s, m in enumerate(masks):
+        if m & ~pack:
+            bad = next(iter_cards(m & ~pack))  # a fixed64: below 64
+            raise RecordError(
+                "deal:card-not-in-pack",
+                f"{where}.hands[{s}]: {card_str(bad)} is not in this game's pack",
+                hand=h,
+            )
+    if deal.HasField("retourne"):
+        _cards_in_pack([deal.retourne], pack, f"{where}.retourne", h)
+    _cards_in_pack(deal.talon, pack, f"{where}.talon", h)
+    deck = deal.deck
+    if deck:
+        _cards_in_pack(deck, pack, f"{where}.deck", h)
+        if len(set(deck)) != len(deck):
+            raise RecordError("deal:duplicate-card", f"{where}.deck: a card appears twice", hand=h)
+        if len(deck) != pack.bit_count():
+            raise RecordError(
+                "deal:deck-size",
+                f"{where}.deck: {len(deck)} cards; the pack has {pack.bit_count()}",
+                hand=h,
+            )
+
+
+def _hand(
+    hand: pb.HandRecord, number: int, players: int, pack: int, units: tuple[str, ...], h: int
+) -> None:
+    where = f"hands[{h - 1}]"
+    if hand.number != number:
+        raise RecordError("hand-number", f"numbered {hand.number}, expected {number}", hand=h)
+    if hand.dealer >= players:
+        raise RecordError(
+            "deal:bad-dealer",
+            f"{where}.dealer: dealer {hand.dealer} is not a seat (0..{players - 1})",
+            hand=h,
+        )
+    _deal(hand.deal, players, pack, h)
+    seats = hand.seats
+    actions = hand.actions
+    if len(seats) != len(actions):
+        raise RecordError("actions", f"{len(actions)} actions but {len(seats)} seats", hand=h)
+    if seats and max(seats) >= players:
+        a = next(i for i, s in enumerate(seats) if s >= players)
+        raise RecordError(
+            "action:bad-seat", f"seat {seats[a]} does not exist", hand=h, action=a + 1
+        )
+    plays = _plays(pack)
+    if not plays.issuperset(actions):
+        for a, action in enumerate(actions, 1):
+            if action not in plays:
+                _action(action, pack, h, a)
+    for i, line in enumerate(hand.lines):
+        at = f"{where}.lines[{i}]"
+        if line.seat >= players:
+            raise RecordError("score-lines", f"{at}.seat: seat {line.seat} does not exist", hand=h)
+        if line.after_action > len(actions):
+            raise RecordError(
+                "score-lines",
+                f"{at}.after_action: action {line.after_action} of {len(actions)}",
+                hand=h,
+            )
+        _score(line.delta, units, f"{at}.delta", h)
+        _text(line.kind, f"{at}.kind", hand=h)
+        _text(line.rule, f"{at}.rule", hand=h)
+        _text(line.note, f"{at}.note", hand=h)
+    after = hand.scores_after
+    if after:
+        if len(after) != players:
+            raise RecordError(
+                "scores", f"{len(after)} scores after the hand for {players} seats", hand=h
+            )
+        for s, score in enumerate(after):
+            _score(score, units, f"{where}.scores_after[{s}]", h)
+
+
+def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> None:
+    """Every field of a record against its game (`match`: a new match of its rules), before
+    any of it is replayed; `RecordError` at the first fault. The rules and start are checked
+    already (`check_rules_fields`, `check_start`)."""
+    players = match.players
+    pack = match.pack
+    teams = [match.team_of(s) for s in range(players)]
+    for s, seat in enumerate(rec.seats):
+        _text(seat.name, f"seats[{s}].name", MAX_NAME)
+        if seat.team != teams[s]:
+            raise RecordError(
+                "seat-team",
+                f"seats[{s}].team is {seat.team}; "
+                + (
+                    f"the rules put seat {s} in team {teams[s]}"
+                    if any(teams)
+                    else "this game has no teams (0)"
+                ),
+            )
+    source = rec.deal_source
+    _text(source.algorithm, "deal_source.algorithm")
+    for name in ("commitment", "seed"):
+        value = getattr(source, name)
+        if value and len(value) != SEED_SIZE:
+            raise RecordError(
+                "commitment", f"deal_source.{name} has {len(value)} bytes, not {SEED_SIZE}"
+            )
+    first = rec.start.hand_number
+    for h, hand in enumerate(rec.hands, 1):
+        _hand(hand, first + h - 1, players, pack, units, h)
+    out = rec.outcome
+    winners = list(out.winners)
+    if winners != sorted(set(winners)) or (winners and winners[-1] >= players):
+        raise RecordError(
+            "outcome",
+            f"outcome.winners {quoted(winners)}: seats (0..{players - 1}), ascending, once each",
+        )
+    if out.HasField("resigned") and out.resigned >= players:
+        raise RecordError("outcome", f"outcome.resigned: seat {out.resigned} does not exist")
+    if len(out.scores) != players:
+        raise RecordError("outcome", f"{len(out.scores)} final scores for {players} seats")
+    for s, score in enumerate(out.scores):
+        _score(score, units, f"outcome.scores[{s}]")
+    _text(out.reason, "outcome.reason")
+    p = rec.provenance
+    _text(p.source, "provenance.source")
+    _text(p.reference, "provenance.reference")
+    _text(p.played_at, "provenance.played_at")
+
+
+# --- the content: exactly what a replay gives -----------------------------------------------
+
+
+def check_content(rec: pb.GameRecord, match: Match, record_bytes: bytes) -> None:
+    """`RecordError` `record-content` unless `record_bytes` (canonical, decoding to `rec`)
+    are exactly what `build_record` makes of `match`, the replay of `rec`, with the record's
+    own free fields: its seat names, provenance, packs and deal source, and, for a match not
+    finished, its reason. The message names the first field that differs."""
+    p = rec.provenance
+    built = build_record(
+        match,
+        [s.name for s in rec.seats],
+        Provenance(p.source, p.reference, p.played_at),
+        [h.deal.deck or None for h in rec.hands],
+        rec.deal_source if rec.HasField("deal_source") else None,
+    )
+    if not match.finished:
+        built.outcome.reason = rec.outcome.reason  # why a stopped match stopped: free text
+    if canonical_bytes(built) == record_bytes:
+        return
+    found = first_difference(rec, built)
+    if found is None:  # the same message, other bytes: decode_canonical let it through
+        raise RecordError("record-noncanonical", "the record bytes are not canonical")
+    path, got, want = found
+    hand, action = _position(path)
+    raise RecordError(
+        "record-content",
+        f"{path} is {got}; a replay of the record's deals and actions gives {want}",
+        hand=hand,
+        action=action,
+    )
+
+
+_MISSING = "absent"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, Message):
+        return "a message" if value.ByteSize() else "an empty message"
+    return quoted(value)
+
+
+def first_difference(got: Message, want: Message, path: str = "") -> tuple[str, str, str] | None:
+    """The first field, in field-number order and depth first, where two messages of one
+    type differ: (its path, e.g. `hands[2].scores_after[1].jetons`, the value in `got` and
+    in `want`, for a person); None when they are equal."""
+    if got == want:
+        return None
+    fields = sorted(got.DESCRIPTOR.fields, key=lambda f: f.number)
+    for field in fields:
+        name = path + field.name
+        a, b = getattr(got, field.name), getattr(want, field.name)
+        is_message = field.message_type is not None
+        if field.is_repeated:
+            for i in range(max(len(a), len(b))):
+                at = f"{name}[{i}]"
+                if i >= len(a):
+                    return at, _MISSING, _shown(b[i])
+                if i >= len(b):
+                    return at, _shown(a[i]), _MISSING
+                if is_message:
+                    found = first_difference(a[i], b[i], at + ".")
+                    if found is not None:
+                        return found
+                elif a[i] != b[i]:
+                    return at, _shown(a[i]), _shown(b[i])
+            continue
+        if isinstance(a, bytes) and a != b and not field.has_presence:
+            # cards or seats, one a byte: the first byte that differs
+            n = min(len(a), len(b))
+            i = next((i for i in range(n) if a[i] != b[i]), n)
+            return (
+                f"{name}[{i}]",
+                str(a[i]) if i < len(a) else _MISSING,
+                str(b[i]) if i < len(b) else _MISSING,
+            )
+        if field.has_presence:
+            has_a, has_b = got.HasField(field.name), want.HasField(field.name)
+            if has_a != has_b:
+                return (
+                    name,
+                    _shown(a) if has_a else _MISSING,
+                    _shown(b) if has_b else _MISSING,
+                )
+        if is_message:
+            found = first_difference(a, b, name + ".")
+            if found is not None:
+                return found
+        elif a != b:
+            return name, _shown(a), _shown(b)
+    return None
+
+
+_PLACE = re.compile(r"hands\[(\d+)\](?:\.(?:actions|seats)\[(\d+)\])?")
+
+
+def _position(path: str) -> tuple[int | None, int | None]:
+    """The hand and action (1-based) a field path points into, if any."""
+    m = _PLACE.match(path)
+    if m is None:
+        return None, None
+    return int(m.group(1)) + 1, (int(m.group(2)) + 1 if m.group(2) is not None else None)
