@@ -1,6 +1,6 @@
 """`tapis archive ...`: records in one SQLite file (records/archive.py).
 
-    tapis archive add DB FILES... [--workers N]
+    tapis archive add DB FILES... [--key KEY ...] [--trusted-keys FILE ...] [--workers N]
     tapis archive query DB [--game G] [--ruleset R] [--player NAME] [--since DATE]
         [--until DATE] [--limit N] [--json]
     tapis archive show DB RECORD_ID          (a unique prefix of the id is enough)
@@ -11,9 +11,9 @@
         [--until DATE] [--limit N]
 
 Exit status: 0 success (rescore: also when some records are not replayable, which the
-summary counts); 1 a record refused (add); 2 bad input (no such archive, unknown id, a file
-that is not a record file, bad options); 130 interrupted (rescore: run the same command again
-to continue).
+summary counts); 1 a record refused, or not signed by a key given (add); 2 bad input (no
+such archive, unknown id, a file that is not a record file, a bad key file, bad options); 130
+interrupted (rescore: run the same command again to continue).
 """
 
 from __future__ import annotations
@@ -43,9 +43,10 @@ from records.codec import decode_record, write_frames
 from records.executors import make_executor
 from records.render import render_record
 from records.score import diff_text, text_table
+from records.signing import TrustedKey, load_keys
 from referee.engine import TapisError
 
-__all__ = ["add_archive_parser", "positive_int"]
+__all__ = ["add_archive_parser", "add_key_options", "keys_given", "positive_int"]
 
 
 def _err(msg: str) -> None:
@@ -80,15 +81,16 @@ class _Bar:
 
 def cmd_add(args: argparse.Namespace) -> int:
     try:
+        keys = keys_given(args)
         db = open_archive(args.db)
-    except ArchiveError as exc:
+    except TapisError as exc:  # ArchiveError, KeyFileError
         _err(str(exc))
         return 2
     bar = _Bar("adding", True)
     t0 = time.perf_counter()
     try:
         executor = make_executor("local", args.workers)
-        report = add_files(db, args.files, executor, progress=bar.update)
+        report = add_files(db, args.files, executor, progress=bar.update, keys=keys)
     except KeyboardInterrupt:
         bar.stop()
         _err("interrupted: the records stored so far are kept; the same command adds the rest")
@@ -101,13 +103,18 @@ def cmd_add(args: argparse.Namespace) -> int:
         _err(error)  # names the file
     for name, index, error in report.refused:
         _err(f"{name} (record {index}): refused: {error}")
-    print(f"{report.added} added, {report.duplicates} duplicates, {len(report.refused)} refused")
-    seen = report.added + report.duplicates + len(report.refused)
+    for name, index, error in report.untrusted:
+        _err(f"{name} (record {index}): not signed by a trusted key: {error}")
+    counts = f"{report.added} added, {report.duplicates} duplicates, {len(report.refused)} refused"
+    if keys:
+        counts += f", {len(report.untrusted)} not signed by a trusted key"
+    print(counts)
+    seen = report.added + report.duplicates + len(report.refused) + len(report.untrusted)
     rate = seen / elapsed if elapsed > 0 else 0.0
     print(f"{seen} records read in {elapsed:.1f} s ({rate:,.0f} records/s)")
     if report.unreadable:
         return 2
-    return 1 if report.refused else 0
+    return 1 if report.refused or report.untrusted else 0
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -316,6 +323,30 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_key_options(p: argparse.ArgumentParser, must: str) -> None:
+    """`--key` and `--trusted-keys` (both repeatable, combined), as `verify` and `archive add`
+    take them; `must` says what the records then must be."""
+    p.add_argument(
+        "--key",
+        action="append",
+        metavar="KEY",
+        help=f"a PEM key file (public or private): {must} one of the keys given; may be given "
+        "several times",
+    )
+    p.add_argument(
+        "--trusted-keys",
+        action="append",
+        metavar="FILE",
+        help="a text file of PEM public keys, each after an optional '# name' line (the "
+        "output of 'tapis key show' may be appended as is); combines with --key",
+    )
+
+
+def keys_given(args: argparse.Namespace) -> list[TrustedKey]:
+    """The keys of `--trusted-keys` files, then of `--key` files (`load_keys`)."""
+    return load_keys(args.key or (), args.trusted_keys or ())
+
+
 def positive_int(text: str) -> int:
     """An argparse type: an int of at least 1."""
     n = int(text)
@@ -346,6 +377,7 @@ def add_archive_parser(sub: Any) -> None:
     p = asub.add_parser("add", help="verify record files and add their records")
     p.add_argument("db", metavar="DB")
     p.add_argument("files", nargs="+", metavar="FILE")
+    add_key_options(p, "only the records signed by")
     p.add_argument("--workers", type=positive_int, default=1, metavar="N",
                    help="processes verifying the records (default 1: this one)")  # fmt: skip
     p.set_defaults(func=cmd_add)

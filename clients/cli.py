@@ -59,12 +59,10 @@ from records.export import (
 from records.render import render_record
 from records.score import diff_text, first_diff, replay_changed, score_json, score_sheet
 from records.signing import (
-    TrustedKey,
     key_id,
     load_or_create_private_key,
     load_private_key,
     load_public_key,
-    load_trusted_keys,
     public_pem,
     sign,
 )
@@ -72,11 +70,13 @@ from records.transcript import import_transcript, load_transcript
 from records.verify import (
     VERIFY_CHUNK,
     VerifyResult,
+    match_for_record,
     result_json,
     verify_envelope,
     verify_files,
 )
 from referee.engine import Match, RecordError, TapisError, find_game
+from referee.engine.errors import quoted
 from tapis.v1 import record_pb2 as pb
 
 __all__ = ["main"]
@@ -106,6 +106,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         except TapisError as exc:
             refused += 1
             _err(f"{name}: {exc}")
+            continue
+        except Exception as exc:  # a bug in Tapis: this transcript only, no traceback
+            refused += 1
+            _err(f"{name}: the import failed ({type(exc).__name__}: {quoted(str(exc), 200)}): "
+                 "a bug in Tapis, to report")  # fmt: skip
             continue
         env = envelope(record_bytes)
         if args.out_dir is not None:
@@ -196,6 +201,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         where = _where(path, index, counts[path])
         try:
             rec = decode_record(env.record)
+            match_for_record(rec)  # every field fits its game before anything is shown
             shown, match = _rescored(rec, changes) if changes else (rec, None)
         except TapisError as exc:  # RecordError, NotReplayable
             _err(f"{where}: {exc}")
@@ -210,17 +216,6 @@ def cmd_score(args: argparse.Namespace) -> int:
             if match is not None:
                 print(_changes_text(rec, shown, match))
     return status
-
-
-def _verify_keys(args: argparse.Namespace) -> list[TrustedKey]:
-    """The keys of `--trusted-keys` files (labelled by their `# name` lines), then those of
-    `--key` files (labelled by their path); `KeyFileError` on a bad file."""
-    keys: list[TrustedKey] = []
-    for path in args.trusted_keys or ():
-        keys.extend(load_trusted_keys(path))
-    for path in args.key or ():
-        keys.append(TrustedKey.from_key(load_public_key(path), path))
-    return keys
 
 
 def _signature_note(result: VerifyResult) -> str:
@@ -273,8 +268,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Verify every record of the files, here or with `--workers N` on a local process pool
     (the same output either way, in file and record order). A test may set
     TAPIS_VERIFY_CHUNK=N, the records per task (default `VERIFY_CHUNK`)."""
+    from clients.archive_cmd import keys_given
+
     try:
-        keys = _verify_keys(args)
+        keys = keys_given(args)
     except TapisError as exc:
         _err(str(exc))
         return 2
@@ -576,7 +573,7 @@ def cmd_example(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from clients.archive_cmd import add_archive_parser, positive_int
+    from clients.archive_cmd import add_archive_parser, add_key_options, positive_int
 
     parser = argparse.ArgumentParser(
         prog="tapis", description="Referee and record toolkit for trick-taking card games."
@@ -605,20 +602,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("records", nargs="+", metavar="RECORD")
     p.add_argument("-v", "--verbose", action="store_true", help="also list the valid records")
-    p.add_argument(
-        "--key",
-        action="append",
-        metavar="KEY",
-        help="a PEM key file (public or private): the records must be signed by one of the "
-        "keys given; may be given several times",
-    )
-    p.add_argument(
-        "--trusted-keys",
-        action="append",
-        metavar="FILE",
-        help="a text file of PEM public keys, each after an optional '# name' line (the "
-        "output of 'tapis key show' may be appended as is); combines with --key",
-    )
+    add_key_options(p, "the records must be signed by")
     p.add_argument(
         "--json",
         action="store_true",

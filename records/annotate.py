@@ -12,11 +12,13 @@ keeps its signature valid.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from records.codec import deal_from_pb, score_to_pb
 from records.verify import match_for_record, replay_record
 from referee.engine import IllegalAction, InvalidAction, RecordError, TapisError
+from referee.engine.errors import quoted
 from tapis.v1 import record_pb2 as pb
 
 __all__ = ["Comment", "CommentError", "annotate", "parse_comment"]
@@ -28,16 +30,21 @@ class CommentError(TapisError):
     """A comment that is malformed or names a position the record does not have."""
 
 
+_NUMBER = re.compile(r"[0-9]{1,9}")  # a hand or action number (ASCII digits, no more than 9)
+
+
 def parse_comment(text: str) -> Comment:
     """`HAND:ACTION:TEXT` (1-based hand and action; TEXT may hold colons)."""
     parts = text.split(":", 2)
-    if len(parts) != 3 or not parts[0].strip().isdigit() or not parts[1].strip().isdigit():
-        raise CommentError(f"comment {text!r}: expected HAND:ACTION:TEXT, e.g. 1:5:a fine lead")
+    if len(parts) != 3 or not all(_NUMBER.fullmatch(p.strip()) for p in parts[:2]):
+        raise CommentError(
+            f"comment {quoted(text)}: expected HAND:ACTION:TEXT, e.g. 1:5:a fine lead"
+        )
     hand, action, body = int(parts[0]), int(parts[1]), parts[2].strip()
     if hand < 1 or action < 1:
-        raise CommentError(f"comment {text!r}: hands and actions are counted from 1")
+        raise CommentError(f"comment {quoted(text)}: hands and actions are counted from 1")
     if not body:
-        raise CommentError(f"comment {text!r}: the comment text is empty")
+        raise CommentError(f"comment {quoted(text)}: the comment text is empty")
     return hand, action, body
 
 

@@ -1,11 +1,14 @@
 """An archive of records in one SQLite file (sqlite-utils), and re-scoring it.
 
-- `add_files(db, paths)`: every record of some record files, each verified first
-  (`records.verify.verify_envelope`); a bad one is reported (file, index, error) and kept out,
-  the rest goes in, deduplicated by record id. The records are verified in chunks (tasks run
-  by an executor, records/executors.py) and each chunk is stored in one transaction, so an
-  interrupted add keeps whole chunks and a rerun adds the rest. A file that is truncated or
-  damaged in its framing is reported; the records before the damage still go in.
+- `add_files(db, paths, keys=...)`: every record of some record files, each verified first
+  (`records.verify.verify_frame`); a bad one is reported (file, index, error) and kept out,
+  the rest goes in, deduplicated by record id. With keys, only records signed by one of them
+  go in; the others are counted apart (`untrusted`). Whatever is wrong with one record (even
+  a failure of the verifier itself), it is reported and the others still go in. The records
+  are verified in chunks (tasks run by an executor, records/executors.py) and each chunk is
+  stored in one transaction, so an interrupted add keeps whole chunks and a rerun adds the
+  rest. A file that is truncated or damaged in its framing is reported; the records before
+  the damage still go in.
 - Table `records`: one row per record, summary columns plus the envelope bytes; table
   `record_players` (record_id, seat, name) to find a player's records.
 - `rescore(db_path, changes, ...)`: replays every selected record under its own rules with
@@ -21,6 +24,7 @@ Scores are stored as JSON lists, one list per seat of the game's units (`[[26], 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
@@ -41,13 +45,22 @@ from records.codec import (
 )
 from records.executors import Executor, SerialExecutor, make_executor, map_in_order
 from records.score import NotReplayable, first_diff, replay_changed
-from records.verify import VerifyResult, verify_envelope, verify_frame
+from records.signing import TrustedKey
+from records.verify import (
+    Keys,
+    VerifyResult,
+    internal_error,
+    keyring,
+    verify_envelope,
+    verify_frame,
+)
 from referee.engine import (
     RulesError,
     TapisError,
     find_game,
     make_rules,
 )
+from referee.engine.errors import quoted
 from tapis.v1 import record_pb2 as pb
 
 __all__ = [
@@ -166,6 +179,8 @@ class AddReport:
     duplicates: int = 0
     refused: list[tuple[str, int, str]] = field(default_factory=list)  # (file, index, error)
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # (file, error)
+    # keys given: records not signed by one of them (file, index, why), kept out
+    untrusted: list[tuple[str, int, str]] = field(default_factory=list)
 
 
 _SUMMARY = (  # the summary columns of `records`, then the envelope itself
@@ -221,33 +236,60 @@ class Checked:
     rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # by record id
     players: list[tuple[str, int, str]] = field(default_factory=list)
     refused: list[tuple[str, int, str]] = field(default_factory=list)
+    untrusted: list[tuple[str, int, str]] = field(default_factory=list)
     duplicates: int = 0  # the same record twice in the chunk
 
 
+# With keys: a record not signed, or signed by a key not given, is not refused as bad but
+# kept out as not signed by a trusted key. A signature that claims a key given and does not
+# hold is a tampered record: refused.
+_UNTRUSTED = ("signature-missing", "signature-unknown-key")
+
+
 def _check(
-    out: Checked, name: str, index: int, stored: bytes, added_at: str, result: VerifyResult
+    out: Checked,
+    name: str,
+    index: int,
+    stored: bytes,
+    added_at: str,
+    verify: Callable[[], VerifyResult],
 ) -> None:
-    """Keep a verified record (`stored`: its envelope bytes, canonical) for the chunk."""
-    if not result.ok:
-        out.refused.append((name, index, str(result.error)))
+    """Verify one record and keep it for the chunk (`stored`: its envelope bytes, canonical
+    once verified) or report it; never raises: a failure of the verifier itself refuses this
+    record only (code `internal`)."""
+    try:
+        result = verify()
+        if not result.ok:
+            error = result.error
+            assert error is not None
+            bad = out.untrusted if error.code in _UNTRUSTED else out.refused
+            bad.append((name, index, f"{error} ({error.code})"))
+            return
+        rid = result.record_id
+        if rid in out.rows:
+            out.duplicates += 1
+            return
+        rec = decode_record(pb.RecordEnvelope.FromString(stored).record)
+        row = _summary(rid, rec, stored, added_at)
+        players = [(rid, seat, s.name) for seat, s in enumerate(rec.seats)]
+    except Exception as exc:  # a bug in Tapis: this record is refused, the others go on
+        error = internal_error(exc)
+        out.refused.append((name, index, f"{error} ({error.code})"))
         return
-    rid = result.record_id
-    if rid in out.rows:
-        out.duplicates += 1
-        return
-    rec = decode_record(pb.RecordEnvelope.FromString(stored).record)
-    out.rows[rid] = _summary(rid, rec, stored, added_at)
-    out.players.extend((rid, seat, s.name) for seat, s in enumerate(rec.seats))
+    out.rows[rid] = row
+    out.players.extend(players)
 
 
 @dataclass(frozen=True)
 class AddTask:
-    """A chunk of one record file: its envelope frames, the first being record `first`."""
+    """A chunk of one record file: its envelope frames, the first being record `first`, and
+    the keys its records must be signed by (none: any record that verifies)."""
 
     name: str
     first: int
     frames: tuple[bytes, ...]
     added_at: str
+    keys: tuple[TrustedKey, ...] = ()
 
 
 def check_task(task: AddTask) -> Checked:
@@ -256,7 +298,12 @@ def check_task(task: AddTask) -> Checked:
     for index, frame in enumerate(task.frames, task.first):
         # a frame that verifies is its envelope's canonical bytes (verify_frame checks it)
         _check(
-            out, task.name, index, frame, task.added_at, verify_frame(frame, (), task.name, index)
+            out,
+            task.name,
+            index,
+            frame,
+            task.added_at,
+            functools.partial(verify_frame, frame, task.keys, task.name, index),
         )
     return out
 
@@ -265,6 +312,7 @@ def _insert(db: sqlite_utils.Database, checked: Checked, report: AddReport) -> N
     """Store a verified chunk in one transaction; records already in the archive are
     counted as duplicates."""
     report.refused.extend(checked.refused)
+    report.untrusted.extend(checked.untrusted)
     report.duplicates += checked.duplicates
     with db.atomic():
         existing: set[str] = set()
@@ -293,15 +341,19 @@ def add_envelopes(
     db: sqlite_utils.Database,
     items: Iterable[tuple[str, int, pb.RecordEnvelope]],
     report: AddReport | None = None,
+    keys: Keys = (),
 ) -> AddReport:
     """Verify (file, index, envelope) items here and add the valid new ones in one
-    transaction."""
+    transaction (with `keys`: only those signed by one of them)."""
     report = report or AddReport()
     checked = Checked()
     added_at = _now()
+    ring = tuple(keyring(keys).values())
     for name, index, env in items:
         stored = env.SerializeToString(deterministic=True)
-        _check(checked, name, index, stored, added_at, verify_envelope(env))
+        _check(
+            checked, name, index, stored, added_at, functools.partial(verify_envelope, env, ring)
+        )
     _insert(db, checked, report)
     return report
 
@@ -309,7 +361,9 @@ def add_envelopes(
 ADD_CHUNK = 500  # records verified per task and stored per transaction
 
 
-def _add_tasks(paths: Sequence[str | Path], report: AddReport, chunk: int) -> Iterator[AddTask]:
+def _add_tasks(
+    paths: Sequence[str | Path], report: AddReport, chunk: int, keys: tuple[TrustedKey, ...]
+) -> Iterator[AddTask]:
     """The chunks of the files, read one file at a time; a file that cannot be read, or
     whose framing breaks, is reported in `report.unreadable` after the chunks before the
     break."""
@@ -318,7 +372,7 @@ def _add_tasks(paths: Sequence[str | Path], report: AddReport, chunk: int) -> It
         name = str(path)
         try:
             for first, frames in file_chunks(path, chunk):
-                yield AddTask(name, first, frames, added_at)
+                yield AddTask(name, first, frames, added_at, keys)
         except RecordFileError as exc:
             report.unreadable.append((name, str(exc)))
 
@@ -329,15 +383,19 @@ def add_files(
     executor: Executor | None = None,
     chunk: int = ADD_CHUNK,
     progress: Callable[[int], None] | None = None,
+    keys: Keys = (),
 ) -> AddReport:
     """Add the records of record files, verified in chunks by `executor` (default: here),
-    each chunk stored in one transaction. A file that is not a record file, or is damaged,
-    is reported in `unreadable` (its records before the damage still go in).
+    each chunk stored in one transaction. With `keys` (public keys, or `TrustedKey`s), only
+    the records signed by one of them go in; the records not signed, or signed by another
+    key, are reported in `untrusted`. A file that is not a record file, or is damaged, is
+    reported in `unreadable` (its records before the damage still go in).
     `progress(records)` is called after each stored chunk."""
     report = AddReport()
     executor = executor or SerialExecutor()
     done = 0
-    results = map_in_order(executor, check_task, _add_tasks(paths, report, chunk))
+    tasks = _add_tasks(paths, report, chunk, tuple(keyring(keys).values()))
+    results = map_in_order(executor, check_task, tasks)
     try:
         for task, checked in results:  # stored in file order, whatever order they complete in
             _insert(db, checked, report)
@@ -359,7 +417,7 @@ def _date_bound(flag: str, text: str, end: bool) -> str:
         datetime.fromisoformat(text)
     except ValueError:
         raise ArchiveError(
-            f"{flag}: {text!r} is not a date (YYYY-MM-DD or an ISO 8601 date-time)"
+            f"{flag}: {quoted(text)} is not a date (YYYY-MM-DD or an ISO 8601 date-time)"
         ) from None
     return text + "T~" if end and "T" not in text else text  # "~" sorts after any time
 
@@ -492,7 +550,7 @@ def find_record(db: sqlite_utils.Database, prefix: str) -> tuple[str, pb.RecordE
     """The record whose id is or starts with `prefix` (unique); `ArchiveError` otherwise."""
     text = prefix.strip().lower()
     if not text or any(c not in "0123456789abcdef" for c in text):
-        raise ArchiveError(f"{prefix!r} is not a record id (lowercase hex)")
+        raise ArchiveError(f"{quoted(prefix)} is not a record id (lowercase hex)")
     rows = list(
         db.execute(
             "SELECT record_id, envelope FROM records WHERE record_id >= ? AND record_id < ? "
@@ -501,9 +559,9 @@ def find_record(db: sqlite_utils.Database, prefix: str) -> tuple[str, pb.RecordE
         )
     )
     if not rows:
-        raise ArchiveError(f"no record {prefix!r} in the archive")
+        raise ArchiveError(f"no record {quoted(prefix)} in the archive")
     if len(rows) > 1:
-        raise ArchiveError(f"record id prefix {prefix!r} is ambiguous: give more digits")
+        raise ArchiveError(f"record id prefix {quoted(prefix)} is ambiguous: give more digits")
     return rows[0][0], pb.RecordEnvelope.FromString(rows[0][1])
 
 

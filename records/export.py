@@ -20,6 +20,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from records.codec import decode_record, options_from_pb, score_from_pb
+from records.verify import match_for_record
 from referee.engine import RecordError, TapisError, find_game, make_rules
 from referee.engine.actions import action_to_json
 from referee.engine.cards import card_str, iter_cards
@@ -57,6 +58,10 @@ def envelopes_to_json(envelopes: list[pb.RecordEnvelope]) -> str:
     return json.dumps({"format": JSON_FORMAT, "records": records}, indent=2, ensure_ascii=False)
 
 
+def _cut(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
 def envelopes_from_json(text: str) -> list[pb.RecordEnvelope]:
     """The envelopes of a JSON export; `ExportError` naming what is wrong."""
     try:
@@ -65,6 +70,10 @@ def envelopes_from_json(text: str) -> list[pb.RecordEnvelope]:
         raise ExportError(
             f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
         ) from None
+    except RecursionError:
+        raise ExportError("not a record export: JSON nested too deep") from None
+    except ValueError:  # Python reads no integer of more than 4300 digits
+        raise ExportError("not a record export: a number of more than 4300 digits") from None
     if not isinstance(doc, dict) or doc.get("format") != JSON_FORMAT:
         raise ExportError(f"not a record export: expected an object with format {JSON_FORMAT!r}")
     records = doc.get("records")
@@ -80,8 +89,9 @@ def envelopes_from_json(text: str) -> list[pb.RecordEnvelope]:
         env = pb.RecordEnvelope()
         try:
             json_format.ParseDict(raw, env)
-        except json_format.ParseError as exc:
-            raise ExportError(f"{where}: {exc}") from None
+        except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
+            # protobuf's message may hold what it was given: a short prefix of it only
+            raise ExportError(f"{where}: {_cut(str(exc))}") from None
         try:
             rec = decode_record(env.record)
         except RecordError as exc:
@@ -108,7 +118,9 @@ def _option_value(o: pb.Option) -> bool | int | str:
 
 def record_to_transcript(rec: pb.GameRecord) -> dict[str, Any]:
     """The transcript of a record: rules (options that differ from the defaults), players,
-    start, and each hand's dealer, deal (or pack) and actions."""
+    start, and each hand's dealer, deal (or pack) and actions. `RecordError` when a field of
+    the record does not fit its game (it is not replayed)."""
+    match_for_record(rec)
     rules = rec.rules
     spec = find_game(rules.game)
     doc: dict[str, Any] = {"format": "tapis-transcript/1", "game": rules.game}

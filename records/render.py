@@ -36,8 +36,8 @@ def render_record(
 ) -> str:
     """The whole match as text; with `annotations`, forced actions are marked `(forced)` and
     comments follow their action after `#`."""
+    match = replay_record(rec, check=False)  # first: every field checked against its game
     spec = find_game(rec.rules.game)
-    match = replay_record(rec, check=False)
     names = [s.name for s in rec.seats]
     width = max(len(n) for n in names)
     order = match.order

@@ -15,10 +15,12 @@ from records.codec import (
     score_getter,
     start_from_pb,
 )
+from records.verify import match_for_record
 from referee.engine import (
     IllegalAction,
     InvalidAction,
     Match,
+    RecordError,
     Rules,
     RulesError,
     ScoreLine,
@@ -63,7 +65,12 @@ def _changed_rules(
 def replay_changed(rec: pb.GameRecord, changes: Mapping[str, Option]) -> Match:
     """The match of `rec` replayed with its options changed by `changes`: hand by hand with
     the recorded deals and actions, stopping where the match now ends (or at the record's
-    end, the match then unfinished). `NotReplayable` when the new rules refuse it."""
+    end, the match then unfinished). `NotReplayable` when the new rules refuse it, or when a
+    field of the record does not fit its own game (rule `record:<code>`)."""
+    try:
+        match_for_record(rec)  # no value out of its game's range reaches the engine
+    except RecordError as exc:
+        raise NotReplayable(f"record:{exc.code}", str(exc)) from None
     spec = find_game(rec.rules.game)
     options = options_from_pb(rec.rules.options)
     options.pop("players", None)

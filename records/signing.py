@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,12 +25,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from referee.engine import TapisError
+from referee.engine.errors import quoted
 from tapis.v1 import record_pb2 as pb
 
 __all__ = [
     "KeyFileError",
     "TrustedKey",
     "key_id",
+    "load_keys",
     "load_or_create_private_key",
     "load_private_key",
     "load_public_key",
@@ -188,7 +190,9 @@ def parse_trusted_keys(text: str, name: str = "trusted keys") -> list[TrustedKey
             block.append(line)
             if line.startswith("-----END"):
                 if line != _END:
-                    raise error(n, f"{line!r} does not close the public key begun on line {begun}")
+                    raise error(
+                        n, f"{quoted(line)} does not close the public key begun on line {begun}"
+                    )
                 key = _block_key(block, error, begun, n)
                 kid = key_id(key)
                 if kid in seen:
@@ -197,7 +201,7 @@ def parse_trusted_keys(text: str, name: str = "trusted keys") -> list[TrustedKey
                 keys.append(TrustedKey(key, kid, block_label))
                 begun = 0
             elif line.startswith("-----"):
-                raise error(n, f"{line!r} inside the public key begun on line {begun}")
+                raise error(n, f"{quoted(line)} inside the public key begun on line {begun}")
             continue
         if line.startswith("-----BEGIN"):
             if "PRIVATE KEY" in line:
@@ -207,7 +211,7 @@ def parse_trusted_keys(text: str, name: str = "trusted keys") -> list[TrustedKey
                     "only (`tapis key show KEYFILE` prints the public key)",
                 )
             if line != _BEGIN:
-                raise error(n, f"{line!r}: expected {_BEGIN!r} (an Ed25519 public key)")
+                raise error(n, f"{quoted(line)}: expected {_BEGIN!r} (an Ed25519 public key)")
             begun, block, block_label = n, [line], label
         elif line.startswith("#"):
             label = line[1:].strip() or None
@@ -215,7 +219,7 @@ def parse_trusted_keys(text: str, name: str = "trusted keys") -> list[TrustedKey
         elif line.startswith("key id"):
             m = _KEY_ID_LINE.match(line)
             if m is None:
-                raise error(n, f"{line!r}: expected 'key id' and the id")
+                raise error(n, f"{quoted(line)}: expected 'key id' and the id")
             if not keys:
                 raise error(n, "a key id line with no key above it")
             if m.group(1) != keys[-1].key_id:
@@ -225,10 +229,9 @@ def parse_trusted_keys(text: str, name: str = "trusted keys") -> list[TrustedKey
                     f"(line {seen[keys[-1].key_id]}), which is {keys[-1].key_id}",
                 )
         elif line:
-            shown = line if len(line) <= 40 else line[:40] + "..."
             raise error(
                 n,
-                f"{shown!r}: expected a PEM public key, a '# name' line, a comment, "
+                f"{quoted(line)}: expected a PEM public key, a '# name' line, a comment, "
                 "or a 'key id' line",
             )
         label = None
@@ -265,3 +268,17 @@ def load_trusted_keys(path: str | Path) -> list[TrustedKey]:
         line = data[: exc.start].count(b"\n") + 1
         raise KeyFileError(f"{p}:{line}: not UTF-8 text") from None
     return parse_trusted_keys(text, str(p))
+
+
+def load_keys(
+    key_paths: Iterable[str | Path] = (), trusted_paths: Iterable[str | Path] = ()
+) -> list[TrustedKey]:
+    """The keys of `--trusted-keys` files (labelled by their `# name` lines), then those of
+    `--key` files (public or private PEM, labelled by their path): the keys `verify` and
+    `archive add` take; `KeyFileError` on a bad file."""
+    keys: list[TrustedKey] = []
+    for path in trusted_paths:
+        keys.extend(load_trusted_keys(path))
+    for path in key_paths:
+        keys.append(TrustedKey.from_key(load_public_key(path), str(path)))
+    return keys

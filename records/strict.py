@@ -399,8 +399,8 @@ def first_difference(got: Message, want: Message, path: str = "") -> tuple[str, 
     in `want`, for a person); None when they are equal."""
     if got == want:
         return None
-    fields = sorted(got.DESCRIPTOR.fields, key=lambda f: f.number)
-    for field in fields:
+    fields: list[Any] = list(got.DESCRIPTOR.fields)  # upb's or the pure descriptor type
+    for field in sorted(fields, key=lambda f: f.number):
         name = path + field.name
         a, b = getattr(got, field.name), getattr(want, field.name)
         is_message = field.message_type is not None

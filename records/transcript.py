@@ -7,7 +7,11 @@ record; on the first problem it raises `TranscriptError` with a message naming t
 - `hand H, deal: <what is wrong> [<rule id>]` (or `deck`, `dealer`) for a malformed deal;
 - `options: ...`, `players: ...`, `start.scores[1]: ...` for the header.
 
-Hands and actions are counted from 1, in the order the transcript lists them.
+Hands and actions are counted from 1, in the order the transcript lists them. Whatever a
+transcript holds (wrong types, huge numbers or texts, deep nesting), the answer is a
+`TranscriptError` naming the place, and a message quotes at most a short prefix of a value:
+a player's name is at most `MAX_NAME` (64) characters, any other text at most `MAX_TEXT`
+(256), an integer fits 64 bits, a file is at most `MAX_TRANSCRIPT` bytes.
 """
 
 from __future__ import annotations
@@ -17,7 +21,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from records.codec import Provenance, build_record, canonical_bytes
+from records.codec import (
+    MAX_NAME,
+    MAX_TEXT,
+    SCORE_LIMIT,
+    Provenance,
+    build_record,
+    canonical_bytes,
+)
 from referee.engine import (
     Deal,
     IllegalAction,
@@ -30,24 +41,73 @@ from referee.engine import (
     make_rules,
     new_match,
 )
-from referee.engine.actions import action_str, parse_action
+from referee.engine.actions import KIND_NAMES, PASS, action_str, parse_action
 from referee.engine.cards import card_str, mask_of, parse_card
+from referee.engine.errors import QUOTE_LIMIT, quoted
 from tapis.v1 import record_pb2 as pb
 
-__all__ = ["FORMAT", "import_transcript", "load_transcript"]
+__all__ = ["FORMAT", "MAX_TRANSCRIPT", "import_transcript", "load_transcript"]
 
 FORMAT = "tapis-transcript/1"
+MAX_TRANSCRIPT = 64 << 20  # bytes: a larger file is not a transcript
 _TOP_KEYS = {"format", "game", "ruleset", "options", "players", "start", "hands"}
+_INT64 = 1 << 63  # every integer of a transcript fits a record's 64-bit fields
+_FIRST_HAND_LIMIT = 1 << 31  # a match's hand numbers stay below 2**32
+
+
+def _shown(value: Any, limit: int = QUOTE_LIMIT) -> str:
+    """A JSON value from a transcript, for a message: as JSON, cut after about `limit`
+    characters (the value is rendered lazily, never whole)."""
+    out: list[str] = []
+    size = 0
+    try:
+        for chunk in json.JSONEncoder(ensure_ascii=False).iterencode(value):
+            out.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                return "".join(out)[:limit] + "…"
+    except (RecursionError, ValueError, TypeError):
+        return "a value nested too deep"
+    return "".join(out)
+
+
+def _check_bounds(doc: Any) -> None:
+    """`TranscriptError` naming the place of the first text longer than `MAX_TEXT` (a key
+    too) or integer that does not fit 64 bits, anywhere in the document (a walk, not a
+    recursion)."""
+    todo: list[tuple[str, Any]] = [("transcript", doc)]
+    while todo:
+        where, value = todo.pop()
+        if isinstance(value, str):
+            if len(value) > MAX_TEXT:
+                raise _fail(where, f"a text of {len(value)} characters (at most {MAX_TEXT})")
+        elif isinstance(value, bool):
+            continue
+        elif isinstance(value, int):
+            if not -_INT64 <= value < _INT64:
+                raise _fail(where, f"{_shown(value)} does not fit 64 bits")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if len(key) > MAX_TEXT:
+                    raise _fail(where, f"a key of {len(key)} characters: {quoted(key)}")
+                todo.append((key if where == "transcript" else f"{where}.{key}", item))
+        elif isinstance(value, list):
+            todo.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
 
 
 def load_transcript(path: str | Path) -> dict[str, Any]:
     """Read a transcript file as JSON; `TranscriptError` naming the line and column of a
-    syntax error."""
+    syntax error (or what else makes it no transcript: its size, its nesting, a number too
+    long to read)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as f:
+            data = f.read(MAX_TRANSCRIPT + 1)
+        if len(data) > MAX_TRANSCRIPT:
+            raise TranscriptError(f"{p}: larger than {MAX_TRANSCRIPT >> 20} MiB: not a transcript")
+        text = data.decode("utf-8")
     except OSError as exc:
-        raise TranscriptError(f"{p}: cannot read: {exc.strerror}") from None
+        raise TranscriptError(f"{p}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise TranscriptError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
@@ -56,6 +116,10 @@ def load_transcript(path: str | Path) -> dict[str, Any]:
         raise TranscriptError(
             f"{p}: not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
         ) from None
+    except RecursionError:
+        raise TranscriptError(f"{p}: not a transcript: JSON nested too deep") from None
+    except ValueError:  # Python reads no integer of more than 4300 digits
+        raise TranscriptError(f"{p}: not a transcript: a number of more than 4300 digits") from None
     if not isinstance(doc, dict):
         raise TranscriptError(f"{p}: a transcript is a JSON object, not {type(doc).__name__}")
     return doc
@@ -67,23 +131,26 @@ def _fail(where: str, message: str) -> TranscriptError:
 
 def _int(value: Any, where: str, low: int | None = None, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(where, f"expected an integer, got {json.dumps(value)}")
+        raise _fail(where, f"expected an integer, got {_shown(value)}")
     if (low is not None and value < low) or (high is not None and value > high):
         span = f"{low}..{high}" if high is not None else f">= {low}"
         raise _fail(where, f"{value} is out of range ({span})")
     return value
 
 
+def _card(value: Any, where: str) -> int:
+    if not isinstance(value, str):
+        raise _fail(where, f'a card is a text such as "QS", not {_shown(value)}')
+    try:
+        return parse_card(value)
+    except InvalidAction as exc:
+        raise _fail(where, str(exc)) from None
+
+
 def _cards(value: Any, where: str) -> list[int]:
     if not isinstance(value, list):
-        raise _fail(where, f"expected a list of cards, got {json.dumps(value)}")
-    out = []
-    for i, v in enumerate(value):
-        try:
-            out.append(parse_card(v))
-        except InvalidAction as exc:
-            raise _fail(f"{where}[{i}]", str(exc)) from None
-    return out
+        raise _fail(where, f"expected a list of cards, got {_shown(value)}")
+    return [_card(v, f"{where}[{i}]") for i, v in enumerate(value)]
 
 
 def _check_distinct(cards: Sequence[int], where: str) -> None:
@@ -99,7 +166,7 @@ def _parse_deal(raw: Any, where: str, players: int) -> Deal:
         raise _fail(where, "expected an object with 'hands' (and 'retourne', 'talon')")
     unknown = sorted(set(raw) - {"hands", "retourne", "talon"})
     if unknown:
-        raise _fail(where, f"unknown key {unknown[0]!r}; expected hands, retourne, talon")
+        raise _fail(where, f"unknown key {quoted(unknown[0])}; expected hands, retourne, talon")
     hands_raw = raw.get("hands")
     if not isinstance(hands_raw, list):
         raise _fail(f"{where}.hands", "expected one list of cards per seat")
@@ -112,10 +179,7 @@ def _parse_deal(raw: Any, where: str, players: int) -> Deal:
         hands.append(mask_of(cards))
     retourne = -1
     if "retourne" in raw:
-        try:
-            retourne = parse_card(raw["retourne"])
-        except InvalidAction as exc:
-            raise _fail(f"{where}.retourne", str(exc)) from None
+        retourne = _card(raw["retourne"], f"{where}.retourne")
     talon = _cards(raw.get("talon", []), f"{where}.talon")
     return Deal(tuple(hands), retourne, tuple(talon))
 
@@ -132,25 +196,27 @@ def _parse_scores(raw: Any, units: tuple[str, ...], players: int) -> tuple[tuple
             raise _fail(w, f"expected an object such as {{{example}}}")
         unknown = sorted(set(obj) - set(units))
         if unknown:
-            raise _fail(w, f"unknown key {unknown[0]!r}; this game keeps {', '.join(units)}")
-        out.append(tuple(_int(obj.get(u, 0), f"{w}.{u}") for u in units))
+            raise _fail(w, f"unknown key {quoted(unknown[0])}; this game keeps {', '.join(units)}")
+        limit = SCORE_LIMIT - 1
+        out.append(tuple(_int(obj.get(u, 0), f"{w}.{u}", -limit, limit) for u in units))
     return tuple(out)
 
 
 def import_transcript(doc: dict[str, Any], reference: str = "") -> bytes:
     """Replay a transcript through the engine; return the canonical record bytes."""
-    match, names, decks = replay_transcript(doc)
-    record = build_record(match, names, Provenance("transcript", reference), decks)
-    return canonical_bytes(record)
+    return canonical_bytes(record_of(doc, reference))
 
 
 def replay_transcript(doc: dict[str, Any]) -> tuple[Match, list[str], list[list[int] | None]]:
     """The match a transcript describes, fully replayed; `TranscriptError` on any fault."""
+    if not isinstance(doc, dict):
+        raise _fail("transcript", f"a transcript is a JSON object, not {_shown(doc)}")
+    _check_bounds(doc)
     unknown = sorted(set(doc) - _TOP_KEYS)
     if unknown:
-        raise _fail("transcript", f"unknown key {unknown[0]!r}")
+        raise _fail("transcript", f"unknown key {quoted(unknown[0])}")
     if doc.get("format") != FORMAT:
-        raise _fail("format", f"expected {FORMAT!r}, got {json.dumps(doc.get('format'))}")
+        raise _fail("format", f"expected {FORMAT!r}, got {_shown(doc.get('format'))}")
     names = doc.get("players")
     if (
         not isinstance(names, list)
@@ -158,14 +224,25 @@ def replay_transcript(doc: dict[str, Any]) -> tuple[Match, list[str], list[list[
         or not all(isinstance(n, str) and n.strip() for n in names)
     ):
         raise _fail("players", "expected a list of player names (non-empty strings)")
+    for i, n in enumerate(names):
+        if len(n) > MAX_NAME:
+            raise _fail(f"players[{i}]", f"a name of {len(n)} characters (at most {MAX_NAME})")
+    game = doc.get("game")
+    if not isinstance(game, str):
+        raise _fail("game", f"expected a game name, got {_shown(game)}")
     ruleset = doc.get("ruleset")
     if ruleset is not None and not isinstance(ruleset, str):
-        raise _fail("ruleset", f"expected a string, got {json.dumps(ruleset)}")
+        raise _fail("ruleset", f"expected a string, got {_shown(ruleset)}")
     options = doc.get("options", {})
     if not isinstance(options, dict):
         raise _fail("options", "expected an object of option: value")
+    for key, value in options.items():
+        if isinstance(value, list | dict) or value is None:
+            raise _fail(
+                f"options.{key}", f"expected true, false, a number or a text, not {_shown(value)}"
+            )
     try:
-        spec = find_game(doc.get("game"))  # type: ignore[arg-type]
+        spec = find_game(game)
         rules = make_rules(spec.name, ruleset, options, len(names))
     except RulesError as exc:
         where = exc.key if exc.key in ("game", "ruleset", "players") else "options"
@@ -175,7 +252,7 @@ def replay_transcript(doc: dict[str, Any]) -> tuple[Match, list[str], list[list[
         raw = doc["start"]
         if not isinstance(raw, dict) or set(raw) - {"hand_number", "scores"}:
             raise _fail("start", "expected an object with 'hand_number' and 'scores'")
-        number = _int(raw.get("hand_number", 1), "start.hand_number", 1)
+        number = _int(raw.get("hand_number", 1), "start.hand_number", 1, _FIRST_HAND_LIMIT)
         scores = None
         if "scores" in raw:
             scores = _parse_scores(raw["scores"], spec.units, rules.players)
@@ -199,7 +276,7 @@ def _replay_hand(match: Match, raw: Any, h: int, players: int) -> list[int] | No
         raise _fail(where, "expected an object with 'dealer', 'deal' or 'deck', 'actions'")
     unknown = sorted(set(raw) - {"dealer", "deal", "deck", "actions"})
     if unknown:
-        raise _fail(where, f"unknown key {unknown[0]!r}")
+        raise _fail(where, f"unknown key {quoted(unknown[0])}")
     if match.finished:
         raise _fail(where, f"the match is already over ({match.end_reason}): no further hand")
     dealer = _int(raw.get("dealer"), f"{where}, dealer", 0, players - 1)
@@ -230,9 +307,10 @@ def _replay_hand(match: Match, raw: Any, h: int, players: int) -> list[int] | No
     for a, entry in enumerate(actions, 1):
         at = f"{where}, action {a}"
         if not isinstance(entry, dict) or "seat" not in entry:
-            got = json.dumps(entry)
+            got = _shown(entry)
             raise _fail(at, f"expected an object with 'seat' and one action, got {got}")
         seat = _int(entry["seat"], f"{at}, seat", 0, players - 1)
+        _check_entry(entry, f"{at} (seat {seat})")
         if match.finished:
             raise _fail(at, f"the match is already over ({match.end_reason})")
         if hand.over and entry.get("resign") is not True:
@@ -256,7 +334,37 @@ def _replay_hand(match: Match, raw: Any, h: int, players: int) -> list[int] | No
     return deck
 
 
+def _check_entry(entry: dict[str, Any], where: str) -> None:
+    """An action entry's shape before the engine parses it: one action key, and a value of
+    its type (so that no message quotes more than a few cards)."""
+    keys = [k for k in entry if k != "seat"]
+    unknown = [k for k in keys if k not in KIND_NAMES]
+    if unknown:
+        raise _fail(
+            where,
+            f"unknown action key {quoted(unknown[0])}; expected one of {', '.join(KIND_NAMES)}",
+        )
+    if len(keys) != 1:
+        raise _fail(where, f"an action needs exactly one of {', '.join(KIND_NAMES)}; got {keys}")
+    key = keys[0]
+    value = entry[key]
+    if key == KIND_NAMES[PASS]:
+        if not isinstance(value, list) or len(value) != 3:
+            raise _fail(where, f"'pass' must be a list of three cards; got {_shown(value)}")
+        for i, v in enumerate(value):
+            _card(v, f"{where}, pass[{i}]")
+    elif isinstance(value, list | dict):
+        raise _fail(where, f"'{key}' takes one value, not {_shown(value)}")
+
+
 def record_of(doc: dict[str, Any], reference: str = "") -> pb.GameRecord:
-    """The record a transcript makes (not yet serialized)."""
+    """The record a transcript makes (not yet serialized). `TranscriptError` when the
+    transcript does not hold, or when the match it makes does not fit a record (a score
+    beyond 64 bits, under options that allow it)."""
     match, names, decks = replay_transcript(doc)
-    return build_record(match, names, Provenance("transcript", reference), decks)
+    try:
+        record = build_record(match, names, Provenance("transcript", reference), decks)
+        canonical_bytes(record)
+    except ValueError as exc:  # protobuf: a value out of its field's range
+        raise _fail("transcript", f"the match does not fit a record: {exc}") from None
+    return record

@@ -73,9 +73,11 @@ from tapis.v1 import record_pb2 as pb
 __all__ = [
     "SIGNATURE_STATES",
     "VERIFY_CHUNK",
+    "Keys",
     "VerifyResult",
     "VerifyTask",
     "internal_error",
+    "keyring",
     "match_for_record",
     "replay_record",
     "result_json",
@@ -139,8 +141,10 @@ def _checked_rules(
 
 
 def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
-    """A new engine match for a record's checked rules and start, and the game's units;
-    `RecordError` when they do not hold."""
+    """A new engine match for a record's checked rules and start, and the game's units, once
+    every field of the record is checked against its game (records/strict.py: nothing out of
+    its game's range reaches the engine); `RecordError` when they do not hold. Every command
+    that reads a record's content goes through here first."""
     r = rec.rules
     options = check_rules_fields(r)
     rules = _checked_rules(r.game, r.ruleset, r.players, options, r.digest)
@@ -152,6 +156,7 @@ def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
         match = new_match(rules, start_from_pb(spec.units, rec.start), log_events=False)
     except RulesError as exc:
         raise RecordError("start", f"the start scores do not hold: {exc}") from None
+    check_fields(rec, match, spec.units)
     return match, spec.units
 
 
@@ -162,7 +167,6 @@ def replay_record(rec: pb.GameRecord, check: bool = True) -> Match:
     (`RecordError` at the first difference); the replay itself always checks every deal and
     action."""
     match, units = match_for_record(rec)
-    check_fields(rec, match, units)
     seed = _checked_seed(rec)
     last = len(rec.hands)
     for h, hand in enumerate(rec.hands, 1):
@@ -285,7 +289,7 @@ def _compare_outcome(match: Match, units: tuple[str, ...], out: pb.Outcome) -> N
         raise RecordError("outcome", "the resignation does not match the actions")
 
 
-def _keyring(keys: Keys) -> dict[str, TrustedKey]:
+def keyring(keys: Keys) -> dict[str, TrustedKey]:
     """The keys by key id; a key given twice keeps the first label it was given."""
     ring: dict[str, TrustedKey] = {}
     for k in keys:
@@ -361,7 +365,7 @@ def verify_envelope(env: pb.RecordEnvelope, keys: Keys = ()) -> VerifyResult:
     rid = record_id(env.record)
     kid = env.key_id
     try:
-        state, signer = _check_signature(env, _keyring(keys))
+        state, signer = _check_signature(env, keyring(keys))
     except _SignatureError as exc:
         return VerifyResult(rid, 0, exc, exc.state, kid)
     try:
@@ -441,7 +445,7 @@ def verify_data(
     whole file is not a record file, else the index of the record it hits. After an envelope
     that does not parse the next records are still read (their framing is intact); after a
     truncated frame nothing more can be."""
-    ring = list(_keyring(keys).values())
+    ring = list(keyring(keys).values())
     frames = iter_frames(data, name)
     index = 0
     while True:
@@ -502,7 +506,7 @@ def verify_files(
     `paths`: the results of `verify_file`, file after file, in that order. The records are
     verified in chunks of `chunk`, tasks of `executor` (default: here, one after another),
     the results given in the order of the tasks (`map_in_order`)."""
-    ring = tuple(_keyring(keys).values())
+    ring = tuple(keyring(keys).values())
 
     def tasks() -> Iterator[VerifyTask]:
         # Pulled by the executor as it has room; a file problem is a task too, in its place.
