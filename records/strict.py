@@ -95,11 +95,11 @@ def _text(value: str, where: str, limit: int = MAX_TEXT, hand: int | None = None
         )
 
 
-def check_rules_fields(rules: pb.Rules) -> tuple[tuple[str, Option], ...]:
-    """The options of a record's rules, once the game and ruleset are names Tapis knows and
-    the options are each listed once, sorted by key, known to the ruleset and with a value
-    (`RecordError` `rules`, `bad-options` or `text-length`). The rules themselves (values,
-    players, digest) are checked by building them."""
+def check_rules_fields(rules: pb.Rules) -> tuple[tuple[str, str, Option], ...]:
+    """The options of a record's rules as (key, the value's field, value), once the game and
+    ruleset are names Tapis knows and the options are each listed once, sorted by key, known
+    to the ruleset and with a value (`RecordError` `rules`, `bad-options` or `text-length`).
+    The rules themselves (values, players, digest) are checked by building them."""
     game = rules.game
     spec = GAMES.get(game)
     if spec is None:
@@ -117,7 +117,7 @@ def check_rules_fields(rules: pb.Rules) -> tuple[tuple[str, Option], ...]:
             "rules",
             f"unknown ruleset {quoted(rules.ruleset)} for {spec.name}; allowed: {allowed}",
         )
-    out: list[tuple[str, Option]] = []
+    out: list[tuple[str, str, Option]] = []
     previous = ""
     for i, o in enumerate(rules.options):
         where = f"rules.options[{i}]"
@@ -138,7 +138,7 @@ def check_rules_fields(rules: pb.Rules) -> tuple[tuple[str, Option], ...]:
         value = getattr(o, which)
         if which == "string_value":
             _text(value, f"{where}.string_value")
-        out.append((key, value))
+        out.append((key, which, value))
         previous = key
     return tuple(out)
 

@@ -95,6 +95,7 @@ __all__ = [
 SIGNATURE_STATES = ("valid", "invalid", "unknown-key", "unchecked", "none", "malformed")
 
 Keys = Sequence[Ed25519PublicKey | TrustedKey]
+Option = bool | int | str
 
 
 @dataclass(frozen=True)
@@ -120,12 +121,13 @@ class VerifyResult:
 
 @functools.lru_cache(maxsize=256)
 def _checked_rules(
-    game: str, ruleset: str, players: int, options: tuple[tuple[str, object], ...], digest: str
+    game: str, ruleset: str, players: int, options: tuple[tuple[str, str, Option], ...], digest: str
 ) -> Rules:
-    """The rules a record names, checked once per distinct rules (they are immutable)."""
+    """The rules a record names, checked once per distinct rules (they are immutable).
+    `options`: (key, which value field, value), so that the cache never takes `True` for `1`."""
     try:
         spec = find_game(game)
-        given = dict(options)
+        given = {key: value for key, _, value in options}
         given.pop("players", None)
         rules = make_rules(spec.name, ruleset or None, given, players)
     except RulesError as exc:
@@ -133,11 +135,14 @@ def _checked_rules(
     if spec.name != game:
         raise RecordError("rules", f"game {quoted(game)} is not a canonical game name")
     effective = sorted(rules.option_values().items())
-    if [(k, type(v), v) for k, v in options] != [(k, type(v), v) for k, v in effective]:
+    if list(options) != [(k, _VALUE_FIELD[type(v)], v) for k, v in effective]:
         raise RecordError("rules", "the options listed are not the effective options")
     if digest != rules.digest:
         raise RecordError("rules-digest", "the rules digest does not match the rules")
     return rules
+
+
+_VALUE_FIELD = {bool: "bool_value", int: "int_value", str: "string_value"}  # of an Option
 
 
 def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:

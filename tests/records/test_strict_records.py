@@ -1,0 +1,570 @@
+"""Strict records (docs/verify.md): every field checked against its game before the replay,
+in memory bounded by the record's size; one canonical encoding; nothing taken as it comes.
+Records of every game and ruleset are mutated field by field and re-encoded, re-signed with a
+valid key, and verified in a child process whose memory is limited: never a crash, never the
+`internal` code, and no accepted mutant that a genuine replay would not give (an oracle that
+does not ask the verifier). Then `archive add` of hostile files and with trusted keys, and
+hostile transcripts."""
+
+from __future__ import annotations
+
+import json
+import random
+import resource
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from records import archive as archive_module
+from records.annotate import annotate
+from records.archive import add_files, iter_envelopes, open_archive, query_records
+from records.codec import (
+    MAX_NAME,
+    decode_record,
+    envelope,
+    read_envelopes,
+    write_envelopes,
+    write_frames,
+)
+from records.export import envelopes_from_json, envelopes_to_json, record_to_transcript
+from records.signing import key_id, public_pem, sign
+from records.strict import first_difference
+from records.transcript import import_transcript, load_transcript
+from records.verify import verify_frame, verify_record
+from referee.engine import RecordError, TranscriptError
+from referee.engine.actions import PLAY, encode
+from tapis.v1 import record_pb2 as pb
+from tests.records.mutants import (
+    MEMORY_LIMIT,
+    Wire,
+    corpus,
+    encode_wire,
+    encoding_mutation,
+    mutants,
+    oracle,
+    parse_wire,
+    verify_in_subprocess,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+MUTANTS = 400  # mutants in the suite; scripts/fuzz_records.py runs as many as asked
+
+
+@pytest.fixture(scope="module")
+def records() -> list[tuple[str, bytes]]:
+    return corpus()
+
+
+@pytest.fixture(scope="module")
+def key() -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.generate()
+
+
+@pytest.fixture(scope="module")
+def key_file(key: Ed25519PrivateKey, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("keys") / "referee.pub"
+    path.write_text(public_pem(key.public_key()))
+    return path
+
+
+def frames_of(key: Ed25519PrivateKey, datas: list[bytes]) -> list[bytes]:
+    return [sign(d, key).SerializeToString(deterministic=True) for d in datas]
+
+
+def verified(
+    tmp_path: Path, key: Ed25519PrivateKey, key_file: Path, datas: list[bytes]
+) -> list[str | None]:
+    """The code of each record (signed with `key`) verified in a memory-limited child."""
+    path = tmp_path / "mutants.tapis"
+    write_frames(path, frames_of(key, datas))
+    got = verify_in_subprocess(path, len(datas), key_file)
+    assert not got.crashes, got.crashes
+    return got.codes
+
+
+def changed(data: bytes, change: Callable[[pb.GameRecord], None]) -> bytes:
+    rec = pb.GameRecord.FromString(data)
+    change(rec)
+    return rec.SerializeToString(deterministic=True)
+
+
+def by_label(records: list[tuple[str, bytes]], prefix: str) -> bytes:
+    return next(data for label, data in records if label.startswith(prefix))
+
+
+# --- every record Tapis writes verifies ------------------------------------------------------
+
+
+def test_every_record_tapis_writes_verifies(
+    records: list[tuple[str, bytes]], key: Ed25519PrivateKey, tmp_path: Path
+) -> None:
+    """The golden records, and matches of every game and ruleset (finished, resigned,
+    stopped in a hand, dealt from a seed); and each after export to JSON and back, export to
+    a transcript and import (a match whose hands are all over), annotation, signing and a
+    pass through an archive."""
+    labels = {label.split("/")[0] for label, _ in records}
+    assert labels >= {"dame-de-pique", "napoleon", "imperiale", "triomphe"}
+    envs = []
+    for label, data in records:
+        assert verify_record(data) == len(decode_record(data).hands), label
+        env = sign(data, key)
+        comments = [(1, 1, "a comment")] if decode_record(data).hands[0].actions else []
+        env.annotations.CopyFrom(annotate(decode_record(data), comments))
+        envs.append(env)
+        assert verify_frame(env.SerializeToString(deterministic=True), [key.public_key()]).ok
+        rec = decode_record(data)
+        if all(h.scores_after for h in rec.hands):  # every hand over: a transcript holds it
+            again = decode_record(
+                import_transcript(record_to_transcript(rec), rec.provenance.reference)
+            )
+            again.provenance.CopyFrom(rec.provenance)
+            if rec.HasField("deal_source"):
+                again.deal_source.CopyFrom(rec.deal_source)
+            assert again.SerializeToString(deterministic=True) == data, label
+    back = envelopes_from_json(envelopes_to_json(envs))
+    assert [e.SerializeToString(deterministic=True) for e in back] == [
+        e.SerializeToString(deterministic=True) for e in envs
+    ]
+    write_envelopes(tmp_path / "all.tapis", envs)
+    db = open_archive(tmp_path / "a.db")
+    try:
+        report = add_files(db, [tmp_path / "all.tapis"], keys=[key.public_key()])
+        assert (report.added, report.refused, report.untrusted) == (len(envs), [], [])
+        exported = list(iter_envelopes(db, archive_module.Selection()))
+    finally:
+        db.close()
+    for frame in exported:
+        assert verify_frame(frame, [key.public_key()]).ok
+
+
+# --- named hostile records: the faults of the issue and their codes ------------------------
+
+_DP = "dame-de-pique/"
+_IMP = "imperiale/academie/3p/finished"
+
+
+def _card_play(rec: pb.GameRecord, card: int, at: int = 20) -> None:
+    rec.hands[0].actions[at] = encode(PLAY, card)
+
+
+CASES: list[tuple[str, str, Callable[[pb.GameRecord], None], str, int | None, int | None]] = [
+    ("a card id of 2^34", _DP, lambda r: _card_play(r, 2**34), "action:invalid", 1, 21),
+    ("an action payload of 2^53", _DP, lambda r: r.hands[0].actions.__setitem__(20, 2**53),
+     "action:invalid", 1, 21),
+    ("a card of another pack", "triomphe/individuelle/2p/finished",
+     lambda r: _card_play(r, 0, 3), "action:invalid", 1, 4),
+    ("a retourne of 2^32-1", _IMP, lambda r: setattr(r.hands[0].deal, "retourne", 2**32 - 1),
+     "deal:card-not-in-pack", 1, None),
+    ("a mask beyond the pack", _DP,
+     lambda r: r.hands[0].deal.hands.__setitem__(0, r.hands[0].deal.hands[0] | 1 << 60),
+     "deal:card-not-in-pack", 1, None),
+    ("a talon card of 200", _IMP, lambda r: setattr(r.hands[0].deal, "talon", b"\xc8"),
+     "deal:card-not-in-pack", 1, None),
+    ("a deck of 2^8 cards", _DP, lambda r: setattr(r.hands[0].deal, "deck", bytes(256)),
+     "deal:duplicate-card", 1, None),
+    ("a seat byte of 255", _DP,
+     lambda r: setattr(r.hands[0], "seats", b"\xff" + r.hands[0].seats[1:]),
+     "action:bad-seat", 1, 1),
+    ("a dealer of 2^32-1", _DP, lambda r: setattr(r.hands[0], "dealer", 2**32 - 1),
+     "deal:bad-dealer", 1, None),
+    ("a team in Dame de Pique", _DP, lambda r: setattr(r.seats[0], "team", 1), "seat-team",
+     None, None),
+    ("jetons in a Dame de Pique score", _DP,
+     lambda r: setattr(r.hands[0].scores_after[0], "jetons", 3), "score-unit", 1, None),
+    ("points in an Imperiale start", _IMP, lambda r: setattr(r.start.scores[0], "points", 1),
+     "score-unit", None, None),
+    ("winners twice", _DP, lambda r: r.outcome.winners.extend(list(r.outcome.winners)),
+     "outcome", None, None),
+    ("a name of 65 characters", _DP, lambda r: setattr(r.seats[1], "name", "n" * (MAX_NAME + 1)),
+     "text-length", None, None),
+    ("a megabyte of provenance", _DP, lambda r: setattr(r.provenance, "reference", "r" * 2**20),
+     "text-length", None, None),
+    ("a start score of 2^62", "triomphe/equipe/4p/finished",
+     lambda r: setattr(r.start.scores[0], "points", 2**62), "start", None, None),
+    ("a start at hand 0", _DP, lambda r: setattr(r.start, "hand_number", 0), "start", None, None),
+    ("an option twice", _DP, lambda r: r.rules.options.append(r.rules.options[-1]), "rules",
+     None, None),
+    ("the reason of a finished match", _DP, lambda r: setattr(r.outcome, "reason", "I won"),
+     "record-content", None, None),
+    ("score lines in a hand still in progress", "dame-de-pique/standard/4p/stopped",
+     lambda r: r.hands[-1].lines.add(seat=0, kind="penalty", rule="DP.SCORE"),
+     "record-content", 1, None),
+    ("no provenance", _DP, lambda r: r.ClearField("provenance"), "record-content", None, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "label", "change", "code", "hand", "action"), CASES, ids=[c[0] for c in CASES]
+)
+def test_named_hostile_record(
+    records: list[tuple[str, bytes]],
+    name: str,
+    label: str,
+    change: Callable[[pb.GameRecord], None],
+    code: str,
+    hand: int | None,
+    action: int | None,
+) -> None:
+    """Each fault of the issue, and its kin, found with its code and position (in this
+    process: every value the engine could not take is stopped before it)."""
+    data = changed(by_label(records, label), change)
+    with pytest.raises(RecordError) as exc:
+        verify_record(data)
+    err = exc.value
+    assert (err.code, err.hand, err.action) == (code, hand, action), str(err)
+    assert len(str(err)) < 400
+
+
+def test_named_hostile_records_in_bounded_memory(
+    records: list[tuple[str, bytes]], key: Ed25519PrivateKey, key_file: Path, tmp_path: Path
+) -> None:
+    """The same records, re-signed, verified in a child limited to 1 GiB: a card id of 2^34
+    or a retourne of 2^32-1 once made the verifier allocate gigabytes and die."""
+    datas = [changed(by_label(records, label), change) for _, label, change, *_ in CASES]
+    assert verified(tmp_path, key, key_file, datas) == [code for *_, code, _, _ in CASES]
+
+
+def test_the_first_difference_is_named(records: list[tuple[str, bytes]]) -> None:
+    data = by_label(records, "imperiale/academie/2p/finished")
+    rec = decode_record(data)
+    other = decode_record(data)
+    other.hands[1].scores_after[1].jetons += 1
+    assert first_difference(other, rec) == (
+        "hands[1].scores_after[1].jetons",
+        str(other.hands[1].scores_after[1].jetons),
+        str(rec.hands[1].scores_after[1].jetons),
+    )
+    other = decode_record(data)
+    seats = other.hands[0].seats
+    other.hands[0].seats = seats[:3] + bytes([seats[3] ^ 1]) + seats[4:]
+    assert first_difference(other, rec) is not None
+    assert first_difference(other, rec)[0] == "hands[0].seats[3]"  # type: ignore[index]
+    assert first_difference(rec, decode_record(data)) is None
+
+
+# --- one encoding ---------------------------------------------------------------------------
+
+
+def test_the_wire_form_writes_a_record_back_as_it_was(records: list[tuple[str, bytes]]) -> None:
+    for label, data in records:
+        assert encode_wire(parse_wire(data)) == data, label
+
+
+def test_every_other_encoding_of_a_record_is_refused(records: list[tuple[str, bytes]]) -> None:
+    """The same content written another way (a field twice, split, unpacked, out of order,
+    over-long, a default written out, a 32-bit value in a wider varint): refused as not
+    canonical; an unknown field: refused as unknown. One match, one record id."""
+    rng = random.Random(7)
+    seen: Counter[str] = Counter()
+    for _ in range(300):
+        label, data = rng.choice(records)
+        what, mutant = encoding_mutation(data, rng)
+        if mutant == data:
+            continue
+        try:
+            same = pb.GameRecord.FromString(mutant) == pb.GameRecord.FromString(data)
+        except Exception:
+            same = False
+        with pytest.raises(RecordError) as exc:
+            verify_record(mutant)
+        code = exc.value.code
+        seen[what] += 1
+        if what == "encoding:unknown-field":
+            assert code == "record-unknown-field", (label, what, str(exc.value))
+        elif same:
+            assert code == "record-noncanonical", (label, what, str(exc.value))
+    kinds = {w.split(":")[1] for w in seen}
+    assert {"pad-varint", "repeat-scalar", "split-packed", "unpack", "reorder"} <= kinds, seen
+    assert {"wide-varint", "split-message", "unknown-field", "pad-length"} <= kinds, seen
+
+
+def test_a_card_id_of_2_34_in_a_32_bit_varint_is_not_canonical(
+    records: list[tuple[str, bytes]],
+) -> None:
+    """A retourne written as the varint 2^34 + 5 decodes to 5 (protobuf keeps 32 bits): the
+    same record, not its canonical bytes."""
+    data = by_label(records, _IMP)
+    fields = parse_wire(data)
+    hand = next(f for f in fields if f.number == 6).value
+    deal = next(f for f in hand if f.number == 3).value
+    retourne = next(f for f in deal if f.number == 2)
+    retourne.value += 2**34
+    with pytest.raises(RecordError) as exc:
+        verify_record(encode_wire(fields))
+    assert exc.value.code == "record-noncanonical"
+    fields = parse_wire(data)
+    fields.append(Wire(99, 0, 1))
+    with pytest.raises(RecordError) as exc:
+        verify_record(encode_wire(fields))
+    assert exc.value.code == "record-unknown-field"
+
+
+# --- mutants: never a crash, bounded memory, nothing accepted that a replay would not give ---
+
+
+def test_mutants_are_refused_or_genuine(
+    records: list[tuple[str, bytes]], key: Ed25519PrivateKey, key_file: Path, tmp_path: Path
+) -> None:
+    """A few hundred structured mutations of records of every game and ruleset, re-signed,
+    verified in a child limited to 1 GiB of address space: no crash, no `internal`, memory
+    bounded; each accepted mutant is one the oracle finds genuine without the verifier."""
+    batch = list(mutants(records, MUTANTS, seed=2026))
+    path = tmp_path / "mutants.tapis"
+    write_frames(path, frames_of(key, [m for *_, m in batch]))
+    got = verify_in_subprocess(path, len(batch), key_file)
+    assert not got.crashes, got.crashes
+    assert got.peak_kb * 1024 < MEMORY_LIMIT // 4, got.peak_kb
+    codes = Counter(got.codes)
+    assert "internal" not in codes, [
+        (what, msg) for (_, _, what, _), c, msg in zip(batch, got.codes, got.messages, strict=True)
+        if c == "internal"
+    ]  # fmt: skip
+    disagree = []
+    reasons: Counter[str | None] = Counter()
+    for (k, label, what, mutant), code in zip(batch, got.codes, strict=True):
+        if code is None:
+            why = oracle(records[k][1], mutant)
+            reasons[why] += 1
+            if why is None:
+                disagree.append((label, what))
+    assert not disagree, disagree
+    # The mutants reach every layer: encodings, field checks, the replay, the content.
+    assert {"record-noncanonical", "score-unit", "action:invalid", "outcome"} <= set(codes), codes
+    assert {"deal:card-not-in-pack", "score-lines", "text-length", "rules"} <= set(codes), codes
+    assert codes[None] > 0 and reasons["same bytes"] < codes[None], reasons
+
+
+# --- archive add ----------------------------------------------------------------------------
+
+
+def tapis(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """The command line, in a child limited to 1 GiB (a hostile record cannot take the
+    machine down with it)."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+    return subprocess.run(
+        [sys.executable, "-m", "clients.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        preexec_fn=limit,
+    )
+
+
+def count(db: Path) -> int:
+    d = open_archive(db, create=False)
+    try:
+        return len(query_records(d, archive_module.Selection()))
+    finally:
+        d.close()
+
+
+def test_archive_add_takes_the_good_records_of_a_hostile_file(
+    records: list[tuple[str, bytes]], key: Ed25519PrivateKey, tmp_path: Path
+) -> None:
+    """Good records mixed with hostile ones (a card id of 2^34, a retourne of 2^32-1, a team
+    in Dame de Pique, a non-canonical encoding), all validly signed: exactly the good ones go
+    in, the others are each refused with their code."""
+    good = [data for _, data in records[:8]]
+    hostile = [
+        changed(by_label(records, _DP), lambda r: _card_play(r, 2**34)),
+        changed(by_label(records, _IMP), lambda r: setattr(r.hands[0].deal, "retourne", 2**32 - 1)),
+        changed(by_label(records, _DP), lambda r: setattr(r.seats[0], "team", 1)),
+        encode_wire([*parse_wire(good[0]), Wire(7, 2, [])]),  # the outcome twice
+    ]  # fmt: skip
+    mixed = [good[0], hostile[0], good[1], hostile[1], *good[2:5], hostile[2], hostile[3]]
+    mixed += good[5:]
+    path = tmp_path / "mixed.tapis"
+    write_frames(path, frames_of(key, mixed))
+    db = tmp_path / "a.db"
+    done = tapis("archive", "add", db, path)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[0] == f"{len(good)} added, 0 duplicates, 4 refused"
+    for index, code in ((2, "action:invalid"), (4, "deal:card-not-in-pack"), (8, "seat-team"),
+                        (9, "record-noncanonical")):  # fmt: skip
+        assert f"{path} (record {index}): refused:" in done.stderr
+        assert f"({code})" in done.stderr
+    assert count(db) == len(good)
+    assert len(done.stderr) < 4000
+
+
+def test_archive_add_with_trusted_keys(
+    records: list[tuple[str, bytes]], key: Ed25519PrivateKey, key_file: Path, tmp_path: Path
+) -> None:
+    """`--key`/`--trusted-keys`: only records signed by one of the keys go in; the unsigned
+    ones and those of another key are counted apart; a signature that claims a trusted key
+    and does not hold is refused."""
+    other = Ed25519PrivateKey.generate()
+    datas = [data for _, data in records[:6]]
+    forged = envelope(datas[4], other.sign(datas[4]), key_id(key.public_key()))
+    envs = [
+        sign(datas[0], key),
+        sign(datas[1], other),
+        envelope(datas[2]),
+        sign(datas[3], key),
+        forged,
+        sign(datas[5], key),
+    ]
+    path = tmp_path / "signed.tapis"
+    write_envelopes(path, envs)
+    db = tmp_path / "a.db"
+    done = tapis("archive", "add", db, path, "--key", key_file)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[0] == (
+        "3 added, 0 duplicates, 1 refused, 2 not signed by a trusted key"
+    )
+    assert f"{path} (record 2): not signed by a trusted key:" in done.stderr
+    assert f"{path} (record 3): not signed by a trusted key:" in done.stderr
+    assert f"{path} (record 5): refused:" in done.stderr and "signature-invalid" in done.stderr
+    assert count(db) == 3
+    # A trusted-keys file naming both keys: the other key's record goes in too.
+    trusted = tmp_path / "trusted.txt"
+    trusted.write_text(
+        f"# Club\n{public_pem(key.public_key())}# Visitor\n{public_pem(other.public_key())}"
+    )
+    done = tapis("archive", "add", db, path, "--trusted-keys", trusted)
+    assert done.stdout.splitlines()[0] == (
+        "1 added, 3 duplicates, 1 refused, 1 not signed by a trusted key"
+    )
+    # Without keys nothing is said of signatures; a bad key file is exit status 2.
+    done = tapis("archive", "add", tmp_path / "b.db", path)
+    assert done.stdout.splitlines()[0] == "6 added, 0 duplicates, 0 refused"
+    done = tapis("archive", "add", tmp_path / "c.db", path, "--key", tmp_path / "none.pem")
+    assert done.returncode == 2 and "none.pem" in done.stderr
+
+
+def test_archive_add_survives_a_failure_of_the_verifier(
+    records: list[tuple[str, bytes]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever happens on one record, even the verifier failing, the others go in."""
+    datas = [data for _, data in records[:5]]
+    write_envelopes(tmp_path / "f.tapis", [envelope(d) for d in datas])
+    real = archive_module.verify_frame
+
+    def flaky(frame: bytes, *args: object) -> object:
+        if pb.RecordEnvelope.FromString(frame).record == datas[2]:
+            raise MemoryError("the verifier broke")
+        return real(frame, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(archive_module, "verify_frame", flaky)
+    db = open_archive(tmp_path / "a.db")
+    try:
+        report = add_files(db, [tmp_path / "f.tapis"])
+    finally:
+        db.close()
+    assert report.added == 4
+    ((_, index, error),) = report.refused
+    assert index == 3 and "internal" in error and "MemoryError" in error
+
+
+# --- hostile transcripts and records at the command line -----------------------------------
+
+
+def _transcript(change: Callable[[dict[str, object]], None]) -> dict[str, object]:
+    doc = json.loads((DATA / "napoleon-n1.json").read_text())
+    change(doc)
+    return doc
+
+
+BIG = "Q" * 1_000_000
+HOSTILE = [
+    ("a name of a megabyte", lambda d: d["players"].__setitem__(0, BIG), "players[0]"),
+    ("a name of 65 characters", lambda d: d["players"].__setitem__(0, "n" * 65), "players[0]"),
+    ("a card of a megabyte", lambda d: d["hands"][0]["deal"]["hands"][0].__setitem__(0, BIG),
+     "hands[0].deal.hands[0][0]"),
+    ("a card that is a list", lambda d: d["hands"][0]["deal"]["hands"][0].__setitem__(
+        0, list(range(100_000))), "hand 1, deal.hands[0][0]"),
+    ("a key of a megabyte", lambda d: d.__setitem__(BIG, 1), "transcript"),
+    ("a game of a megabyte", lambda d: d.__setitem__("game", BIG), "game"),
+    ("a game that is a number", lambda d: d.__setitem__("game", 7), "game"),
+    ("an option that is a list", lambda d: d.__setitem__("options", {"deals": [1] * 100_000}),
+     "options.deals"),
+    ("an option of 2^70", lambda d: d.__setitem__("options", {"deals": 2**70}), "options.deals"),
+    ("a start at hand 2^40", lambda d: d.__setitem__("start", {"hand_number": 2**40}),
+     "start.hand_number"),
+    ("a start score of 2^60", lambda d: d.__setitem__(
+        "start", {"scores": [{"points": 2**60}] * 4}), "start.scores[0].points"),
+    ("a bid that is a list", lambda d: d["hands"][0]["actions"][0].__setitem__(
+        "bid", list(range(100_000))), "hand 1, action 1 (seat 0)"),
+    ("an action key of a megabyte", lambda d: d["hands"][0]["actions"][0].__setitem__(BIG, 1),
+     "hands[0].actions[0]"),
+    ("a pass of a thousand cards", lambda d: d["hands"][0]["actions"][0].update(
+        {"pass": ["QS"] * 1000}), "hand 1, action 1 (seat 0)"),
+    ("a dealer that is a list", lambda d: d["hands"][0].__setitem__(
+        "dealer", list(range(100_000))), "hand 1, dealer"),
+    ("hands that are a string", lambda d: d.__setitem__("hands", "x" * 200), "hands"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "change", "place"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_transcript_is_a_clear_error(
+    name: str, change: Callable[[dict[str, object]], None], place: str, tmp_path: Path
+) -> None:
+    """A clear error that names the place and quotes at most a short prefix: never a
+    traceback, never a megabyte echoed."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_transcript(change)))
+    with pytest.raises(TranscriptError) as exc:
+        import_transcript(load_transcript(path), "t.json")
+    message = str(exc.value)
+    assert message.startswith(place + ":"), message
+    assert len(message) < 300, message
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deep"),
+        ('{"format": ' + "9" * 10_000 + "}", "more than 4300 digits"),
+        ('{"format": "tapis-transcript/1", "game": "nap", "players": [1, 2]}', "players"),
+        ("[1, 2, 3]", "a transcript is a JSON object"),
+    ],
+)
+def test_hostile_transcript_files(text: str, words: str, tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    done = tapis("record", "import", path, "-o", tmp_path / "out.tapis")
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and words in done.stderr, done.stderr
+    assert len(done.stderr) < 400
+
+
+def test_records_commands_never_quote_a_megabyte(
+    records: list[tuple[str, bytes]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record whose game, option or names are a megabyte of text: verify, show, score and
+    export say what is wrong in a few lines, without a traceback (here, `clients.cli.main`)."""
+    from clients.cli import main
+
+    data = by_label(records, _DP)
+    for change in (
+        lambda r: setattr(r.rules, "game", BIG),
+        lambda r: setattr(r.rules.options[0], "key", BIG),
+        lambda r: setattr(r.rules.options[-1], "string_value", BIG),
+        lambda r: setattr(r.seats[0], "name", BIG),
+        lambda r: setattr(r.deal_source, "algorithm", BIG),
+    ):
+        path = tmp_path / "r.tapis"
+        write_envelopes(path, [envelope(changed(data, change))])
+        for command in (["verify"], ["show"], ["score"], ["export", "--format", "transcript"]):
+            status = main(["record", *command, str(path)])
+            out, err = capsys.readouterr()
+            assert status == 1, (command, err[:300])
+            assert len(out) + len(err) < 1000, (command, err[:300])
+
+
+def test_records_of_the_data_folder_are_all_read(records: list[tuple[str, bytes]]) -> None:
+    """The golden records are part of the corpus the mutants are made from."""
+    names = {label for label, _ in records}
+    assert {p.stem for p in DATA.glob("*.tapis")} <= names
+    assert all(read_envelopes(p) for p in DATA.glob("*.tapis"))
