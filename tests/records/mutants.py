@@ -128,16 +128,19 @@ def play_record(
     )
 
 
-def corpus() -> list[tuple[str, bytes]]:
-    """(label, record bytes) of the golden records and of a match of every setup per end."""
+def corpus(matches: int = 1) -> list[tuple[str, bytes]]:
+    """(label, record bytes) of the golden records and of `matches` matches of every setup
+    per end."""
     out = []
     for path in sorted(DATA.glob("*.tapis")):
         (env,) = read_envelopes(path)
         out.append((path.stem, env.record))
     for i, (game, ruleset, options, players) in enumerate(SETUPS):
         for j, end in enumerate(ENDS):
-            rec = play_record(game, ruleset, options, players, 100 * i + j, end)
-            out.append((f"{game}/{ruleset}/{players}p/{end}", canonical_bytes(rec)))
+            for k in range(matches):
+                rec = play_record(game, ruleset, options, players, 1000 * i + 10 * j + k, end)
+                suffix = f"/{k + 1}" if k else ""
+                out.append((f"{game}/{ruleset}/{players}p/{end}{suffix}", canonical_bytes(rec)))
     return out
 
 
@@ -552,10 +555,15 @@ def field_mutation(data: bytes, rng: random.Random) -> tuple[str, bytes]:
 
 
 def mutate(data: bytes, rng: random.Random) -> tuple[str, bytes]:
-    """One structured mutation of a record's bytes: (what, mutant bytes)."""
+    """One structured mutation of a record's bytes (one in five of the field mutations is two
+    or three at once): (what, mutant bytes)."""
     if rng.random() < 0.25:
         return encoding_mutation(data, rng)
-    return field_mutation(data, rng)
+    whats = []
+    for _ in range(1 if rng.random() < 0.8 else rng.randint(2, 3)):
+        what, data = field_mutation(data, rng)
+        whats.append(what)
+    return " + ".join(whats), data
 
 
 # --- the oracle: what a genuine replay would give ---------------------------------------------
@@ -787,12 +795,16 @@ def verify_in_subprocess(
 def mutants(
     records: Sequence[tuple[str, bytes]], n: int, seed: int
 ) -> Iterator[tuple[int, str, str, bytes]]:
-    """`n` mutants: (index of the original in `records`, its label, what, mutant bytes)."""
+    """`n` mutants: (index of the original in `records`, its label, what, mutant bytes); a
+    mutation that happens to change nothing (a value set to the one it had) is drawn again."""
     rng = random.Random(seed)
     for _ in range(n):
         k = rng.randrange(len(records))
         label, data = records[k]
-        what, bytes_ = mutate(data, rng)
+        for _ in range(20):
+            what, bytes_ = mutate(data, rng)
+            if bytes_ != data:
+                break
         yield k, label, what, bytes_
 
 

@@ -27,7 +27,6 @@ from records.codec import (
     MAX_NAME,
     decode_record,
     envelope,
-    read_envelopes,
     write_envelopes,
     write_frames,
 )
@@ -110,6 +109,7 @@ def test_every_record_tapis_writes_verifies(
     pass through an archive."""
     labels = {label.split("/")[0] for label, _ in records}
     assert labels >= {"dame-de-pique", "napoleon", "imperiale", "triomphe"}
+    assert {p.stem for p in DATA.glob("*.tapis")} <= labels  # the golden records are in
     envs = []
     for label, data in records:
         assert verify_record(data) == len(decode_record(data).hands), label
@@ -179,14 +179,10 @@ CASES: list[tuple[str, str, Callable[[pb.GameRecord], None], str, int | None, in
      lambda r: setattr(r.hands[0].scores_after[0], "jetons", 3), "score-unit", 1, None),
     ("points in an Imperiale start", _IMP, lambda r: setattr(r.start.scores[0], "points", 1),
      "score-unit", None, None),
-    ("winners twice", _DP, lambda r: r.outcome.winners.extend(list(r.outcome.winners)),
-     "outcome", None, None),
     ("a name of 65 characters", _DP, lambda r: setattr(r.seats[1], "name", "n" * (MAX_NAME + 1)),
      "text-length", None, None),
     ("a megabyte of provenance", _DP, lambda r: setattr(r.provenance, "reference", "r" * 2**20),
      "text-length", None, None),
-    ("a start score of 2^62", "triomphe/equipe/4p/finished",
-     lambda r: setattr(r.start.scores[0], "points", 2**62), "start", None, None),
     ("a start at hand 0", _DP, lambda r: setattr(r.start, "hand_number", 0), "start", None, None),
     ("an option twice", _DP, lambda r: r.rules.options.append(r.rules.options[-1]), "rules",
      None, None),
@@ -196,6 +192,13 @@ CASES: list[tuple[str, str, Callable[[pb.GameRecord], None], str, int | None, in
      lambda r: r.hands[-1].lines.add(seat=0, kind="penalty", rule="DP.SCORE"),
      "record-content", 1, None),
     ("no provenance", _DP, lambda r: r.ClearField("provenance"), "record-content", None, None),
+]  # fmt: skip
+# Faults an earlier verifier already found (by the replay): kept with the others in the child.
+KIN: list[tuple[str, str, Callable[[pb.GameRecord], None], str, int | None, int | None]] = [
+    ("winners twice", _DP, lambda r: r.outcome.winners.extend(list(r.outcome.winners)),
+     "outcome", None, None),
+    ("a start score of 2^62", "triomphe/equipe/4p/finished",
+     lambda r: setattr(r.start.scores[0], "points", 2**62), "start", None, None),
 ]  # fmt: skip
 
 
@@ -226,8 +229,9 @@ def test_named_hostile_records_in_bounded_memory(
 ) -> None:
     """The same records, re-signed, verified in a child limited to 1 GiB: a card id of 2^34
     or a retourne of 2^32-1 once made the verifier allocate gigabytes and die."""
-    datas = [changed(by_label(records, label), change) for _, label, change, *_ in CASES]
-    assert verified(tmp_path, key, key_file, datas) == [code for *_, code, _, _ in CASES]
+    cases = CASES + KIN
+    datas = [changed(by_label(records, label), change) for _, label, change, *_ in cases]
+    assert verified(tmp_path, key, key_file, datas) == [code for *_, code, _, _ in cases]
 
 
 def test_the_first_difference_is_named(records: list[tuple[str, bytes]]) -> None:
@@ -251,15 +255,12 @@ def test_the_first_difference_is_named(records: list[tuple[str, bytes]]) -> None
 # --- one encoding ---------------------------------------------------------------------------
 
 
-def test_the_wire_form_writes_a_record_back_as_it_was(records: list[tuple[str, bytes]]) -> None:
-    for label, data in records:
-        assert encode_wire(parse_wire(data)) == data, label
-
-
 def test_every_other_encoding_of_a_record_is_refused(records: list[tuple[str, bytes]]) -> None:
     """The same content written another way (a field twice, split, unpacked, out of order,
     over-long, a default written out, a 32-bit value in a wider varint): refused as not
     canonical; an unknown field: refused as unknown. One match, one record id."""
+    for label, data in records:  # the wire form of the mutations writes a record back as it was
+        assert encode_wire(parse_wire(data)) == data, label
     rng = random.Random(7)
     seen: Counter[str] = Counter()
     for _ in range(300):
@@ -486,7 +487,7 @@ HOSTILE = [
         0, list(range(100_000))), "hand 1, deal.hands[0][0]"),
     ("a key of a megabyte", lambda d: d.__setitem__(BIG, 1), "transcript"),
     ("a game of a megabyte", lambda d: d.__setitem__("game", BIG), "game"),
-    ("a game that is a number", lambda d: d.__setitem__("game", 7), "game"),
+    ("a game that is a list", lambda d: d.__setitem__("game", list(range(100_000))), "game"),
     ("an option that is a list", lambda d: d.__setitem__("options", {"deals": [1] * 100_000}),
      "options.deals"),
     ("an option of 2^70", lambda d: d.__setitem__("options", {"deals": 2**70}), "options.deals"),
@@ -498,11 +499,10 @@ HOSTILE = [
         "bid", list(range(100_000))), "hand 1, action 1 (seat 0)"),
     ("an action key of a megabyte", lambda d: d["hands"][0]["actions"][0].__setitem__(BIG, 1),
      "hands[0].actions[0]"),
-    ("a pass of a thousand cards", lambda d: d["hands"][0]["actions"][0].update(
-        {"pass": ["QS"] * 1000}), "hand 1, action 1 (seat 0)"),
+    ("a pass of a thousand cards", lambda d: d["hands"][0]["actions"].__setitem__(
+        0, {"seat": 0, "pass": ["QS"] * 1000}), "hand 1, action 1 (seat 0)"),
     ("a dealer that is a list", lambda d: d["hands"][0].__setitem__(
         "dealer", list(range(100_000))), "hand 1, dealer"),
-    ("hands that are a string", lambda d: d.__setitem__("hands", "x" * 200), "hands"),
 ]  # fmt: skip
 
 
@@ -526,9 +526,8 @@ def test_hostile_transcript_is_a_clear_error(
     [
         ("[" * 100_000 + "]" * 100_000, "nested too deep"),
         ('{"format": ' + "9" * 10_000 + "}", "more than 4300 digits"),
-        ('{"format": "tapis-transcript/1", "game": "nap", "players": [1, 2]}', "players"),
-        ("[1, 2, 3]", "a transcript is a JSON object"),
     ],
+    ids=["deep nesting", "a number of 10,000 digits"],
 )
 def test_hostile_transcript_files(text: str, words: str, tmp_path: Path) -> None:
     path = tmp_path / "t.json"
@@ -561,10 +560,3 @@ def test_records_commands_never_quote_a_megabyte(
             out, err = capsys.readouterr()
             assert status == 1, (command, err[:300])
             assert len(out) + len(err) < 1000, (command, err[:300])
-
-
-def test_records_of_the_data_folder_are_all_read(records: list[tuple[str, bytes]]) -> None:
-    """The golden records are part of the corpus the mutants are made from."""
-    names = {label for label, _ in records}
-    assert {p.stem for p in DATA.glob("*.tapis")} <= names
-    assert all(read_envelopes(p) for p in DATA.glob("*.tapis"))
