@@ -24,7 +24,7 @@ from typing import BinaryIO, TypeVar
 
 from google.protobuf.message import DecodeError
 
-from referee.engine import Deal, Match, RecordError, Rules, Start, find_game
+from referee.engine import Deal, Match, RecordError, Rules, ScoreLine, Start, find_game
 from tapis.v1 import record_pb2 as pb
 
 T = TypeVar("T")
@@ -151,7 +151,8 @@ def build_record(
     bytes, so the messages are filled in place, field by field (upb: several times quicker
     than building each message from keywords and copying it in); the bytes are the same."""
     rules = match.rules
-    fill = _score_filler(find_game(rules.game).units)
+    units = find_game(rules.game).units
+    fill = _score_filler(units)
     rec = pb.GameRecord()
     rec.format_version = FORMAT_VERSION
     rec.rules.CopyFrom(_rules_pb(rules))
@@ -173,18 +174,12 @@ def build_record(
         _deal_to_pb(result.deal, decks[i] if i < len(decks) else None, hand.deal)
         hand.seats = bytes(result.action_seats)
         hand.actions.extend(result.actions)
-        lines = hand.lines
-        for line in result.lines:
-            out = lines.add()
-            out.seat = line.seat
-            out.kind = line.kind
-            fill(out.delta, line.delta)
-            out.rule = line.rule
-            out.note = line.note
-            out.after_action = line.at
-        after = hand.scores_after
-        for score in result.scores_after:
-            fill(after.add(), score)
+        # The score lines and scores, each serialized once per distinct value (most repeat
+        # from hand to hand), merged into the hand in one call: the same message.
+        hand.MergeFromString(
+            b"".join([_line_field(line, units) for line in result.lines])
+            + b"".join([_score_field(score, units) for score in result.scores_after])
+        )
     live = match.hand
     if live is not None and not live.over:
         # A hand in progress (a stopped table): its deal and actions so far, no scores yet.
@@ -208,6 +203,29 @@ def build_record(
     prov.reference = provenance.reference
     prov.played_at = provenance.played_at
     return rec
+
+
+_LINES = pb.HandRecord.DESCRIPTOR.fields_by_name["lines"].number << 3 | 2  # tag: length-delimited
+_SCORES_AFTER = pb.HandRecord.DESCRIPTOR.fields_by_name["scores_after"].number << 3 | 2
+
+
+@functools.lru_cache(maxsize=8192)
+def _line_field(line: ScoreLine, units: tuple[str, ...]) -> bytes:
+    """A score line as a `lines` field of a `HandRecord`: tag, length, the line's bytes."""
+    out = pb.ScoreLine(seat=line.seat, kind=line.kind, rule=line.rule, note=line.note)
+    out.after_action = line.at
+    _score_filler(units)(out.delta, line.delta)
+    body = out.SerializeToString(deterministic=True)
+    return _varint(_LINES) + _varint(len(body)) + body
+
+
+@functools.lru_cache(maxsize=8192)
+def _score_field(score: tuple[int, ...], units: tuple[str, ...]) -> bytes:
+    """A seat's score as a `scores_after` field of a `HandRecord`."""
+    out = pb.Score()
+    _score_filler(units)(out, score)
+    body = out.SerializeToString(deterministic=True)
+    return _varint(_SCORES_AFTER) + _varint(len(body)) + body
 
 
 @functools.lru_cache(maxsize=256)

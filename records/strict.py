@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import Any
 
 from google.protobuf.message import Message
@@ -42,13 +43,30 @@ from records.codec import (
     decode_record,
 )
 from referee.engine import GAMES, InvalidAction, Match, RecordError, RulesError, find_game
-from referee.engine.actions import PASS, PILLE, PILLE_STOP, PLAY, check_action, pass_cards
+from referee.engine.actions import (
+    ABANDON,
+    ABANDON_WORDS,
+    BID,
+    BID_WORDS,
+    PASS,
+    PILLE,
+    PILLE_STOP,
+    PLAY,
+    RESIGN,
+    VOLE,
+    VOLE_WORDS,
+    check_action,
+    encode,
+    pass_cards,
+    pass_choices,
+)
 from referee.engine.cards import card_str, iter_cards
 from referee.engine.errors import quoted
 from tapis.v1 import record_pb2 as pb
 
 __all__ = [
     "SEED_SIZE",
+    "actions_in_range",
     "check_content",
     "check_fields",
     "check_rules_fields",
@@ -145,6 +163,7 @@ def check_rules_fields(rules: pb.Rules) -> tuple[tuple[str, str, Option], ...]:
 
 @functools.cache
 def _other_units(units: tuple[str, ...]) -> tuple[str, ...]:
+    """The units a game with `units` does not keep."""
     return tuple(u for u in _UNITS if u not in units)
 
 
@@ -181,9 +200,19 @@ def check_start(start: pb.Start, units: tuple[str, ...], players: int) -> None:
 
 
 @functools.lru_cache(maxsize=16)
-def _plays(pack: int) -> frozenset[int]:
-    """The play actions of the cards of a pack (most actions of a record: checked at once)."""
-    return frozenset(c << 3 | PLAY for c in iter_cards(pack))
+def actions_in_range(pack: int) -> frozenset[int]:
+    """Every action in the range of a game played with `pack`: the well-formed actions
+    (`check_action`) whose cards are all of the pack (plays, pillages and passes of three of
+    its cards; bids, vole and abandon answers, a pillage's stop, a resignation). A hand's
+    actions are checked against it in one set operation (22,152 actions for 52 cards)."""
+    cards = list(iter_cards(pack))
+    out = {encode(PLAY, c) for c in cards} | {encode(PILLE, c) for c in cards}
+    out.update(pass_choices(pack))
+    out.update(encode(BID, b) for b in range(len(BID_WORDS)))
+    out.update(encode(VOLE, v) for v in range(len(VOLE_WORDS)))
+    out.update(encode(ABANDON, a) for a in range(len(ABANDON_WORDS)))
+    out.update((encode(PILLE, PILLE_STOP), encode(RESIGN)))
+    return frozenset(out)
 
 
 def _action(action: int, pack: int, h: int, a: int) -> None:
@@ -209,14 +238,20 @@ def _action(action: int, pack: int, h: int, a: int) -> None:
             )
 
 
-def _cards_in_pack(cards: Sequence[int], pack: int, where: str, h: int) -> None:
-    for c in cards:
-        if not (c < 52 and pack >> c & 1):
-            raise RecordError(
-                "deal:card-not-in-pack",
-                f"{where}: {card_str(c)} is not in this game's pack",
-                hand=h,
-            )
+@functools.lru_cache(maxsize=16)
+def _pack_bytes(pack: int) -> bytes:
+    return bytes(iter_cards(pack))
+
+
+def _cards_in_pack(cards: bytes, pack: int, where: str, h: int) -> None:
+    """Cards one a byte (a talon, a pack): all of the game's pack (`deal:card-not-in-pack`);
+    checked in one pass of C (`bytes.translate`), the culprit looked for only when there is
+    one."""
+    if cards.translate(None, _pack_bytes(pack)):
+        bad = next(c for c in cards if not (c < 52 and pack >> c & 1))
+        raise RecordError(
+            "deal:card-not-in-pack", f"{where}: {card_str(bad)} is not in this game's pack", hand=h
+        )
 
 
 def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
@@ -226,16 +261,25 @@ def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
         raise RecordError(
             "deal:deal-hands", f"{where}.hands: {len(masks)} hands for {players} seats", hand=h
         )
-    for s, m in enumerate(masks):
-        if m & ~pack:
-            bad = next(iter_cards(m & ~pack))  # a fixed64: below 64
+    dealt = 0
+    for m in masks:
+        dealt |= m
+    if dealt & ~pack:
+        s, m = next((s, m) for s, m in enumerate(masks) if m & ~pack)
+        raise RecordError(
+            "deal:card-not-in-pack",
+            f"{where}.hands[{s}]: {card_str(next(iter_cards(m & ~pack)))} is not in this game's "
+            "pack",
+            hand=h,
+        )
+    if deal.HasField("retourne"):
+        retourne = deal.retourne
+        if not (retourne < 52 and pack >> retourne & 1):
             raise RecordError(
                 "deal:card-not-in-pack",
-                f"{where}.hands[{s}]: {card_str(bad)} is not in this game's pack",
+                f"{where}.retourne: {card_str(retourne)} is not in this game's pack",
                 hand=h,
             )
-    if deal.HasField("retourne"):
-        _cards_in_pack([deal.retourne], pack, f"{where}.retourne", h)
     _cards_in_pack(deal.talon, pack, f"{where}.talon", h)
     deck = deal.deck
     if deck:
@@ -253,52 +297,70 @@ def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
 def _hand(
     hand: pb.HandRecord, number: int, players: int, pack: int, units: tuple[str, ...], h: int
 ) -> None:
-    where = f"hands[{h - 1}]"
+    """One hand's fields. The happy path builds no text: a message is made for a fault."""
     if hand.number != number:
         raise RecordError("hand-number", f"numbered {hand.number}, expected {number}", hand=h)
     if hand.dealer >= players:
         raise RecordError(
             "deal:bad-dealer",
-            f"{where}.dealer: dealer {hand.dealer} is not a seat (0..{players - 1})",
+            f"hands[{h - 1}].dealer: dealer {hand.dealer} is not a seat (0..{players - 1})",
             hand=h,
         )
     _deal(hand.deal, players, pack, h)
     seats = hand.seats
     actions = hand.actions
-    if len(seats) != len(actions):
-        raise RecordError("actions", f"{len(actions)} actions but {len(seats)} seats", hand=h)
+    n = len(actions)
+    if len(seats) != n:
+        raise RecordError("actions", f"{n} actions but {len(seats)} seats", hand=h)
     if seats and max(seats) >= players:
         a = next(i for i, s in enumerate(seats) if s >= players)
         raise RecordError(
             "action:bad-seat", f"seat {seats[a]} does not exist", hand=h, action=a + 1
         )
-    plays = _plays(pack)
-    if not plays.issuperset(actions):
-        for a, action in enumerate(actions, 1):
-            if action not in plays:
-                _action(action, pack, h, a)
-    for i, line in enumerate(hand.lines):
-        at = f"{where}.lines[{i}]"
-        if line.seat >= players:
-            raise RecordError("score-lines", f"{at}.seat: seat {line.seat} does not exist", hand=h)
-        if line.after_action > len(actions):
-            raise RecordError(
-                "score-lines",
-                f"{at}.after_action: action {line.after_action} of {len(actions)}",
-                hand=h,
-            )
-        _score(line.delta, units, f"{at}.delta", h)
-        _text(line.kind, f"{at}.kind", hand=h)
-        _text(line.rule, f"{at}.rule", hand=h)
-        _text(line.note, f"{at}.note", hand=h)
+    valid = actions_in_range(pack)
+    if not valid.issuperset(actions):
+        a = next(i for i, action in enumerate(actions, 1) if action not in valid)
+        _action(actions[a - 1], pack, h, a)
+        raise AssertionError(f"action {actions[a - 1]} is out of range")  # _action raised
+    others = _others_of(units)
+    for line in hand.lines:
+        if line.seat >= players or line.after_action > n or any(others(line.delta)):
+            _line_fault(hand, players, units, h)
     after = hand.scores_after
     if after:
         if len(after) != players:
             raise RecordError(
                 "scores", f"{len(after)} scores after the hand for {players} seats", hand=h
             )
-        for s, score in enumerate(after):
-            _score(score, units, f"{where}.scores_after[{s}]", h)
+        for score in after:
+            if any(others(score)):
+                for s, each in enumerate(after):
+                    _score(each, units, f"hands[{h - 1}].scores_after[{s}]", h)
+
+
+@functools.cache
+def _others_of(units: tuple[str, ...]) -> Callable[[pb.Score], tuple[int, ...]]:
+    """A function from a score to its values in the units a game with `units` does not keep
+    (one C call per score: `operator.attrgetter`, given two names at least so that it always
+    gives a tuple)."""
+    others = _other_units(units)
+    if not others:
+        return lambda score: ()
+    return operator.attrgetter(*others, *others[:1])
+
+
+def _line_fault(hand: pb.HandRecord, players: int, units: tuple[str, ...], h: int) -> None:
+    """The first score line of a hand whose seat, action or units are out of range."""
+    n = len(hand.actions)
+    for i, line in enumerate(hand.lines):
+        at = f"hands[{h - 1}].lines[{i}]"
+        if line.seat >= players:
+            raise RecordError("score-lines", f"{at}.seat: seat {line.seat} does not exist", hand=h)
+        if line.after_action > n:
+            raise RecordError(
+                "score-lines", f"{at}.after_action: action {line.after_action} of {n}", hand=h
+            )
+        _score(line.delta, units, f"{at}.delta", h)
 
 
 def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> None:
@@ -354,11 +416,17 @@ def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> No
 # --- the content: exactly what a replay gives -----------------------------------------------
 
 
-def check_content(rec: pb.GameRecord, match: Match, record_bytes: bytes) -> None:
+def check_content(
+    rec: pb.GameRecord,
+    match: Match,
+    record_bytes: bytes,
+    explain: Callable[[], None] = lambda: None,
+) -> None:
     """`RecordError` `record-content` unless `record_bytes` (canonical, decoding to `rec`)
     are exactly what `build_record` makes of `match`, the replay of `rec`, with the record's
     own free fields: its seat names, provenance, packs and deal source, and, for a match not
-    finished, its reason. The message names the first field that differs."""
+    finished, its reason. The message names the first field that differs. Where they differ,
+    `explain()` is called first: it may raise a more precise error (the score lines, ...)."""
     p = rec.provenance
     built = build_record(
         match,
@@ -371,6 +439,7 @@ def check_content(rec: pb.GameRecord, match: Match, record_bytes: bytes) -> None
         built.outcome.reason = rec.outcome.reason  # why a stopped match stopped: free text
     if canonical_bytes(built) == record_bytes:
         return
+    explain()
     found = first_difference(rec, built)
     if found is None:  # the same message, other bytes: decode_canonical let it through
         raise RecordError("record-noncanonical", "the record bytes are not canonical")

@@ -76,6 +76,7 @@ __all__ = [
     "Keys",
     "VerifyResult",
     "VerifyTask",
+    "compare_record",
     "internal_error",
     "keyring",
     "match_for_record",
@@ -168,9 +169,8 @@ def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
 def replay_record(rec: pb.GameRecord, check: bool = True) -> Match:
     """Replay a decoded record through the engine. Every field is checked against its game
     first (records/strict.py), so no value out of its game's range reaches the engine. With
-    `check`, compare every score line, score and the outcome with what the record says
-    (`RecordError` at the first difference); the replay itself always checks every deal and
-    action."""
+    `check`, then compare every score line, score and the outcome with what the record says
+    (`compare_record`); the replay itself always checks every deal and action."""
     match, units = match_for_record(rec)
     seed = _checked_seed(rec)
     last = len(rec.hands)
@@ -208,19 +208,25 @@ def replay_record(rec: pb.GameRecord, check: bool = True) -> Match:
             raise RecordError("action:invalid", str(exc), hand=h, action=position) from None
         if not current.over and not match.finished and h != last:
             raise RecordError("hand-unfinished", "the hand stops before its end", hand=h)
-        if check and (current.over or match.finished):
-            result = match.results[-1]
-            _compare_lines(units, result.lines, hand.lines, h)
-            after = tuple(score_from_pb(units, s) for s in hand.scores_after)
-            if after != result.scores_after:
-                raise RecordError(
-                    "scores",
-                    f"scores after the hand are {after}, the rules give {result.scores_after}",
-                    hand=h,
-                )
     if check:
-        _compare_outcome(match, units, rec.outcome)
+        compare_record(rec, match, units)
     return match
+
+
+def compare_record(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> None:
+    """The record's score lines and scores after each hand, then its outcome, against its
+    replay `match`; `RecordError` (`score-lines`, `scores`, `outcome`) at the first
+    difference, with its position."""
+    for h, (hand, result) in enumerate(zip(rec.hands, match.results, strict=False), 1):
+        _compare_lines(units, result.lines, hand.lines, h)
+        after = tuple(score_from_pb(units, s) for s in hand.scores_after)
+        if after != result.scores_after:
+            raise RecordError(
+                "scores",
+                f"scores after the hand are {after}, the rules give {result.scores_after}",
+                hand=h,
+            )
+    _compare_outcome(match, units, rec.outcome)
 
 
 def _checked_seed(rec: pb.GameRecord) -> bytes | None:
@@ -380,13 +386,19 @@ def verify_envelope(env: pb.RecordEnvelope, keys: Keys = ()) -> VerifyResult:
     return VerifyResult(rid, hands, None, state, kid, signer)
 
 
+def spec_units(rec: pb.GameRecord) -> tuple[str, ...]:
+    return find_game(rec.rules.game).units
+
+
 def verify_record(record_bytes: bytes) -> int:
     """Verify the bytes of a record (no envelope, no signature): they decode, are canonical,
     every field fits its game, the replay holds and gives exactly these bytes. Returns the
     number of hands; `RecordError` at the first fault."""
     rec = decode_canonical(record_bytes)
-    match = replay_record(rec)
-    check_content(rec, match, record_bytes)
+    match = replay_record(rec, check=False)
+    # The bytes a genuine replay gives; where they differ, the precise comparisons first (score
+    # lines, scores, outcome) for their messages, then the first differing field.
+    check_content(rec, match, record_bytes, lambda: compare_record(rec, match, spec_units(rec)))
     return len(rec.hands)
 
 
