@@ -78,6 +78,7 @@ __all__ = [
 Option = bool | int | str
 
 SEED_SIZE = 32  # bytes of a deal seed and of its commitment (SHA-256)
+_SEATS = [bytes(range(n)) for n in range(256)]  # the seats of n players, one a byte
 _UNITS = tuple(pb.Score.DESCRIPTOR.fields_by_name)  # every unit a Score message can hold
 
 
@@ -312,7 +313,7 @@ def _hand(
     n = len(actions)
     if len(seats) != n:
         raise RecordError("actions", f"{n} actions but {len(seats)} seats", hand=h)
-    if seats and max(seats) >= players:
+    if seats.translate(None, _SEATS[players]):  # a byte that is no seat (one pass of C)
         a = next(i for i, s in enumerate(seats) if s >= players)
         raise RecordError(
             "action:bad-seat", f"seat {seats[a]} does not exist", hand=h, action=a + 1
@@ -322,10 +323,12 @@ def _hand(
         a = next(i for i, action in enumerate(actions, 1) if action not in valid)
         _action(actions[a - 1], pack, h, a)
         raise AssertionError(f"action {actions[a - 1]} is out of range")  # _action raised
-    others = _others_of(units)
+    # The units a score may not hold (the seats and actions of the score lines are compared
+    # with the rules' own lines after the replay: `score-lines`).
+    foreign, none = _foreign_units(units)
     for line in hand.lines:
-        if line.seat >= players or line.after_action > n or any(others(line.delta)):
-            _line_fault(hand, players, units, h)
+        if foreign(line.delta) != none:
+            _line_fault(hand, units, h)
     after = hand.scores_after
     if after:
         if len(after) != players:
@@ -333,34 +336,29 @@ def _hand(
                 "scores", f"{len(after)} scores after the hand for {players} seats", hand=h
             )
         for score in after:
-            if any(others(score)):
+            if foreign(score) != none:
                 for s, each in enumerate(after):
                     _score(each, units, f"hands[{h - 1}].scores_after[{s}]", h)
 
 
 @functools.cache
-def _others_of(units: tuple[str, ...]) -> Callable[[pb.Score], tuple[int, ...]]:
+def _foreign_units(
+    units: tuple[str, ...],
+) -> tuple[Callable[[pb.Score], tuple[int, ...]], tuple[int, ...]]:
     """A function from a score to its values in the units a game with `units` does not keep
-    (one C call per score: `operator.attrgetter`, given two names at least so that it always
-    gives a tuple)."""
+    (`operator.attrgetter`: one C call; given two names at least, it gives a tuple), and
+    those values when none is set."""
     others = _other_units(units)
     if not others:
-        return lambda score: ()
-    return operator.attrgetter(*others, *others[:1])
+        return (lambda score: ()), ()
+    names = (*others, *others[:1])
+    return operator.attrgetter(*names), (0,) * len(names)
 
 
-def _line_fault(hand: pb.HandRecord, players: int, units: tuple[str, ...], h: int) -> None:
-    """The first score line of a hand whose seat, action or units are out of range."""
-    n = len(hand.actions)
+def _line_fault(hand: pb.HandRecord, units: tuple[str, ...], h: int) -> None:
+    """`score-unit` for the first score line of a hand in a unit the game does not keep."""
     for i, line in enumerate(hand.lines):
-        at = f"hands[{h - 1}].lines[{i}]"
-        if line.seat >= players:
-            raise RecordError("score-lines", f"{at}.seat: seat {line.seat} does not exist", hand=h)
-        if line.after_action > n:
-            raise RecordError(
-                "score-lines", f"{at}.after_action: action {line.after_action} of {n}", hand=h
-            )
-        _score(line.delta, units, f"{at}.delta", h)
+        _score(line.delta, units, f"hands[{h - 1}].lines[{i}].delta", h)
 
 
 def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> None:
