@@ -32,11 +32,20 @@ from records.codec import (
 )
 from records.export import envelopes_from_json, envelopes_to_json, record_to_transcript
 from records.signing import key_id, public_pem, sign
-from records.strict import first_difference
+from records.strict import actions_in_range, first_difference
 from records.transcript import import_transcript, load_transcript
 from records.verify import verify_frame, verify_record
-from referee.engine import RecordError, TranscriptError
-from referee.engine.actions import PLAY, encode
+from referee.engine import InvalidAction, RecordError, TranscriptError, make_rules, new_match
+from referee.engine.actions import (
+    PASS,
+    PILLE,
+    PILLE_STOP,
+    PLAY,
+    check_action,
+    encode,
+    pass_cards,
+)
+from referee.engine.cards import iter_cards
 from tapis.v1 import record_pb2 as pb
 from tests.records.mutants import (
     MEMORY_LIMIT,
@@ -250,6 +259,32 @@ def test_the_first_difference_is_named(records: list[tuple[str, bytes]]) -> None
     assert first_difference(other, rec) is not None
     assert first_difference(other, rec)[0] == "hands[0].seats[3]"  # type: ignore[index]
     assert first_difference(rec, decode_record(data)) is None
+
+
+@pytest.mark.parametrize(("game", "players"), [("dame-de-pique", 4), ("triomphe", 2),
+                                              ("imperiale", 3), ("napoleon", 3)])  # fmt: skip
+def test_the_range_of_a_pack_is_check_action_and_the_pack(game: str, players: int) -> None:
+    """The set a hand's actions are checked against in one operation holds exactly the
+    actions `check_action` takes whose cards are of the game's pack."""
+    options = {"short_deck": True} if game == "napoleon" else {}
+    pack = new_match(make_rules(game, options=options, players=players)).pack
+    valid = actions_in_range(pack)
+    rng = random.Random(players)
+    samples = [*valid, *(rng.randrange(1 << 22) for _ in range(20_000)), 2**34 << 3, 2**53]
+    for action in samples:
+        try:
+            check_action(action)
+            cards = (
+                [action >> 3]
+                if action & 7 in (PLAY, PILLE) and action >> 3 != PILLE_STOP
+                else list(iter_cards(pass_cards(action)))
+                if action & 7 == PASS
+                else []
+            )
+            ok = all(pack >> c & 1 for c in cards)
+        except InvalidAction:
+            ok = False
+        assert (action in valid) == ok, action
 
 
 # --- one encoding ---------------------------------------------------------------------------
