@@ -9,9 +9,10 @@ anything is replayed (records/strict.py: ranges, counts, units, texts, in memory
 the record's size); the rules exist, their options are valid and the digest matches; the
 seats and start scores fit; the revealed seed matches its commitment; per hand: the deal the
 seed gives, its number, the dealer's rotation, the deal (and the pack it came from, when
-given), every action's legality, every score line and the scores after it; then the outcome;
-last, the record is byte for byte what `build_record` makes of the replayed match (with the
-record's free fields: names, provenance, packs, deal source). The first failure is a
+given), every action's legality; last, the record is byte for byte what `build_record` makes
+of the replayed match (with the record's free fields: names, provenance, packs, deal source),
+and where it is not, the first score line or score after a hand that differs, then the
+outcome, else the first field that differs. The first failure is a
 `RecordError` with a stable `code` (all listed in docs/verify.md) and its position (hand,
 action; 1-based).
 
@@ -386,19 +387,16 @@ def verify_envelope(env: pb.RecordEnvelope, keys: Keys = ()) -> VerifyResult:
     return VerifyResult(rid, hands, None, state, kid, signer)
 
 
-def spec_units(rec: pb.GameRecord) -> tuple[str, ...]:
-    return find_game(rec.rules.game).units
-
-
 def verify_record(record_bytes: bytes) -> int:
     """Verify the bytes of a record (no envelope, no signature): they decode, are canonical,
     every field fits its game, the replay holds and gives exactly these bytes. Returns the
     number of hands; `RecordError` at the first fault."""
     rec = decode_canonical(record_bytes)
     match = replay_record(rec, check=False)
+    units = find_game(rec.rules.game).units
     # The bytes a genuine replay gives; where they differ, the precise comparisons first (score
     # lines, scores, outcome) for their messages, then the first differing field.
-    check_content(rec, match, record_bytes, lambda: compare_record(rec, match, spec_units(rec)))
+    check_content(rec, match, record_bytes, lambda: compare_record(rec, match, units))
     return len(rec.hands)
 
 
