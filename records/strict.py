@@ -205,7 +205,7 @@ def actions_in_range(pack: int) -> frozenset[int]:
     """Every action in the range of a game played with `pack`: the well-formed actions
     (`check_action`) whose cards are all of the pack (plays, pillages and passes of three of
     its cards; bids, vole and abandon answers, a pillage's stop, a resignation). A hand's
-    actions are checked against it in one set operation (22,152 actions for 52 cards)."""
+    actions are checked against it in one set operation (22,219 actions for 52 cards)."""
     cards = list(iter_cards(pack))
     out = {encode(PLAY, c) for c in cards} | {encode(PILLE, c) for c in cards}
     out.update(pass_choices(pack))
