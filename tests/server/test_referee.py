@@ -5,6 +5,7 @@ streams cut and resumed, and what each seat may see."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -466,7 +467,8 @@ def test_finished_tables_stay_on_disk_until_asked_for(tmp_path: Path) -> None:
             )
             assert view.view.status == pb.TABLE_STATUS_FINISHED
         assert set(referee.tables) == {live} | {t for t, _ in done}
-        referee.max_loaded_finished = 1  # the least recently asked for leave memory
+        # the least recently asked for leave memory
+        referee.limits = dataclasses.replace(referee.limits, max_loaded_finished=1)
         await stub.GetTable(pb.GetTableRequest(table_id=done[0][0]))
         await stub.GetTable(pb.GetTableRequest(table_id=done[1][0]))
         assert set(referee.tables) == {live, done[1][0]}
