@@ -174,8 +174,9 @@ def build_record(
     live = match.hand
     if live is not None and not live.over:
         # A hand in progress (a stopped table): its deal and actions so far, no scores yet.
+        n = len(match.results)
         hand = rec.hands.add(number=live.number, dealer=live.dealer)
-        _deal_to_pb(live.deal, None, hand.deal)
+        _deal_to_pb(live.deal, decks[n] if n < len(decks) else None, hand.deal)
         hand.seats = bytes(live.action_seats)
         hand.actions.extend(live.actions)
     out = rec.outcome
