@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
+import signal
 import socket
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -544,3 +548,39 @@ def test_streams_per_client_are_bounded(tmp_path: Path) -> None:
         third.cancel()
 
     run(body, tmp_path, max_streams_per_client=2)
+
+
+def test_tapis_serve_refuses_a_second_referee_a_used_port_and_a_bad_address(
+    tmp_path: Path,
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    port = _free_port()
+
+    def serve(*args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "clients.cli", "serve", *args],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(root)},
+        )
+
+    first = serve("--listen", f"127.0.0.1:{port}")
+    try:
+        assert first.stdout is not None
+        assert "listening" in first.stdout.readline()
+        for args, said in [
+            (("--listen", f"127.0.0.1:{_free_port()}"), "in use by another referee"),
+            (("--listen", f"127.0.0.1:{port}", "--db", "other.db"), "cannot listen"),
+            (("--listen", "nonsense", "--db", "x.db", "--key", "x.key"), "cannot listen"),
+        ]:
+            second = serve(*args)
+            _, err = second.communicate(timeout=60)
+            assert second.returncode == 1, err
+            assert said in err and "Traceback" not in err, err
+        assert not any((tmp_path / f).exists() for f in ("other.db", "x.db", "x.key"))
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=60)
+    assert first.returncode == 0
