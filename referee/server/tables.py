@@ -385,6 +385,7 @@ class Referee:
         self._tasks: set[asyncio.Task[Any]] = set()  # changes of state under way
         self._requests: dict[tuple[str, str], asyncio.Future[Any]] = {}  # by request id
         self._token_key = _token_key(key)
+        self._sweeper: asyncio.Task[None] | None = None
         self.ready = False  # every live table reloaded: the service answers
 
     # -- start-up and shutdown ------------------------------------------------------------
@@ -397,8 +398,18 @@ class Referee:
         await self.store.forget_requests(time.time() - REQUEST_MEMORY)
         for stored in self.store.load(live=True):
             await self._reload(stored)
+        self._sweeper = asyncio.get_running_loop().create_task(self._forget_requests())
         self.ready = True
         return len(self.tables)
+
+    async def _forget_requests(self, every: float = 3600.0) -> None:
+        """Forget the request ids older than `REQUEST_MEMORY`, once an hour."""
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.store.forget_requests(time.time() - REQUEST_MEMORY)
+            except Exception as exc:  # the store failing: tried again in an hour
+                log.error("request ids not forgotten", exc_info=exc)
 
     async def _reload(self, stored: StoredTable) -> None:
         try:
@@ -418,6 +429,8 @@ class Referee:
         """Stop expiring tables and let the changes under way finish (before the store
         closes)."""
         self.ready = False
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         for table in self.tables.values():
             if table.expiry is not None:
                 table.expiry.cancel()
