@@ -6,6 +6,7 @@ at their limits, and tables broken by an internal error, isolated from the rest.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -584,3 +585,90 @@ def test_tapis_serve_refuses_a_second_referee_a_used_port_and_a_bad_address(
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=60)
     assert first.returncode == 0
+
+
+def test_concurrent_joins_and_submissions_with_callers_gone_keep_store_and_counts_in_step(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(11)
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        referee = server.referee
+        waiting = []
+        for _ in range(8):
+            reply = await stub.CreateTable(
+                pb.CreateTableRequest(
+                    game="hearts",
+                    seats=[pb.SeatRequest(name="A"), pb.SeatRequest(name="B")]
+                    + [pb.SeatRequest(open=True)] * 2,
+                )
+            )
+            waiting.append(reply.table_id)
+        playing = [await new_table(stub, "hearts", "", {"end_threshold": 20}, 4) for _ in range(4)]
+
+        async def attempt(call: Any) -> None:
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await call
+
+        def timeout() -> float | None:
+            return rng.choice([None, 0.001, 0.005, 0.02])
+
+        joins = [
+            stub.JoinTable(pb.JoinTableRequest(table_id=rng.choice(waiting)), timeout=timeout())
+            for _ in range(40)
+        ]
+        await asyncio.gather(*(attempt(c) for c in joins))
+        for _ in range(30):  # rounds of submissions racing at the same index
+            calls = []
+            for table_id, tokens in playing:
+                table = referee.tables[table_id]
+                for seat in table.match.to_act() if not table.finished else ():
+                    for action in rng.sample(table.legal(seat), min(2, len(table.legal(seat)))):
+                        request = pb.SubmitActionRequest(
+                            table_id=table_id,
+                            seat=seat,
+                            expected_action_index=len(table.actions),
+                            action=action,
+                        )
+                        calls.append(
+                            stub.SubmitAction(
+                                request, metadata=auth(tokens[seat]), timeout=timeout()
+                            )
+                        )
+            rng.shuffle(calls)
+            await asyncio.gather(*(attempt(c) for c in calls))
+        await asyncio.sleep(0.5)  # the changes whose callers went away finish
+        assert not referee._tasks
+        conn = sqlite3.connect(tmp_path / "t.db")
+        for table_id in waiting + [t for t, _ in playing]:
+            table = referee.tables[table_id]
+            stored = conn.execute(
+                "SELECT seat, action FROM actions WHERE table_id = ? ORDER BY idx", (table_id,)
+            ).fetchall()
+            assert [tuple(a) for a in stored] == table.actions
+            taken = conn.execute(
+                "SELECT seat FROM seats WHERE table_id = ? AND token_hash IS NOT NULL ORDER BY"
+                " seat",
+                (table_id,),
+            ).fetchall()
+            assert [s for (s,) in taken] == [i for i, s in enumerate(table.seats) if s.taken]
+            events = [e async for e in _events(stub, table_id)]
+            assert [e.index for e in events] == list(range(len(events)))
+        conn.close()
+        open_now = sum(1 for t in referee.tables.values() if not t.ended)
+        assert referee.open_tables("ipv4:127.0.0.1") == open_now
+
+    run(body, tmp_path)
+
+
+async def _events(stub: rpc.RefereeServiceStub, table_id: str) -> Any:
+    """The events of a table so far (a watch cut once it has caught up)."""
+    table = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+    if table.event_index == 0:
+        return
+    call = stub.WatchTable(pb.WatchTableRequest(table_id=table_id))
+    async for response in call:
+        yield response.event
+        if response.event.index + 1 >= table.event_index:
+            call.cancel()
+            return
