@@ -125,7 +125,7 @@ def _word(words: tuple[str, ...], value: Any, key: str) -> int:
     raise InvalidAction(f"'{key}' must be one of {', '.join(words)}; got {quoted(value)}")
 
 
-def parse_action(entry: dict[str, Any]) -> int:
+def parse_action(entry: object) -> int:
     """The action of one transcript entry (`{"seat": 0, "play": "QS"}` without its seat).
 
     Exactly one action key must be present; raises `InvalidAction` naming what is wrong.

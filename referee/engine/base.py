@@ -28,7 +28,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, NoReturn
 
 from mypy_extensions import mypyc_attr
 
@@ -677,7 +677,7 @@ def check_cards(
             )
 
 
-def _bad_card(deal: Deal, c: int, where: str, pack: int, rule: str, pack_name: str) -> None:
+def _bad_card(deal: Deal, c: int, where: str, pack: int, rule: str, pack_name: str) -> NoReturn:
     """Raise the `DealError` of card `c` found at `where`: foreign, or dealt twice (naming
     where it was dealt first)."""
     if not (0 <= c < 52 and pack >> c & 1):
@@ -697,7 +697,7 @@ def _check_start(start: Start, players: int, units: int) -> None:
     bounds and why): a first hand number from 1 to `START_HAND_MAX`, and either no scores or
     one score per seat of one value per unit, each at most `START_SCORE_MAX` either way."""
     number = start.hand_number
-    if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= START_HAND_MAX:
+    if not 1 <= number <= START_HAND_MAX:
         raise RulesError(
             f"start: hand number {quoted(number)} is not allowed; allowed: 1 to {START_HAND_MAX}",
             key="hand_number",
@@ -718,11 +718,7 @@ def _check_start(start: Start, players: int, units: int) -> None:
                 key="scores",
             )
         for value in score:
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int)
-                or not -limit <= value <= limit
-            ):
+            if not -limit <= value <= limit:
                 raise RulesError(
                     f"start: the score of seat {s}: {quoted(value)} is not allowed; "
                     f"allowed: {-limit} to {limit}",

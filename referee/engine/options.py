@@ -294,7 +294,7 @@ class TriompheOptions(GameOptions):
         5,
         ge=1,
         le=15,
-        description="cards dealt to each seat (RULES.md 3.1, 3.6.14)",
+        description="cards dealt to each seat (RULES.md 3.1, 3.6.14; at most 15 with 2 players)",
     )
     target: int = Field(
         5, ge=1, le=100, description="points that win the match (RULES.md TRI.END 3.1)"
@@ -364,6 +364,12 @@ class TriompheEquipeOptions(TriompheOptions):
     label: ClassVar[str] = "triomphe (equipe)"
 
     players: int = Field(4, ge=4, le=6, description="number of players: 4 or 6 (RULES.md 3.3)")
+    hand_size: int = Field(
+        5,
+        ge=1,
+        le=7,
+        description="cards dealt to each seat (RULES.md 3.1, 3.6.14; at most 7 with 4 players)",
+    )
     partners_see_hands: bool = Field(
         True,
         description=(
@@ -390,6 +396,12 @@ class TriompheAsQuiPilleOptions(TriompheOptions):
     label: ClassVar[str] = "triomphe (as-qui-pille)"
 
     players: int = Field(3, ge=3, le=6, description="number of players: 3 to 6 (RULES.md 3.5)")
+    hand_size: int = Field(
+        5,
+        ge=1,
+        le=10,
+        description="cards dealt to each seat (RULES.md 3.1, 3.6.14; at most 10 with 3 players)",
+    )
     rank_order: Literal["R1", "R2"] = Field(
         "R2", description="rank order: R2 (ace high) or R1 (RULES.md 3.5, 0.3)"
     )
