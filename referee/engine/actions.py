@@ -95,10 +95,10 @@ def payload_of(action: int) -> int:
 _PAYLOAD_LIMIT = (52, 1 << 18, len(BID_WORDS), 2, 3, PILLE_STOP + 1, 1)
 
 
-def action_error(action: object) -> InvalidAction | None:
-    """Why `action` is not a well-formed action int of any game (an `InvalidAction`), or None
-    when it is one. Any value is safe to ask about: nothing is built from its size."""
-    if isinstance(action, bool) or not isinstance(action, int) or action < 0:
+def action_error(action: int) -> InvalidAction | None:
+    """Why the int `action` is not a well-formed action of any game (an `InvalidAction`), or
+    None when it is one. Any int is safe to ask about: nothing is built from its size."""
+    if action < 0:
         return InvalidAction(f"{quoted(action)} is not an action")
     kind, payload = action & 7, action >> 3
     if kind >= len(KIND_NAMES) or payload >= _PAYLOAD_LIMIT[kind]:
@@ -113,7 +113,9 @@ def action_error(action: object) -> InvalidAction | None:
 
 
 def check_action(action: object) -> None:
-    """`InvalidAction` unless `action` is a well-formed action int (any game)."""
+    """`InvalidAction` unless `action` is a well-formed action int (any game); any value."""
+    if isinstance(action, bool) or not isinstance(action, int):
+        raise InvalidAction(f"{quoted(action)} is not an action")
     error = action_error(action)
     if error is not None:
         raise error
