@@ -30,6 +30,7 @@ from referee.engine import (
     RulesError,
     TapisError,
     find_game,
+    int_range,
     make_rules,
 )
 from referee.engine.actions import action_str, check_action
@@ -314,15 +315,17 @@ def _options_info(game: str, ruleset: str) -> list[pb.OptionInfo]:
             default.int_value = value
         elif value is not None:
             default.string_value = str(value)
-        out.append(
-            pb.OptionInfo(
-                key=key,
-                type=kind,
-                default_value=default,
-                allowed=allowed,
-                description=fld.description or "",
-            )
+        info = pb.OptionInfo(
+            key=key,
+            type=kind,
+            default_value=default,
+            allowed=allowed,
+            description=fld.description or "",
         )
+        bounds = int_range(model, key)
+        if bounds is not None:
+            info.min_value, info.max_value = bounds
+        out.append(info)
     return out
 
 

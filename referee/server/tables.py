@@ -52,7 +52,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from records.codec import Provenance, build_record, canonical_bytes, record_id
 from records.dealing import ALGORITHM, commitment, first_dealer, new_seed, shuffled_pack
 from records.signing import sign
-from referee.engine import Event, IllegalAction, Match, Rules, TapisError, make_rules, new_match
+from referee.engine import Event, Match, Rules, TapisError, make_rules, new_match
 from referee.engine.actions import RESIGN, encode
 from referee.engine.errors import quoted
 from referee.server.limits import DEFAULT_LIMITS, Limits
@@ -346,6 +346,21 @@ class Table:
                 " table plays"
             )
         return self.events[first:]
+
+    def signed_record(self, key: Ed25519PrivateKey) -> tuple[bytes, str]:
+        """The signed record of the match as played (its envelope's bytes) and its id."""
+        played_at = datetime.fromtimestamp(self.created, UTC).isoformat(timespec="seconds")
+        rec = build_record(
+            self.match,
+            [s.name for s in self.seats],
+            Provenance("referee", self.id, played_at),
+            self.decks,
+            pb.DealSource(algorithm=ALGORITHM, commitment=self.commitment, seed=self.seed),
+        )
+        if self.stopped:
+            rec.outcome.reason = self.stopped
+        data = canonical_bytes(rec)
+        return sign(data, key).SerializeToString(deterministic=True), record_id(data)
 
     def _hands(self) -> tuple[int, ...]:
         hand = self.match.hand
@@ -769,27 +784,13 @@ class Referee:
             return current, first, events
 
     def _check_legal(self, table: Table, seat: int, action: int) -> None:
-        """Refuse without changing the table: the engine says why."""
-        if action & 7 != RESIGN and table.is_legal(seat, action):
+        """Refuse without changing the table: the engine says why (`Match.refusal` is pure,
+        nothing is copied or replayed)."""
+        if table.is_legal(seat, action):
             return
-        probe = Table.replayed(
-            table.id,
-            table.rules,
-            table.options,
-            table.seed,
-            table.created,
-            table.creator,
-            [(s.name, s.open, s.token_hash, s.order) for s in table.seats],
-            table.actions,
-            table.limits,
-        )
-        try:
-            probe.match.apply(seat, action)
-        except IllegalAction as exc:
-            if not exc.legal:  # a refusal of the phase: list what the seat may do instead
-                exc.legal = tuple(table.legal(seat))
-            raise
-        assert action & 7 == RESIGN, "the engine accepts an action outside its legal set"
+        error = table.match.refusal(seat, action)
+        if error is not None:
+            raise error
 
     async def resign(self, table: Table, seat: int) -> int:
         index, _, _ = await self.submit(table, seat, len(table.actions), encode(RESIGN))
@@ -815,23 +816,11 @@ class Referee:
 
     async def _issue_record(self, table: Table) -> EndEvent:
         """Build, sign and store the record of a finished table."""
-        names = [s.name for s in table.seats]
-        played_at = datetime.fromtimestamp(table.created, UTC).isoformat(timespec="seconds")
-        rec = build_record(
-            table.match,
-            names,
-            Provenance("referee", table.id, played_at),
-            table.decks,
-            pb.DealSource(algorithm=ALGORITHM, commitment=table.commitment, seed=table.seed),
-        )
-        if table.stopped:
-            rec.outcome.reason = table.stopped
-        data = canonical_bytes(rec)
-        envelope = sign(data, self.key).SerializeToString(deterministic=True)
-        await self.store.finish(table.id, envelope, record_id(data))
+        envelope, rid = table.signed_record(self.key)
+        await self.store.finish(table.id, envelope, rid)
         # From here to the end event, nothing awaits: no watcher sees one without the other.
         table.envelope = envelope
-        table.record_id = record_id(data)
+        table.record_id = rid
         self._uncount(table)
         self._keep_loaded(table)
         event = self._end_event(table)

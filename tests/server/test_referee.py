@@ -331,9 +331,22 @@ def test_list_games_describes_every_option(tmp_path: Path) -> None:
                     assert opt.default_value.WhichOneof("value") is not None, opt.key
                     if opt.type == "enum":
                         assert opt.default_value.string_value in opt.allowed
+                    if opt.type == "int":  # every int option has its range
+                        assert opt.HasField("min_value") and opt.HasField("max_value"), opt
+                        value = opt.default_value.int_value
+                        assert opt.min_value <= value <= opt.max_value, opt
+                    else:
+                        assert not opt.HasField("min_value") and not opt.HasField("max_value")
         hearts = next(g for g in games if g.name == "dame-de-pique")
         assert list(hearts.aliases) == ["hearts"]
         assert list(hearts.rulesets[0].player_counts) == [4]
+        threshold = next(o for o in hearts.rulesets[0].options if o.key == "end_threshold")
+        assert (threshold.min_value, threshold.max_value) == (1, 1000)
+        # A value past the range is refused, the range named.
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await new_table(stub, "hearts", "", {"end_threshold": 1001}, 4)
+        assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "1 to 1000" in (exc.value.details() or "")
 
     run(body, tmp_path)
 
