@@ -714,20 +714,28 @@ class Referee:
         request is refused."""
         client, request_id, digest = request
         key = (client, request_id)
-        while (pending := self._requests.get(key)) is not None:
+        # Wait for the same request under way (a finished one is never waited on: awaiting a
+        # done task does not yield, and its entry may not be removed yet).
+        while (pending := self._requests.get(key)) is not None and not pending.done():
             with contextlib.suppress(Exception):
                 await asyncio.shield(pending)
         known = self.store.find_request(client, request_id)
         if known is not None:
             if known.digest != digest:
                 raise BadRequest(
-                    f"request id {quoted(request_id)} was used by this client for another request",
+                    f"request id {quoted(request_id)} was used by this client for another"
+                    " request",
                     "request_id",
                 )
             return again(known)
         task = self._spawn(do())
         self._requests[key] = task
-        task.add_done_callback(lambda _: self._requests.pop(key, None))
+
+        def forget(done: asyncio.Task[T]) -> None:
+            if self._requests.get(key) is done:
+                del self._requests[key]
+
+        task.add_done_callback(forget)
         return await asyncio.shield(task)
 
     # -- moves ----------------------------------------------------------------------------
