@@ -723,8 +723,7 @@ class Referee:
         if known is not None:
             if known.digest != digest:
                 raise BadRequest(
-                    f"request id {quoted(request_id)} was used by this client for another"
-                    " request",
+                    f"request id {quoted(request_id)} was used by this client for another request",
                     "request_id",
                 )
             return again(known)
