@@ -33,9 +33,10 @@ import operator
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from records.annotate import CommentError, annotate, parse_comment
 from records.codec import (
@@ -450,7 +451,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from referee.server.app import Limits, serve, setup_logging
 
     setup_logging()
-    limits = Limits(args.max_message_bytes, args.max_tables_per_client)
+    limits = Limits(
+        max_message_bytes=args.max_message_bytes,
+        max_tables_per_client=args.max_tables_per_client,
+        max_streams_per_client=args.max_streams_per_client,
+        open_seat_ttl=args.open_seat_ttl,
+        max_hands=args.max_hands,
+        max_actions=args.max_actions,
+    )
     try:
         asyncio.run(serve(args.listen, args.db, args.key, limits))
     except (OSError, TapisError) as exc:
@@ -572,6 +580,21 @@ def cmd_example(args: argparse.Namespace) -> int:
 # --- wiring -------------------------------------------------------------------------------
 
 
+def _at_least(low: float, kind: type = int) -> Callable[[str], Any]:
+    """An argparse type: a number of `kind` no smaller than `low`."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text} is less than {low}")
+        return value
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     from clients.archive_cmd import add_archive_parser, add_key_options, positive_int
 
@@ -647,8 +670,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT")
     p.add_argument("--db", default="tapis.db", metavar="PATH", help="the SQLite store")
     p.add_argument("--key", default="referee.key", metavar="PATH", help="Ed25519 signing key")
-    p.add_argument("--max-tables-per-client", type=int, default=1000, metavar="N")
-    p.add_argument("--max-message-bytes", type=int, default=1 << 20, metavar="N")
+    p.add_argument(
+        "--max-tables-per-client",
+        type=_at_least(1),
+        default=1000,
+        metavar="N",
+        help="tables a client may have open at once (default 1000)",
+    )
+    p.add_argument(
+        "--max-streams-per-client",
+        type=_at_least(1),
+        default=256,
+        metavar="N",
+        help="WatchTable streams a client may have open at once (default 256)",
+    )
+    p.add_argument(
+        "--open-seat-ttl",
+        type=_at_least(0.001, float),
+        default=3600.0,
+        metavar="SECONDS",
+        help="a table still waiting for players this long after its creation expires"
+        " (default 3600)",
+    )
+    p.add_argument(
+        "--max-hands",
+        type=_at_least(1),
+        default=1000,
+        metavar="N",
+        help="the referee stops a match after this many hands (default 1000)",
+    )
+    p.add_argument(
+        "--max-actions",
+        type=_at_least(1),
+        default=100_000,
+        metavar="N",
+        help="the referee stops a match after this many actions (default 100000)",
+    )
+    p.add_argument(
+        "--max-message-bytes",
+        type=_at_least(1024),
+        default=1 << 20,
+        metavar="N",
+        help="the largest request (default 1 MiB)",
+    )
     p.set_defaults(func=cmd_serve)
 
     table = sub.add_parser("table", help="tables on a referee")

@@ -20,6 +20,7 @@ call raises a `RefereeError` (its `status` is the gRPC code); a move the rules r
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -163,8 +164,9 @@ class RefereeClient:
     """A connection to one referee; an async context manager owning a grpc.aio channel.
 
     `timeout` bounds each unary call (seconds); `retries` is how many times a lost
-    connection is retried, with exponential backoff from `backoff` seconds, by the calls that
-    are safe to repeat (reads, a submission at a given index, and resuming a watch).
+    connection (or a referee still starting: UNAVAILABLE) is retried, with exponential
+    backoff from `backoff` seconds, by the calls that are safe to repeat (reads, creating and
+    joining under a request id, a submission at a given index, and resuming a watch).
     """
 
     def __init__(
@@ -243,28 +245,37 @@ class RefereeClient:
         ruleset: str = "",
         options: Mapping[str, OptionValue] | None = None,
         seats: Sequence[tuple[str, bool]] = (),
+        request_id: str | None = None,
     ) -> CreatedTable:
         """Open a table; `seats` is one (name, open) per seat in playing order: the creator
-        takes the seats that are not open and receives their tokens."""
+        takes the seats that are not open and receives their tokens. The request carries a
+        request id (a new UUID unless given), so a lost connection is retried without making
+        a second table."""
         request = pb.CreateTableRequest(
             game=game,
             ruleset=ruleset,
             options=option_messages(options),
             seats=[pb.SeatRequest(name=name, open=open_) for name, open_ in seats],
+            request_id=request_id or uuid.uuid4().hex,
         )
-        resp = await self._unary(
-            lambda: self.stub.CreateTable(request, timeout=self.timeout), retry=False
-        )
+        resp = await self._unary(lambda: self.stub.CreateTable(request, timeout=self.timeout))
         return CreatedTable(resp.table_id, {t.seat: t.token for t in resp.tokens}, resp.commitment)
 
-    async def join(self, table_id: str, seat: int | None = None, name: str = "") -> SeatHandle:
-        """Take an open seat (`seat`, or the first open one)."""
-        request = pb.JoinTableRequest(table_id=table_id, name=name)
+    async def join(
+        self,
+        table_id: str,
+        seat: int | None = None,
+        name: str = "",
+        request_id: str | None = None,
+    ) -> SeatHandle:
+        """Take an open seat (`seat`, or the first open one); retried after a lost
+        connection under the same request id (a new UUID unless given)."""
+        request = pb.JoinTableRequest(
+            table_id=table_id, name=name, request_id=request_id or uuid.uuid4().hex
+        )
         if seat is not None:
             request.seat = seat
-        resp = await self._unary(
-            lambda: self.stub.JoinTable(request, timeout=self.timeout), retry=False
-        )
+        resp = await self._unary(lambda: self.stub.JoinTable(request, timeout=self.timeout))
         return SeatHandle(self, table_id, resp.token.seat, resp.token.token)
 
     def seat(self, table_id: str, seat: int, token: str) -> SeatHandle:

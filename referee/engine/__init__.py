@@ -1,8 +1,9 @@
 """The rules of every Tapis game: pure Python, no I/O, no clock, no randomness, no protobuf.
 
-The public facade: build `Rules` with `make_rules`, start a `Match` with `new_match`, deal
-hands with `Match.start_hand` (or `Match.deal_deck`), then `to_act`, `legal_actions`,
-`apply`/`step` and `view`.
+The public facade: build `Rules` with `make_rules` (the range of an int option:
+`int_range`), start a `Match` with `new_match`, deal hands with `Match.start_hand` (or
+`Match.deal_deck`), then `to_act`, `legal_actions`, `refusal` (why an action would be
+refused, changing nothing), `apply`/`step` and `view`.
 """
 
 from referee.engine._native import COMPILED  # first: picks compiled or pure modules
@@ -19,6 +20,7 @@ from referee.engine.errors import (
     TapisError,
     TranscriptError,
 )
+from referee.engine.options import int_range
 from referee.engine.registry import GAMES, find_game, make_rules, new_match
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "action_to_json",
     "card_str",
     "find_game",
+    "int_range",
     "make_rules",
     "mask_str",
     "new_match",

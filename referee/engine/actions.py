@@ -21,7 +21,7 @@ from itertools import combinations
 from typing import Any
 
 from referee.engine.cards import card_str, iter_cards, mask_of, parse_card
-from referee.engine.errors import InvalidAction
+from referee.engine.errors import InvalidAction, quoted
 
 __all__ = [
     "ABANDON",
@@ -37,6 +37,7 @@ __all__ = [
     "RESIGN",
     "VOLE",
     "VOLE_WORDS",
+    "action_error",
     "action_str",
     "action_to_json",
     "check_action",
@@ -94,41 +95,55 @@ def payload_of(action: int) -> int:
 _PAYLOAD_LIMIT = (52, 1 << 18, len(BID_WORDS), 2, 3, PILLE_STOP + 1, 1)
 
 
-def check_action(action: object) -> None:
-    """`InvalidAction` unless `action` is a well-formed action int (any game)."""
-    if isinstance(action, bool) or not isinstance(action, int) or action < 0:
-        raise InvalidAction(f"{action!r} is not an action")
+def action_error(action: int) -> InvalidAction | None:
+    """Why the int `action` is not a well-formed action of any game (an `InvalidAction`), or
+    None when it is one. Any int is safe to ask about: nothing is built from its size."""
+    if action < 0:
+        return InvalidAction(f"{quoted(action)} is not an action")
     kind, payload = action & 7, action >> 3
     if kind >= len(KIND_NAMES) or payload >= _PAYLOAD_LIMIT[kind]:
-        raise InvalidAction(f"{action} is not an action (kind {kind}, payload {payload})")
+        return InvalidAction(
+            f"{quoted(action)} is not an action (kind {kind}, payload {quoted(payload)})"
+        )
     if kind == PILLE and payload != PILLE_STOP and payload >= 52:
-        raise InvalidAction(f"{action} is not an action (pille of card {payload})")
+        return InvalidAction(f"{action} is not an action (pille of card {payload})")
     if kind == PASS and not (payload & 63) < (payload >> 6 & 63) < (payload >> 12) < 52:
-        raise InvalidAction(f"{action} is not an action (a pass gives three cards)")
+        return InvalidAction(f"{action} is not an action (a pass gives three cards)")
+    return None
+
+
+def check_action(action: object) -> None:
+    """`InvalidAction` unless `action` is a well-formed action int (any game); any value."""
+    if isinstance(action, bool) or not isinstance(action, int):
+        raise InvalidAction(f"{quoted(action)} is not an action")
+    error = action_error(action)
+    if error is not None:
+        raise error
 
 
 def _word(words: tuple[str, ...], value: Any, key: str) -> int:
     if isinstance(value, str) and value.lower() in words:
         return words.index(value.lower())
-    raise InvalidAction(f"'{key}' must be one of {', '.join(words)}; got {value!r}")
+    raise InvalidAction(f"'{key}' must be one of {', '.join(words)}; got {quoted(value)}")
 
 
-def parse_action(entry: dict[str, Any]) -> int:
+def parse_action(entry: object) -> int:
     """The action of one transcript entry (`{"seat": 0, "play": "QS"}` without its seat).
 
     Exactly one action key must be present; raises `InvalidAction` naming what is wrong.
     """
     if not isinstance(entry, dict):
-        raise InvalidAction(f'an action is an object such as {{"play": "QS"}}, not {entry!r}')
+        raise InvalidAction(f'an action is an object such as {{"play": "QS"}}, not {quoted(entry)}')
     keys = [k for k in entry if k != "seat"]
     if len(keys) != 1 or keys[0] not in KIND_NAMES:
         unknown = [k for k in keys if k not in KIND_NAMES]
         if unknown:
             raise InvalidAction(
-                f"unknown action key {unknown[0]!r}; expected one of {', '.join(KIND_NAMES)}"
+                f"unknown action key {quoted(unknown[0])}; expected one of {', '.join(KIND_NAMES)}"
             )
+        shown = sorted(keys) if all(isinstance(k, str) for k in keys) else keys
         raise InvalidAction(
-            f"an action needs exactly one of {', '.join(KIND_NAMES)}; got {sorted(keys)}"
+            f"an action needs exactly one of {', '.join(KIND_NAMES)}; got {quoted(shown)}"
         )
     key = keys[0]
     value = entry[key]
@@ -137,10 +152,10 @@ def parse_action(entry: dict[str, Any]) -> int:
         return encode(PLAY, parse_card(value))
     if kind == PASS:
         if not isinstance(value, list) or len(value) != 3:
-            raise InvalidAction(f"'pass' must be a list of three cards; got {value!r}")
+            raise InvalidAction(f"'pass' must be a list of three cards; got {quoted(value)}")
         cards = [parse_card(v) for v in value]
         if len(set(cards)) != 3:
-            raise InvalidAction(f"'pass' names the same card twice: {value!r}")
+            raise InvalidAction(f"'pass' names the same card twice: {quoted(value)}")
         return pass_action(mask_of(cards))
     if kind == BID:
         return encode(BID, _word(BID_WORDS, value, key))
@@ -153,7 +168,7 @@ def parse_action(entry: dict[str, Any]) -> int:
             return encode(PILLE, PILLE_STOP)
         return encode(PILLE, parse_card(value))
     if value is not True:
-        raise InvalidAction(f"'resign' must be true; got {value!r}")
+        raise InvalidAction(f"'resign' must be true; got {quoted(value)}")
     return encode(RESIGN)
 
 

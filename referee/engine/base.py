@@ -3,10 +3,17 @@
 - `Rules`: immutable game + ruleset + typed options (+ the number of players).
 - `Match`: the hands of one game until it is won. The driver (referee, transcript import,
   verifier) starts each hand with a dealer and a deal; the match checks both against the
-  rules, then takes actions: `to_act()`, `legal_actions(seat)`, `apply(seat, action)`
-  (returns the events it caused) or `step(seat, action)` (the same without building events,
-  for replay), `view(seat)`, and the outcome (`finished`, `winners`).
-- `Hand`: one deal played out; each game module subclasses it with its phases.
+  rules, then takes actions: `to_act()`, `legal_actions(seat)`, `refusal(seat, action)` (why
+  an action would be refused, changing nothing), `apply(seat, action)` (returns the events it
+  caused) or `step(seat, action)` (the same without building events, for replay),
+  `view(seat)`, and the outcome (`finished`, `winners`).
+- `Hand`: one deal played out; each game module subclasses it with its phases, and per phase
+  one pure function that says why an action is refused and one that applies it.
+
+Every entry takes any Python ints (seats, dealers, actions, cards, masks, hand numbers):
+each either works or raises a `TapisError` naming the value (`errors.quoted`), in time and
+memory bounded by the size of what it was given. The bounds on a match's start and on its
+hand numbers are in options.py, with the reasoning that no score can overflow.
 
 Scores are tuples of ints per seat in the game's `units` (`("points",)`, or
 `("imperiales", "jetons")` for L'Impériale). Determinism: the same rules, deals and actions
@@ -21,14 +28,27 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, NoReturn
 
 from mypy_extensions import mypyc_attr
 
-from referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_str, check_action
-from referee.engine.cards import R3, RankOrder, card_str, iter_cards, mask_str
-from referee.engine.errors import DealError, IllegalAction, NotYourTurn
-from referee.engine.options import GameOptions
+from referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_error, action_str
+from referee.engine.cards import R3, RankOrder, card_str, mask_str
+from referee.engine.errors import (
+    DealError,
+    IllegalAction,
+    InvalidAction,
+    NotYourTurn,
+    RulesError,
+    TapisError,
+    quoted,
+)
+from referee.engine.options import (
+    HAND_NUMBER_MAX,
+    START_HAND_MAX,
+    START_SCORE_MAX,
+    GameOptions,
+)
 from referee.engine.tricks import PlayedTrick
 
 __all__ = [
@@ -77,7 +97,9 @@ class Rules:
 
 @dataclass(frozen=True)
 class Start:
-    """Where a match starts: the number of its first hand and the scores before it."""
+    """Where a match starts: the number of its first hand and the scores before it (one
+    score per seat, one value per unit). `Match` refuses a first hand number outside 1 to
+    `START_HAND_MAX` and a score beyond `START_SCORE_MAX` either way (options.py)."""
 
     hand_number: int = 1
     scores: tuple[Score, ...] | None = None
@@ -192,8 +214,15 @@ class Hand(ABC):
         """The legal actions of `seat`, sorted (empty when it may not act)."""
 
     @abstractmethod
+    def refusal(self, seat: int, action: int) -> IllegalAction | None:
+        """Why `seat` may not take `action` now, or None when it may: the refusal function of
+        the current phase. `Match.refusal` has checked that the action is well formed and not
+        a resignation, that the seat exists and that the hand is in progress. Pure: it
+        changes nothing."""
+
+    @abstractmethod
     def _apply(self, seat: int, action: int) -> None:
-        """Check and apply one action (not a resignation); raise `IllegalAction`."""
+        """Apply an action `refusal` accepts: the current phase's changes, no checks."""
 
     @abstractmethod
     def view(self, seat: int | None) -> View: ...
@@ -203,6 +232,7 @@ class Hand(ABC):
         return []
 
     def apply(self, seat: int, action: int) -> None:
+        """Apply an action `refusal` accepts (`Match.step` asks it first) and keep it."""
         self.cursor = len(self.actions) + 1
         self._apply(seat, action)
         self.actions.append(action)
@@ -241,21 +271,22 @@ class Hand(ABC):
         if self.log_events:
             self.events.append(Note(kind, text, seat))
 
-    def illegal(
-        self, code: str, seat: int, action: int, why: str, rule: str, legal: Sequence[int] = ()
-    ) -> IllegalAction:
+    def illegal(self, code: str, seat: int, action: int, why: str, rule: str) -> IllegalAction:
         """An `IllegalAction` whose message names the action, the phase, the reason and the
-        legal set."""
+        seat's legal set, which it carries (`legal_actions(seat)` at this moment)."""
+        legal = self.legal_actions(seat)
         reason = why + (f"; legal: {legal_str(legal)}" if legal else "")
         msg = f"{action_str(action)} is not legal in the {self.phase.name.lower()} phase: {reason}"
         return IllegalAction(code, msg, rule, seat=seat, legal=tuple(legal), reason=reason)
 
     def not_your_turn(self, seat: int, action: int, rule: str) -> NotYourTurn:
+        """A `NotYourTurn` naming the seats the hand waits for."""
         to_act = self.to_act()
         who = ", ".join(f"seat {s}" for s in to_act) or "nobody"
         reason = f"seat {seat} may not act now; waiting for {who}"
         msg = f"{action_str(action)}: {reason}"
-        return NotYourTurn("not-your-turn", msg, rule, seat=seat, reason=reason)
+        legal = tuple(self.legal_actions(seat))
+        return NotYourTurn("not-your-turn", msg, rule, seat=seat, legal=legal, reason=reason)
 
     def trick_won(self, leader: int, cards: list[int], winner: int) -> None:
         """Record a completed trick: its leader, its cards in playing order, its winner."""
@@ -298,10 +329,13 @@ class Match(ABC):
         self.rules = rules
         self.log_events = log_events
         self.players = rules.players
+        _check_start(start, self.players, len(self.units))
         self.first_hand_number = start.hand_number
         zero = tuple(0 for _ in self.units)
-        self.start_scores: tuple[Score, ...] = start.scores or tuple(
-            zero for _ in range(self.players)
+        self.start_scores: tuple[Score, ...] = (
+            tuple(tuple(score) for score in start.scores)
+            if start.scores
+            else tuple(zero for _ in range(self.players))
         )
         self.scores: list[Score] = list(self.start_scores)
         self.results: list[HandResult] = []
@@ -322,7 +356,8 @@ class Match(ABC):
 
     @abstractmethod
     def deal_deck(self, dealer: int, deck: Sequence[int]) -> Deal:
-        """Deal a whole pack (top card first) by the rules' dealing procedure (RULES.md 7)."""
+        """Deal a whole pack (top card first) by the rules' dealing procedure (RULES.md 7);
+        `DealError` for a dealer that is no seat or a deck that is not the whole pack."""
 
     @abstractmethod
     def _next_dealer(self, previous: HandResult) -> int: ...
@@ -377,12 +412,14 @@ class Match(ABC):
             raise IllegalAction(
                 "match-over", "the match is over: no further hand", self.rules_end_rule()
             )
-        if not 0 <= dealer < self.players:
-            raise DealError(
-                "bad-dealer",
-                f"dealer {dealer} is not a seat (0..{self.players - 1})",
-                self.deal_rule,
+        if self.hand_number > HAND_NUMBER_MAX:
+            # The last hand number a record holds (options.py): the match can go no further.
+            raise IllegalAction(
+                "match-over",
+                f"the match is over: no hand is numbered above {HAND_NUMBER_MAX}",
+                self.rules_end_rule(),
             )
+        self._check_dealer(dealer)
         expected = self.expected_dealer()
         if expected is not None and dealer != expected:
             raise DealError(
@@ -420,25 +457,47 @@ class Match(ABC):
         return self.hand.to_act()
 
     def legal_actions(self, seat: int) -> list[int]:
-        if self.finished or self.hand is None or self.hand.over:
+        """The legal actions of `seat`, sorted: empty when it may not act (or is no seat)."""
+        if self.finished or self.hand is None or self.hand.over or not 0 <= seat < self.players:
             return []
         return self.hand.legal_actions(seat)
 
-    def step(self, seat: int, action: int) -> None:
-        """Apply one action (raise `IllegalAction` if it breaks a rule, `InvalidAction` if it
-        is not an action at all); builds no events beyond the hand's own log."""
-        check_action(action)
+    def refusal(self, seat: int, action: int) -> TapisError | None:
+        """The exception `step(seat, action)` would raise, or None when `step` would accept
+        the action: an `InvalidAction` for an int that is no action, else an `IllegalAction`
+        (a `NotYourTurn` for a seat out of turn) with its `code`, `rule`, `message`, `reason`
+        and `legal`, the seat's legal actions at this moment. Resignations too. Pure, as
+        python-chess keeps `is_legal` apart from `push`: nothing changes, not even the hand's
+        cursor, so a referee asks it without copying or replaying a table."""
+        error = action_error(action)
+        if error is not None:
+            return error
         if action & 7 == RESIGN:
-            self._resign(seat, action)
-            return
+            return self._resign_refusal(seat)
         hand = self.hand
         if self.finished or hand is None or hand.over:
-            raise IllegalAction(
+            return IllegalAction(
                 "no-hand",
                 f"no hand is in progress for {KIND_NAMES[action & 7]}",
                 self.rules_end_rule(),
                 seat=seat,
             )
+        if not 0 <= seat < self.players:
+            return self._bad_seat(seat)
+        return hand.refusal(seat, action)
+
+    def step(self, seat: int, action: int) -> None:
+        """Apply one action, or raise what `refusal` says (`IllegalAction` if it breaks a
+        rule, `InvalidAction` if it is not an action at all); builds no events beyond the
+        hand's own log."""
+        error = self.refusal(seat, action)
+        if error is not None:
+            raise error
+        if action & 7 == RESIGN:
+            self._resign(seat, action)
+            return
+        hand = self.hand
+        assert hand is not None
         hand.apply(seat, action)
         if hand.over:
             self._close_hand(hand)
@@ -446,6 +505,8 @@ class Match(ABC):
     def step_many(self, seats: Sequence[int], actions: Sequence[int]) -> None:
         """`step` each action in order (a replay); on a refusal the actions before it are
         applied, so the current hand's `actions` tell the position of the fault."""
+        if len(seats) != len(actions):
+            raise InvalidAction(f"{len(actions)} actions but {len(seats)} seats to take them")
         i, n = 0, len(actions)
         while i < n:
             hand = self.hand
@@ -474,6 +535,10 @@ class Match(ABC):
         return events
 
     def view(self, seat: int | None) -> View | None:
+        """What `seat` (None: a spectator) may know now; None before the first hand.
+        `IllegalAction` (`bad-seat`) for a seat the game does not have."""
+        if seat is not None and not 0 <= seat < self.players:
+            raise self._bad_seat(seat)
         return None if self.hand is None else self.hand.view(seat)
 
     # -- internals ------------------------------------------------------------------------
@@ -501,26 +566,46 @@ class Match(ABC):
         if scored:
             self._end_after_hand()
 
-    def _resign(self, seat: int, action: int) -> None:
-        if self.finished:
-            raise IllegalAction(
-                "match-over", "the match is already over", self.rules_end_rule(), seat=seat
+    def _check_dealer(self, dealer: int) -> None:
+        """`DealError` unless `dealer` is a seat."""
+        if not 0 <= dealer < self.players:
+            raise DealError(
+                "bad-dealer",
+                f"dealer {quoted(dealer)} is not a seat (0..{self.players - 1})",
+                self.deal_rule,
             )
+
+    def _bad_seat(self, seat: int) -> IllegalAction:
+        return IllegalAction(
+            "bad-seat",
+            f"seat {quoted(seat)} does not exist (0..{self.players - 1})",
+            self.rules_end_rule(),
+            seat=seat,
+        )
+
+    def _resign_refusal(self, seat: int) -> IllegalAction | None:
+        # A seat may concede at any time while the match is on, once a hand has been dealt.
+        rule = self.rules_end_rule()
+        if self.finished:
+            return IllegalAction("match-over", "the match is already over", rule, seat=seat)
         if not 0 <= seat < self.players:
-            raise IllegalAction("bad-seat", f"seat {seat} does not exist", self.rules_end_rule())
+            return self._bad_seat(seat)
+        if self.hand is None:
+            return IllegalAction("no-hand", "no hand has been dealt yet", rule, seat=seat)
+        return None
+
+    def _resign(self, seat: int, action: int) -> None:
+        # Kept with the hand in progress (which ends unscored), else with the last hand.
         hand = self.hand
-        if hand is not None and not hand.over:
+        assert hand is not None
+        if not hand.over:
             hand.actions.append(action)
             hand.action_seats.append(seat)
             hand.over = True
             self._close_hand(hand, scored=False)
-        elif self.results:
+        else:
             self.results[-1].actions.append(action)
             self.results[-1].action_seats.append(seat)
-        else:
-            raise IllegalAction(
-                "no-hand", "no hand has been dealt yet", self.rules_end_rule(), seat=seat
-            )
         self.resigned = seat
         self.finished = True
         self.end_reason = f"seat {seat} resigned"
@@ -537,11 +622,12 @@ def legal_str(legal: Sequence[int]) -> str:
 
 
 def check_deck(deck: Sequence[int], pack: int, rule: str, pack_name: str) -> None:
-    """A whole pack to deal from: every card of `pack` exactly once. `DealError` otherwise."""
+    """A whole pack to deal from: every card of `pack` exactly once. `DealError` otherwise
+    (at the first card that is foreign or repeated, so a long deck is not read to its end)."""
     seen = 0
     for c in deck:
         if not (isinstance(c, int) and 0 <= c < 52 and pack >> c & 1):
-            shown = card_str(c) if isinstance(c, int) and 0 <= c < 52 else repr(c)
+            shown = card_str(c) if isinstance(c, int) and 0 <= c < 52 else quoted(c)
             raise DealError("card-not-in-pack", f"deck: {shown} is not in {pack_name}", rule)
         if seen >> c & 1:
             raise DealError("duplicate-card", f"deck: {card_str(c)} appears twice", rule)
@@ -558,22 +644,29 @@ def check_deck(deck: Sequence[int], pack: int, rule: str, pack_name: str) -> Non
 def check_cards(
     deal: Deal, pack: int, hand_size: int, players: int, rule: str, pack_name: str
 ) -> None:
-    """The shared deal checks: the number of hands, cards per hand, every card from `pack`
-    and none twice (the retourne and talon included). Raises `DealError` naming the fault."""
+    """The shared deal checks: the number of hands, every card from `pack` and none twice
+    (the retourne and talon included), then the cards per hand. Raises `DealError` naming
+    the first fault, looking at the seats, the retourne, then the talon, and at a seat's
+    cards lowest id first. No mask is built from a value before it is known to be a card."""
     if len(deal.hands) != players:
         raise DealError(
             "deal-hands", f"deal: {len(deal.hands)} hands given, expected {players}", rule
         )
-    union = 0
-    count = 0
-    for m in deal.hands:
-        union |= m
-        count += m.bit_count()
-    for c in (deal.retourne, *deal.talon) if deal.retourne >= 0 else deal.talon:
-        union |= 1 << c
-        count += 1
-    if count != union.bit_count() or union & ~pack:
-        _find_bad_card(deal, pack, rule, pack_name)
+    seen = 0
+    for s, m in enumerate(deal.hands):
+        if m < 0:
+            why = f"deal: seat {s} is given {quoted(m)}, which is not a set of cards"
+            raise DealError("card-not-in-pack", why, rule)
+        wrong = m & ~pack | m & seen
+        if wrong:
+            _bad_card(deal, (wrong & -wrong).bit_length() - 1, f"seat {s}", pack, rule, pack_name)
+        seen |= m
+    loose = (deal.retourne, *deal.talon) if deal.retourne >= 0 else deal.talon
+    for i, c in enumerate(loose):
+        where = "the retourne" if i == 0 and deal.retourne >= 0 else "the talon"
+        if not 0 <= c < 52 or not (pack >> c & 1) or seen >> c & 1:
+            _bad_card(deal, c, where, pack, rule, pack_name)
+        seen |= 1 << c
     for s, m in enumerate(deal.hands):
         n = m.bit_count()
         if n != hand_size:
@@ -584,27 +677,50 @@ def check_cards(
             )
 
 
-def _find_bad_card(deal: Deal, pack: int, rule: str, pack_name: str) -> None:
-    seen: dict[int, str] = {}
-    places: list[tuple[str, list[int]]] = [
-        (f"seat {s}", list(iter_cards(m))) for s, m in enumerate(deal.hands)
-    ]
-    if deal.retourne >= 0:
-        places.append(("the retourne", [deal.retourne]))
-    places.append(("the talon", list(deal.talon)))
-    for where, cards in places:
-        for c in cards:
-            if not (pack >> c) & 1:
-                raise DealError(
-                    "card-not-in-pack",
-                    f"deal: {card_str(c)} ({where}) is not in {pack_name}",
-                    rule,
+def _bad_card(deal: Deal, c: int, where: str, pack: int, rule: str, pack_name: str) -> NoReturn:
+    """Raise the `DealError` of card `c` found at `where`: foreign, or dealt twice (naming
+    where it was dealt first)."""
+    if not (0 <= c < 52 and pack >> c & 1):
+        raise DealError(
+            "card-not-in-pack", f"deal: {card_str(c)} ({where}) is not in {pack_name}", rule
+        )
+    first = next((f"seat {s}" for s, m in enumerate(deal.hands) if m >> c & 1), "")
+    if not first:
+        first = "the retourne" if deal.retourne == c else "the talon"
+    raise DealError(
+        "duplicate-card", f"deal: {card_str(c)} is dealt twice ({first} and {where})", rule
+    )
+
+
+def _check_start(start: Start, players: int, units: int) -> None:
+    """`RulesError` unless `start` is a possible start of a match (options.py gives the
+    bounds and why): a first hand number from 1 to `START_HAND_MAX`, and either no scores or
+    one score per seat of one value per unit, each at most `START_SCORE_MAX` either way."""
+    number = start.hand_number
+    if not 1 <= number <= START_HAND_MAX:
+        raise RulesError(
+            f"start: hand number {quoted(number)} is not allowed; allowed: 1 to {START_HAND_MAX}",
+            key="hand_number",
+        )
+    scores = start.scores
+    if not scores:
+        return
+    if len(scores) != players:
+        raise RulesError(
+            f"start: {len(scores)} scores given for {players} seats; give one per seat",
+            key="scores",
+        )
+    limit = START_SCORE_MAX
+    for s, score in enumerate(scores):
+        if len(score) != units:
+            raise RulesError(
+                f"start: the score of seat {s} has {len(score)} values, expected {units}",
+                key="scores",
+            )
+        for value in score:
+            if not -limit <= value <= limit:
+                raise RulesError(
+                    f"start: the score of seat {s}: {quoted(value)} is not allowed; "
+                    f"allowed: {-limit} to {limit}",
+                    key="scores",
                 )
-            if c in seen:
-                raise DealError(
-                    "duplicate-card",
-                    f"deal: {card_str(c)} is dealt twice ({seen[c]} and {where})",
-                    rule,
-                )
-            seen[c] = where
-    raise AssertionError("a bad card was expected")

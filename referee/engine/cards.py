@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from referee.engine.errors import InvalidAction
+from referee.engine.errors import InvalidAction, quoted
 
 __all__ = [
     "ACE",
@@ -97,20 +97,22 @@ def rank_of(c: int) -> int:
 
 def card_str(c: int) -> str:
     """`QS`, `10H`: the output form of a card (`card#60` for an id that is no card)."""
-    return _CARD_STR[c] if 0 <= c < 52 else f"card#{c}"
+    return _CARD_STR[c] if 0 <= c < 52 else f"card#{quoted(c)}"
 
 
 def parse_card(text: object) -> int:
     """Parse one card in any form TRANSCRIPT.md accepts; raise `InvalidAction` otherwise."""
     if not isinstance(text, str):
-        raise InvalidAction(f"a card must be a string such as 'QS', not {text!r}")
+        raise InvalidAction(f"a card must be a string such as 'QS', not {quoted(text)}")
     s = text.strip().replace("\ufe0f", "")  # drop the emoji variation selector of ♥️
     if len(s) < 2:
-        raise InvalidAction(f"{text!r} is not a card (rank then suit, e.g. 'QS', '10H')")
+        raise InvalidAction(f"{quoted(text)} is not a card (rank then suit, e.g. 'QS', '10H')")
     suit = _SUIT_INPUT.get(s[-1].upper() if s[-1].isascii() else s[-1])
     rank = _RANK_INPUT.get(s[:-1].upper())
     if suit is None or rank is None:
-        raise InvalidAction(f"{text!r} is not a card (rank then suit, e.g. 'QS', '10H', 'D♥')")
+        raise InvalidAction(
+            f"{quoted(text)} is not a card (rank then suit, e.g. 'QS', '10H', 'D♥')"
+        )
     return card(rank, suit)
 
 

@@ -157,57 +157,74 @@ class DamePiqueHand(Hand):
             return pass_choices(self.held[seat])
         return [encode(PLAY, c) for c in iter_cards(self.legal_play_mask(seat))]
 
-    # -- applying actions -----------------------------------------------------------------
+    # -- refusals (pure: each says why an action is refused now, changing nothing) -------
 
-    def _apply(self, seat: int, action: int) -> None:
-        kind = action & 7
-        if self._phase is Phase.PLAY and kind == PLAY:
-            self._play(seat, action)
-        elif self._phase is Phase.PASS and kind == PASS:
-            self._pass(seat, action)
-        elif kind == PLAY:
-            raise self.illegal(
-                "exchange-first",
-                seat,
-                action,
-                f"every seat passes three cards {self.pass_name} before the first card",
-                "DP.PASS",
-            )
-        elif kind == PASS:
-            why = (
-                "there is no exchange in this manche"
-                if self.pass_offset == 0
-                else "the exchange is over"
-            )
-            raise self.illegal("no-exchange", seat, action, why, "DP.PASS")
-        else:
-            raise self.illegal(
-                "wrong-action", seat, action, "Dame de Pique has only pass and play", "DP.PASS"
-            )
-
-    def _pass(self, seat: int, action: int) -> None:
-        error = self._pass_refusal(seat, action)
-        if error is not None:
-            raise error
-        self._give(seat, pass_cards(action))
+    def refusal(self, seat: int, action: int) -> IllegalAction | None:
+        if self._phase is Phase.PASS:
+            return self._pass_refusal(seat, action)
+        assert self._phase is Phase.PLAY
+        return self._play_refusal(seat, action)
 
     def _pass_refusal(self, seat: int, action: int) -> IllegalAction | None:
         # DP.PASS: three cards of the dealt hand, chosen before seeing what is received.
-        if not 0 <= seat < 4 or self.passed[seat]:
+        kind = action & 7
+        if kind == PLAY:
+            why = f"every seat passes three cards {self.pass_name} before the first card"
+            return self.illegal("exchange-first", seat, action, why, "DP.PASS")
+        if kind != PASS:
+            return self._wrong_action(seat, action)
+        if self.passed[seat]:
             return self.not_your_turn(seat, action, "DP.PASS")
-        mask = pass_cards(action)
-        missing = mask & ~self.held[seat]
+        missing = pass_cards(action) & ~self.held[seat]
         if missing:
-            return self.illegal(
-                "not-held",
-                seat,
-                action,
-                f"seat {seat} does not hold {' '.join(map(card_str, iter_cards(missing)))}",
-                "DP.PASS",
-            )
-        if mask.bit_count() != 3:
-            return self.illegal("three-cards", seat, action, "a pass is three cards", "DP.PASS")
+            why = f"seat {seat} does not hold {' '.join(map(card_str, iter_cards(missing)))}"
+            return self.illegal("not-held", seat, action, why, "DP.PASS")
         return None
+
+    def _play_refusal(self, seat: int, action: int) -> IllegalAction | None:
+        kind = action & 7
+        if kind == PASS:
+            if self.pass_offset == 0:
+                why = "there is no exchange in this manche"
+            else:
+                why = "the exchange is over"
+            return self.illegal("no-exchange", seat, action, why, "DP.PASS")
+        if kind != PLAY:
+            return self._wrong_action(seat, action)
+        if seat != self.turn:
+            return self.not_your_turn(seat, action, "DP.LEAD")
+        c = action >> 3
+        hand = self.held[seat]
+        if self._legal(hand) >> c & 1:
+            return None
+        led = self.led
+        if not hand >> c & 1:
+            why = f"seat {seat} does not hold {card_str(c)}"
+            return self.illegal("not-held", seat, action, why, "DP.FOLLOW")
+        if led < 0:
+            if self.trick_number == 1:
+                why = "the holder of 2C must lead it to the first trick"
+                return self.illegal("lead-two-of-clubs", seat, action, why, "DP.FIRST-TRICK")
+            why = "hearts are not broken and the leader holds another card"
+            return self.illegal("hearts-not-broken", seat, action, why, "DP.HEARTS")
+        if hand & SUIT_MASK[led]:
+            why = f"seat {seat} must follow {SUIT_WORDS[led]}"
+            return self.illegal("must-follow", seat, action, why, "DP.FOLLOW")
+        why = "no heart or QS on the first trick while holding another card"
+        return self.illegal("no-points-first-trick", seat, action, why, "DP.FIRST-TRICK")
+
+    def _wrong_action(self, seat: int, action: int) -> IllegalAction:
+        why = "Dame de Pique has only pass and play"
+        return self.illegal("wrong-action", seat, action, why, "DP.PASS")
+
+    # -- applying actions -----------------------------------------------------------------
+
+    def _apply(self, seat: int, action: int) -> None:
+        if self._phase is Phase.PASS:
+            self._give(seat, pass_cards(action))
+        else:
+            played = self._play_run((seat,), (action,), 0)
+            assert played == 1
 
     def _give(self, seat: int, mask: int) -> None:
         self.passed[seat] = mask
@@ -221,22 +238,18 @@ class DamePiqueHand(Hand):
                 held[(s + off) % 4] |= self.passed[s]
             self._start_play()
 
-    def _play(self, seat: int, action: int) -> None:
-        if self._play_run((seat,), (action,), 0) == 0:
-            if seat != self.turn:
-                raise self.not_your_turn(seat, action, "DP.LEAD")
-            raise self._refusal(seat, action, self._legal(self.held[seat]))
-
     def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
+        # The passes (four at most) are each checked in full; then the card play's run.
         end = start
         n = len(actions)
+        match = self.match
         while self._phase is Phase.PASS and end < n:
-            action = actions[end]
-            if action & 7 != PASS or self._pass_refusal(seats[end], action) is not None:
+            seat, action = seats[end], actions[end]
+            if action & 7 != PASS or match.refusal(seat, action) is not None:
                 break
-            self._give(seats[end], pass_cards(action))
+            self._give(seat, pass_cards(action))
             self.actions.append(action)
-            self.action_seats.append(seats[end])
+            self.action_seats.append(seat)
             end += 1
         return super().apply_run(seats, actions, end)
 
@@ -259,7 +272,9 @@ class DamePiqueHand(Hand):
         while i < n:
             action = actions[i]
             seat = seats[i]
-            if action & 7 or seat != turn:
+            # A card play (kind 0) of a card id 0..51 by the seat to play, else stop: no
+            # mask is built from an id out of range.
+            if action & 7 or seat != turn or not 0 <= action < 416:
                 break
             c = action >> 3
             bit = 1 << c
@@ -298,56 +313,6 @@ class DamePiqueHand(Hand):
         self.cards = cards
         self.hearts_broken = broken
         return i
-
-    def _refusal(self, seat: int, action: int, legal: int) -> Exception:
-        c = action >> 3
-        legal_actions = [encode(PLAY, x) for x in iter_cards(legal)]
-        hand = self.held[seat]
-        led = self.led
-        if not hand >> c & 1:
-            return self.illegal(
-                "not-held",
-                seat,
-                action,
-                f"seat {seat} does not hold {card_str(c)}",
-                "DP.FOLLOW",
-                legal_actions,
-            )
-        if led < 0:
-            if self.trick_number == 1:
-                return self.illegal(
-                    "lead-two-of-clubs",
-                    seat,
-                    action,
-                    "the holder of 2C must lead it to the first trick",
-                    "DP.FIRST-TRICK",
-                    legal_actions,
-                )
-            return self.illegal(
-                "hearts-not-broken",
-                seat,
-                action,
-                "hearts are not broken and the leader holds another card",
-                "DP.HEARTS",
-                legal_actions,
-            )
-        if hand & SUIT_MASK[led]:
-            return self.illegal(
-                "must-follow",
-                seat,
-                action,
-                f"seat {seat} must follow {SUIT_WORDS[led]}",
-                "DP.FOLLOW",
-                legal_actions,
-            )
-        return self.illegal(
-            "no-points-first-trick",
-            seat,
-            action,
-            "no heart or QS on the first trick while holding another card",
-            "DP.FIRST-TRICK",
-            legal_actions,
-        )
 
     def _score(self) -> None:
         self._phase = Phase.OVER
@@ -431,6 +396,7 @@ class DamePiqueMatch(Match):
 
     def deal_deck(self, dealer: int, deck: Sequence[int]) -> Deal:
         # RULES.md 7: one card at a time, starting with the seat after the dealer.
+        self._check_dealer(dealer)
         check_deck(deck, FULL_DECK, "DP.DEAL", "the 52-card pack")
         hands = [0, 0, 0, 0]
         for i, c in enumerate(deck):

@@ -16,6 +16,7 @@ Every error a caller can act on is a `TapisError`. A broken internal invariant i
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 __all__ = [
@@ -36,14 +37,40 @@ QUOTE_LIMIT = 40  # characters of a value from outside that a message quotes
 
 def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
     """`repr(value)` for a message, cut to about `limit` characters: an error names what it
-    was given without echoing a megabyte of it (`'aaaa…' (100000 characters)`)."""
+    was given without echoing a megabyte of it (`'aaaa…' (100000 characters)`). An int too
+    long to show is named by its size (`<an integer of 4000 bits>`): Python refuses to write
+    one of more than 4300 digits, and a message must never fail. Never raises."""
     if isinstance(value, str | bytes) and len(value) > limit:
         unit = "characters" if isinstance(value, str) else "bytes"
         return f"{value[:limit]!r}… ({len(value)} {unit})"
-    text = repr(value)
+    try:
+        text = repr(value) if isinstance(value, str | bytes) else _SHORT.repr(value)
+    except Exception:  # a repr that fails: name the type only
+        return f"<{type(value).__name__}>"
     if len(text) > limit:
         return f"{text[:limit]}… ({len(text)} characters)"
     return text
+
+
+def _int_text(value: int) -> str:
+    # 2**128 has 39 digits: anything longer is shown by its size.
+    if value.bit_length() > 128:
+        sign = "a negative" if value < 0 else "an"
+        return f"<{sign} integer of {value.bit_length()} bits>"
+    return repr(value)
+
+
+class _ShortRepr(reprlib.Repr):
+    """`reprlib`'s bounded repr (a few items of a container, a cut string), with ints too
+    long to show named by their size."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        return _int_text(x)
+
+
+_SHORT = _ShortRepr()
+_SHORT.maxstring = QUOTE_LIMIT
+_SHORT.maxother = QUOTE_LIMIT
 
 
 class TapisError(Exception):

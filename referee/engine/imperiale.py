@@ -100,7 +100,7 @@ from referee.engine.cards import (
     iter_cards,
     mask_str,
 )
-from referee.engine.errors import DealError, InvalidAction, RulesError
+from referee.engine.errors import DealError, IllegalAction, RulesError
 from referee.engine.options import GameOptions, ImperialeAcademieOptions, ImperialeModerneOptions
 from referee.engine.tricks import Regime, Trick, TrickRules
 
@@ -555,22 +555,59 @@ class ImperialeHand(Hand):
     def legal_actions(self, seat: int) -> list[int]:
         return [encode(PLAY, c) for c in iter_cards(self.legal_play_mask(seat))]
 
+    # -- refusals (pure: says why an action is refused now, changing nothing) -------------
+
+    def refusal(self, seat: int, action: int) -> IllegalAction | None:
+        # Cards only: the referee scores the announcements as the hand is dealt.
+        assert self._phase is Phase.PLAY
+        rule = self.cfg.play_id
+        if action & 7 != PLAY:
+            why = "L'Impériale has only play actions (the referee scores the announcements)"
+            return self.illegal("wrong-action", seat, action, why, rule)
+        if seat != self.turn:
+            return self.not_your_turn(seat, action, rule)
+        c = action >> 3
+        hand = self.held[seat]
+        legal = self._legal(hand)
+        if legal >> c & 1:
+            return None
+        trick = self.trick
+        trump = self.trump
+        if not hand >> c & 1:
+            why = f"seat {seat} does not hold {card_str(c)}"
+            return self.illegal("not-held", seat, action, why, rule)
+        if trick.led < 0:
+            why = "the first lead of the coup must be a trump"
+            return self.illegal("first-lead-trump", seat, action, why, "IMP-A.3P")
+        led = trick.led
+        trumps_on = trick.mask & SUIT_MASK[trump]
+        if legal & SUIT_MASK[led] and led != trump:
+            if c // 13 != led:
+                why = f"seat {seat} must follow {SUIT_WORDS[led]}"
+                return self.illegal("must-follow", seat, action, why, rule)
+            best = R1.best(trick.mask & SUIT_MASK[led])
+            why = f"seat {seat} must beat {card_str(best)} when able"
+            return self.illegal("must-beat", seat, action, why, rule)
+        # The legal set is trumps: trump led, or void in the led suit.
+        if c // 13 != trump:
+            if led == trump:
+                why = f"seat {seat} must follow {SUIT_WORDS[trump]} (trump led)"
+                return self.illegal("must-follow", seat, action, why, rule)
+            if trumps_on and legal & R1.above[R1.best(trumps_on)]:
+                why = f"seat {seat} is void in {SUIT_WORDS[led]} and must overtrump"
+                return self.illegal("must-overtrump", seat, action, why, rule)
+            why = f"seat {seat} is void in {SUIT_WORDS[led]} and must trump"
+            return self.illegal("must-trump", seat, action, why, rule)
+        best = R1.best(trumps_on)
+        code = "must-beat" if led == trump else "must-overtrump"
+        why = f"seat {seat} must play a trump above {card_str(best)} when able"
+        return self.illegal(code, seat, action, why, rule)
+
     # -- applying actions -----------------------------------------------------------------
 
     def _apply(self, seat: int, action: int) -> None:
-        kind = action & 7
-        rule = self.cfg.play_id
-        if kind == PLAY and action >> 3 >= 52:
-            raise InvalidAction(f"play {action >> 3} is not a card (0..51)")
-        if self._phase is Phase.OVER:
-            raise self.illegal("hand-over", seat, action, "the hand is over", self.cfg.end_id)
-        if kind != PLAY:
-            why = "L'Impériale has only play actions (the referee scores the announcements)"
-            raise self.illegal("wrong-action", seat, action, why, rule)
-        if self._play_run((seat,), (action,), 0) == 0:
-            if seat != self.turn:
-                raise self.not_your_turn(seat, action, rule)
-            raise self._refusal(seat, action, self._legal(self.held[seat]))
+        played = self._play_run((seat,), (action,), 0)
+        assert played == 1
 
     def _in_play(self) -> bool:
         return self._phase is Phase.PLAY
@@ -586,12 +623,14 @@ class ImperialeHand(Hand):
         while i < end:
             action = actions[i]
             seat = seats[i]
-            if action & 7 != PLAY or seat != turn:
+            # A card play (kind 0) of a card id 0..51 by the seat to play, else stop: no
+            # mask is built from an id out of range.
+            if action & 7 or seat != turn or not 0 <= action < 416:
                 break
             c = action >> 3
             bit = 1 << c
             hand = held[seat]
-            if c >= 52 or not self._legal(hand) & bit:
+            if not self._legal(hand) & bit:
                 break
             held[seat] = hand ^ bit
             trick.play(seat, c)
@@ -608,43 +647,6 @@ class ImperialeHand(Hand):
             turn = winner
         self.turn = turn
         return i
-
-    def _refusal(self, seat: int, action: int, legal: int) -> Exception:
-        c = action >> 3
-        legal_actions = [encode(PLAY, x) for x in iter_cards(legal)]
-        rule = self.cfg.play_id
-        hand = self.held[seat]
-        trick = self.trick
-        trump = self.trump
-        if not hand >> c & 1:
-            why = f"seat {seat} does not hold {card_str(c)}"
-            return self.illegal("not-held", seat, action, why, rule, legal_actions)
-        if trick.led < 0:
-            why = "the first lead of the coup must be a trump"
-            return self.illegal("first-lead-trump", seat, action, why, "IMP-A.3P", legal_actions)
-        led = trick.led
-        trumps_on = trick.mask & SUIT_MASK[trump]
-        if legal & SUIT_MASK[led] and led != trump:
-            if c // 13 != led:
-                why = f"seat {seat} must follow {SUIT_WORDS[led]}"
-                return self.illegal("must-follow", seat, action, why, rule, legal_actions)
-            best = R1.best(trick.mask & SUIT_MASK[led])
-            why = f"seat {seat} must beat {card_str(best)} when able"
-            return self.illegal("must-beat", seat, action, why, rule, legal_actions)
-        # The legal set is trumps: trump led, or void in the led suit.
-        if c // 13 != trump:
-            if led == trump:
-                why = f"seat {seat} must follow {SUIT_WORDS[trump]} (trump led)"
-                return self.illegal("must-follow", seat, action, why, rule, legal_actions)
-            if trumps_on and legal & R1.above[R1.best(trumps_on)]:
-                why = f"seat {seat} is void in {SUIT_WORDS[led]} and must overtrump"
-                return self.illegal("must-overtrump", seat, action, why, rule, legal_actions)
-            why = f"seat {seat} is void in {SUIT_WORDS[led]} and must trump"
-            return self.illegal("must-trump", seat, action, why, rule, legal_actions)
-        best = R1.best(trumps_on)
-        code = "must-beat" if led == trump else "must-overtrump"
-        why = f"seat {seat} must play a trump above {card_str(best)} when able"
-        return self.illegal(code, seat, action, why, rule, legal_actions)
 
     # -- the tricks and the end of the coup -----------------------------------------------
 
@@ -814,7 +816,7 @@ class ImperialeMatch(Match):
         if self.players == 3:
             # IMP-A.3P: no talon; the retourne is one of the 36 dealt cards.
             check_cards(Deal(deal.hands), self.pack, HAND_SIZE, 3, rule, self.pack_name)
-            if deal.talon or deal.retourne < 0:
+            if deal.talon or not 0 <= deal.retourne < 52:
                 raise DealError(
                     "deal-shape",
                     "deal: with three players there is no talon, and the retourne is the "
@@ -839,8 +841,7 @@ class ImperialeMatch(Match):
         players: the 36th card, the dealer's last, is the retourne and stays in his hand."""
         n = self.players
         rule = self.settings.deal_id
-        if not 0 <= dealer < n:
-            raise DealError("bad-dealer", f"dealer {dealer} is not a seat (0..{n - 1})", rule)
+        self._check_dealer(dealer)
         check_deck(deck, self.pack, rule, self.pack_name)
         packet = self.settings.packet
         hands = [0] * n

@@ -62,7 +62,7 @@ from referee.engine.cards import (
     deck_of_ranks,
     iter_cards,
 )
-from referee.engine.errors import DealError, InvalidAction, RulesError
+from referee.engine.errors import DealError, IllegalAction, RulesError
 from referee.engine.options import GameOptions, NapoleonOptions
 from referee.engine.tricks import Regime, Trick, TrickRules
 
@@ -167,42 +167,79 @@ class NapoleonHand(Hand):
             return list(_LEGAL_BIDS[self.highest]) if seat == self.turn else []
         return [encode(PLAY, c) for c in iter_cards(self.legal_play_mask(seat))]
 
+    # -- refusals (pure: each says why an action is refused now, changing nothing) -------
+
+    def refusal(self, seat: int, action: int) -> IllegalAction | None:
+        if self._phase is Phase.BID:
+            return self._bid_refusal(seat, action)
+        assert self._phase is Phase.PLAY
+        return self._play_refusal(seat, action)
+
+    def _bid_refusal(self, seat: int, action: int) -> IllegalAction | None:
+        kind = action & 7
+        if kind == PLAY:
+            why = "every seat bids or passes, in turn, before the first card"
+            return self.illegal("bidding-first", seat, action, why, "NAP.BID")
+        if kind != BID:
+            return self._wrong_action(seat, action)
+        if seat != self.turn:
+            return self.not_your_turn(seat, action, "NAP.BID")
+        if action in _LEGAL_BIDS[self.highest]:
+            return None
+        # NAP.BID: strictly above the highest bid; Wellington over Nap, Blücher over Wellington.
+        bid, highest = action >> 3, self.highest
+        by = f"{BID_WORDS[highest]} (seat {self.declarer})" if highest else "none"
+        if highest == BID_BLUCHER:
+            code, why = "bid-too-low", "nothing ranks above blucher: only pass is left"
+        elif bid <= highest:
+            code = "bid-too-low"
+            why = f"{BID_WORDS[bid]} does not rank above the highest bid, {by}"
+        elif bid == BID_WELLINGTON:
+            code = "wellington-needs-nap"
+            why = f"wellington may only be bid over nap; the highest bid is {by}"
+        else:
+            assert bid == BID_BLUCHER
+            code = "blucher-needs-wellington"
+            why = f"blucher may only be bid over wellington; the highest bid is {by}"
+        return self.illegal(code, seat, action, why, "NAP.BID")
+
+    def _play_refusal(self, seat: int, action: int) -> IllegalAction | None:
+        kind = action & 7
+        if kind == BID:
+            return self.illegal(
+                "bidding-over", seat, action, "the bidding round is over", "NAP.BID"
+            )
+        if kind != PLAY:
+            return self._wrong_action(seat, action)
+        if seat != self.turn:
+            first_lead = self.trick_number == 1 and self.trick.led < 0
+            return self.not_your_turn(seat, action, "NAP.TRUMP" if first_lead else "NAP.FOLLOW")
+        c = action >> 3
+        hand = self.held[seat]
+        if self.trick.legal(_TRICK_RULES, hand) >> c & 1:
+            return None
+        if not hand >> c & 1:
+            why = f"seat {seat} does not hold {card_str(c)}"
+            return self.illegal("not-held", seat, action, why, "NAP.FOLLOW")
+        led = self.trick.led
+        assert led >= 0 and hand & SUIT_MASK[led]
+        why = f"seat {seat} must follow {SUIT_WORDS[led]}"
+        return self.illegal("must-follow", seat, action, why, "NAP.FOLLOW")
+
+    def _wrong_action(self, seat: int, action: int) -> IllegalAction:
+        why = "Napoléon has only bid and play"
+        return self.illegal("wrong-action", seat, action, why, "NAP.BID")
+
     # -- applying actions -----------------------------------------------------------------
 
     def _apply(self, seat: int, action: int) -> None:
-        kind, payload = action & 7, action >> 3
-        if kind == BID and payload >= len(BID_WORDS):
-            raise InvalidAction(f"bid {payload} is not a contract of Napoléon (0..7)")
-        if kind == PLAY and payload >= 52:
-            raise InvalidAction(f"play {payload} is not a card (0..51)")
-        if self._phase is Phase.BID and kind == BID:
-            self._bid(seat, action)
-        elif self._phase is Phase.PLAY and kind == PLAY:
-            self._play(seat, action)
-        elif self._phase is Phase.OVER:
-            raise self.illegal("hand-over", seat, action, "the hand is over", "NAP.END")
-        elif kind == PLAY:
-            raise self.illegal(
-                "bidding-first",
-                seat,
-                action,
-                "every seat bids or passes, in turn, before the first card",
-                "NAP.BID",
-            )
-        elif kind == BID:
-            raise self.illegal("bidding-over", seat, action, "the bidding round is over", "NAP.BID")
+        if self._phase is Phase.BID:
+            self._bid(seat, action >> 3)
         else:
-            raise self.illegal(
-                "wrong-action", seat, action, "Napoléon has only bid and play", "NAP.BID"
-            )
+            played = self._play_run((seat,), (action,), 0)
+            assert played == 1
 
-    def _bid(self, seat: int, action: int) -> None:
-        if seat != self.turn:
-            raise self.not_your_turn(seat, action, "NAP.BID")
-        legal = _LEGAL_BIDS[self.highest]
-        if action not in legal:
-            raise self._bid_refusal(seat, action, legal)
-        bid = action >> 3
+    def _bid(self, seat: int, bid: int) -> None:
         self.bids.append((seat, bid))
         if bid != BID_PASS:
             self.highest = bid
@@ -225,31 +262,6 @@ class NapoleonHand(Hand):
             "contract", f"seat {self.declarer} declares {BID_WORDS[self.contract]}", self.declarer
         )
 
-    def _bid_refusal(self, seat: int, action: int, legal: Sequence[int]) -> Exception:
-        bid, highest = action >> 3, self.highest
-        by = f"{BID_WORDS[highest]} (seat {self.declarer})" if highest else "none"
-        if highest == BID_BLUCHER:
-            code, why = "bid-too-low", "nothing ranks above blucher: only pass is left"
-        elif bid <= highest:
-            code = "bid-too-low"
-            why = f"{BID_WORDS[bid]} does not rank above the highest bid, {by}"
-        elif bid == BID_WELLINGTON:
-            code = "wellington-needs-nap"
-            why = f"wellington may only be bid over nap; the highest bid is {by}"
-        else:
-            assert bid == BID_BLUCHER
-            code = "blucher-needs-wellington"
-            why = f"blucher may only be bid over wellington; the highest bid is {by}"
-        return self.illegal(code, seat, action, why, "NAP.BID", legal)
-
-    def _play(self, seat: int, action: int) -> None:
-        if self._play_run((seat,), (action,), 0) == 0:
-            if seat != self.turn:
-                first_lead = self.trick_number == 1 and self.trick.led < 0
-                rule = "NAP.TRUMP" if first_lead else "NAP.FOLLOW"
-                raise self.not_your_turn(seat, action, rule)
-            raise self._play_refusal(seat, action, self.legal_play_mask(seat))
-
     def _in_play(self) -> bool:
         return self._phase is Phase.PLAY
 
@@ -264,12 +276,14 @@ class NapoleonHand(Hand):
         while i < end:
             action = actions[i]
             seat = seats[i]
-            if action & 7 != PLAY or seat != turn:
+            # A card play (kind 0) of a card id 0..51 by the seat to play, else stop: no
+            # mask is built from an id out of range.
+            if action & 7 or seat != turn or not 0 <= action < 416:
                 break
             c = action >> 3
             bit = 1 << c
             hand = held[seat]
-            if c >= 52 or not trick.legal(_TRICK_RULES, hand) & bit:  # NAP.FOLLOW
+            if not trick.legal(_TRICK_RULES, hand) & bit:  # NAP.FOLLOW
                 break
             if trick.led < 0 and self.trick_number == 1:
                 trick = self._first_lead(seat, c)
@@ -311,29 +325,6 @@ class NapoleonHand(Hand):
         self.note("trump", text, seat)
         self.trick = Trick(self.trump)
         return self.trick
-
-    def _play_refusal(self, seat: int, action: int, legal: int) -> Exception:
-        c = action >> 3
-        legal_actions = [encode(PLAY, x) for x in iter_cards(legal)]
-        if not self.held[seat] >> c & 1:
-            return self.illegal(
-                "not-held",
-                seat,
-                action,
-                f"seat {seat} does not hold {card_str(c)}",
-                "NAP.FOLLOW",
-                legal_actions,
-            )
-        led = self.trick.led
-        assert led >= 0 and self.held[seat] & SUIT_MASK[led]
-        return self.illegal(
-            "must-follow",
-            seat,
-            action,
-            f"seat {seat} must follow {SUIT_WORDS[led]}",
-            "NAP.FOLLOW",
-            legal_actions,
-        )
 
     # -- the result -----------------------------------------------------------------------
 
@@ -445,8 +436,7 @@ class NapoleonMatch(Match):
         """RULES.md 7: one card at a time, 5 each, from the seat after the dealer; the rest of
         the pack is not dealt. `deck` must be the whole pack (52 cards, or the short pack)."""
         n = self.players
-        if not 0 <= dealer < n:
-            raise DealError("bad-dealer", f"dealer {dealer} is not a seat (0..{n - 1})", "NAP.DECK")
+        self._check_dealer(dealer)
         check_deck(deck, self.pack, "NAP.DECK", self.pack_name)
         hands = [0] * n
         for i in range(HAND_SIZE * n):

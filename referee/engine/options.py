@@ -1,7 +1,29 @@
 """Typed, validated options: one pydantic model per game and ruleset, all in this module.
 
-Each model is frozen, forbids unknown keys and is strict about types. A failure becomes a
-`RulesError` that names the key and, where the values are a closed list, the allowed values.
+Each model is frozen, forbids unknown keys and is strict about types; every int option has a
+range (`int_range`). A failure becomes a `RulesError` that names the key and the allowed
+values (a closed list, or the range).
+
+No score can overflow
+---------------------
+A record keeps every score in a signed 64-bit field and numbers hands with an unsigned
+32-bit one, and the referee must be able to write the record of any match it accepted. So:
+
+- a match starts (`base.Start`) at a hand number from 1 to `START_HAND_MAX`, from scores of
+  at most `START_SCORE_MAX` either way (a transcript or a record continuing a match);
+- no hand is numbered above `HAND_NUMBER_MAX` (`Match.start_hand` refuses it), so a match
+  has fewer than 2**32 hands however long it goes on (a Dame de Pique match under
+  `subtract_self`, or a Triomphe match with a heavy `vole_fail_penalty`, need not end);
+- with the ranges below no seat's score moves by more than `HAND_DELTA_MAX` in one hand:
+  Dame de Pique 26; Napoléon 20 × 9 = 180 (Blücher, stakes, 10 players); La Triomphe 100
+  (its largest vole value or penalty); L'Impériale under 40 impériales or jetons (what
+  twelve cards announce, a capot of at most 10, the jetons of twelve tricks).
+
+So every score stays within `SCORE_MAX` = 10**6 + (2**32 − 1) × 1000 < 4.3 × 10**12, six
+orders of magnitude below 2**63 ≈ 9.2 × 10**18. The ranges themselves follow the games: every
+default and every value RULES.md or the seeds name, with a wide margin (targets up to 100
+points or impériales, a Dame de Pique threshold up to 1000, up to 1000 Napoléon deals), and
+a minimum that still makes a game (a target of at least 1, a vole worth at least 1).
 """
 
 from __future__ import annotations
@@ -9,11 +31,17 @@ from __future__ import annotations
 import typing
 from typing import Any, ClassVar, Literal, TypeVar
 
+from annotated_types import Ge, Le
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from referee.engine.errors import RulesError
+from referee.engine.errors import QUOTE_LIMIT, RulesError, quoted
 
 __all__ = [
+    "HAND_DELTA_MAX",
+    "HAND_NUMBER_MAX",
+    "SCORE_MAX",
+    "START_HAND_MAX",
+    "START_SCORE_MAX",
     "DamePiqueOptions",
     "GameOptions",
     "ImperialeAcademieOptions",
@@ -23,8 +51,16 @@ __all__ = [
     "TriompheEquipeOptions",
     "TriompheIndividuelleOptions",
     "TriompheOptions",
+    "int_range",
     "validate_options",
 ]
+
+START_HAND_MAX = 10**6  # the first hand number of a match: 1 to this
+START_SCORE_MAX = 10**6  # a start score (each unit): at most this either way
+HAND_NUMBER_MAX = 2**32 - 1  # the record's uint32: no hand is numbered above it
+HAND_DELTA_MAX = 1000  # no seat's score moves by more than this in one hand (see above)
+SCORE_MAX = START_SCORE_MAX + HAND_NUMBER_MAX * HAND_DELTA_MAX  # |any score| at most this
+assert SCORE_MAX < 2**63
 
 
 class GameOptions(BaseModel):
@@ -38,17 +74,43 @@ class GameOptions(BaseModel):
 
     def _refuse(self, key: str, value: object, why: str) -> RulesError:
         return RulesError(
-            f"option {key!r} of {self.label}: {value!r} is not allowed; {why}", key=key
+            f"option {key!r} of {self.label}: {quoted(value)} is not allowed; {why}", key=key
         )
 
 
 OptionsT = TypeVar("OptionsT", bound=GameOptions)
 
 
-def _allowed(model: type[GameOptions], key: str) -> str:
+def int_range(model: type[GameOptions], key: str) -> tuple[int, int] | None:
+    """The least and the greatest value of the int option `key` of `model`; None when `key`
+    is not an int option (a bool, a closed list of words, or no option at all)."""
+    field = model.model_fields.get(key)
+    if field is None:
+        return None
+    ann = field.annotation
+    if ann is bool or not (ann is int or int in typing.get_args(ann)):
+        return None
+    low = next(m.ge for m in field.metadata if isinstance(m, Ge))
+    high = next(m.le for m in field.metadata if isinstance(m, Le))
+    assert isinstance(low, int) and isinstance(high, int)
+    return low, high
+
+
+def _range_text(low: int, high: int) -> str:
+    if high - low <= 1:
+        return ", ".join(str(v) for v in range(low, high + 1))
+    return f"{low} to {high}"
+
+
+def _allowed(model: type[GameOptions], key: str, error: str) -> str:
     field = model.model_fields.get(key)
     if field is None:
         return ""
+    bounds = int_range(model, key)
+    if bounds is not None:
+        if error == "int_type":
+            return f"; expected an integer from {_range_text(*bounds)}"
+        return f"; allowed: {_range_text(*bounds)}"
     ann = field.annotation
     args = typing.get_args(ann)
     literal_args: list[Any] = []
@@ -62,20 +124,25 @@ def _allowed(model: type[GameOptions], key: str) -> str:
         return "; allowed: " + ", ".join(str(v).lower() for v in literal_args)
     if ann is bool:
         return "; allowed: true, false"
-    if ann is int or int in args:
-        return "; expected an integer"
     return ""
+
+
+def _key_name(key: object) -> str:
+    # The key as `RulesError.key` carries it: itself, unless it is long or not a string.
+    return key if isinstance(key, str) and len(key) <= QUOTE_LIMIT else quoted(key)
 
 
 def validate_options(model: type[OptionsT], options: dict[str, Any], where: str) -> OptionsT:
     """Build `model` from `options`; raise `RulesError` naming the first bad key."""
     if not isinstance(options, dict):
         raise RulesError(f"options for {where} must be an object of key: value")
-    unknown = sorted(k for k in options if k not in model.model_fields)
+    unknown = [k for k in options if not isinstance(k, str) or k not in model.model_fields]
     if unknown:
+        first = min(unknown) if all(isinstance(k, str) for k in unknown) else unknown[0]
         known = ", ".join(sorted(model.model_fields))
         raise RulesError(
-            f"unknown option {unknown[0]!r} for {where}; known options: {known}", key=unknown[0]
+            f"unknown option {quoted(first)} for {where}; known options: {known}",
+            key=_key_name(first),
         )
     try:
         return model(**options)
@@ -83,9 +150,9 @@ def validate_options(model: type[OptionsT], options: dict[str, Any], where: str)
         err = exc.errors()[0]
         key = str(err["loc"][0]) if err["loc"] else "?"
         value = options.get(key)
+        allowed = _allowed(model, key, err["type"])
         raise RulesError(
-            f"option {key!r} of {where}: {value!r} is not allowed{_allowed(model, key)}",
-            key=key,
+            f"option {key!r} of {where}: {quoted(value)} is not allowed{allowed}", key=key
         ) from None
 
 
@@ -97,6 +164,8 @@ class DamePiqueOptions(GameOptions):
 
     end_threshold: int = Field(
         100,
+        ge=1,
+        le=1000,
         description=(
             "the match ends after the manche in which a total reaches this (inclusive) (RULES.md "
             "DP.END 4.1: a total >= this ends the match)"
@@ -138,7 +207,9 @@ class DamePiqueOptions(GameOptions):
 class NapoleonOptions(GameOptions):
     label: ClassVar[str] = "napoleon"
 
-    players: int = Field(4, description="number of players (RULES.md 5.1, 5.2.8: 3 to 10)")
+    players: int = Field(
+        4, ge=3, le=10, description="number of players (RULES.md 5.1, 5.2.8: 3 to 10)"
+    )
     short_deck: bool = Field(
         False,
         description=(
@@ -167,6 +238,8 @@ class NapoleonOptions(GameOptions):
     )
     deals: int | None = Field(
         None,
+        ge=1,
+        le=1000,
         description=(
             "number of deals in the match (default 2 x players) (RULES.md 5.1, 5.2.6: None means "
             "2 × players (filled in on validation))"
@@ -192,12 +265,6 @@ class NapoleonOptions(GameOptions):
         """The number of deals in the match (`deals`, else 2 × players)."""
         return self.deals if self.deals is not None else 2 * self.players
 
-    def check(self, players: int) -> None:
-        if not 3 <= players <= 10:
-            raise self._refuse("players", players, "Napoléon is played by 3 to 10 players")
-        if self.effective_deals < 1:
-            raise self._refuse("deals", self.deals, "a match has at least 1 deal")
-
 
 class TriompheOptions(GameOptions):
     """The keys every ruleset of La Triomphe has (RULES.md 3, 6); the three rulesets below
@@ -205,11 +272,11 @@ class TriompheOptions(GameOptions):
 
     ruleset_name: ClassVar[str] = "individuelle"
     label: ClassVar[str] = "triomphe (individuelle)"
-    min_players: ClassVar[int] = 2
-    max_players: ClassVar[int] = 6
 
     players: int = Field(
         2,
+        ge=2,
+        le=6,
         description=(
             "number of players (RULES.md 3.4: 2 to 6 (equipe: 4 or 6; as-qui-pille: 3 to 6))"
         ),
@@ -223,13 +290,25 @@ class TriompheOptions(GameOptions):
             "rank order: R1 (ace between ten and jack) or R2 (ace high) (RULES.md 3.1, 0.3)"
         ),
     )
-    hand_size: int = Field(5, description="cards dealt to each seat (RULES.md 3.1, 3.6.14)")
-    target: int = Field(5, description="points that win the match (RULES.md TRI.END 3.1)")
+    hand_size: int = Field(
+        5,
+        ge=1,
+        le=15,
+        description="cards dealt to each seat (RULES.md 3.1, 3.6.14; at most 15 with 2 players)",
+    )
+    target: int = Field(
+        5, ge=1, le=100, description="points that win the match (RULES.md TRI.END 3.1)"
+    )
     vole_value: int = Field(
-        2, description="points for a vole engaged and made (RULES.md TRI.VOLE 3.1, 3.6.9)"
+        2,
+        ge=1,
+        le=100,
+        description="points for a vole engaged and made (RULES.md TRI.VOLE 3.1, 3.6.9)",
     )
     vole_fail_penalty: int = Field(
         -2,
+        ge=-100,
+        le=0,
         description=(
             "points for a vole engaged and failed (negative) (RULES.md TRI.VOLE 3.1, 3.6.7 (also "
             "a refused abandon's failed vole))"
@@ -244,18 +323,16 @@ class TriompheOptions(GameOptions):
     )
     refused_abandon_vole_value: int = Field(
         2,
+        ge=1,
+        le=100,
         description=(
             "points for the vole made after refusing an abandon (RULES.md TRI.ABANDON 3.6.6)"
         ),
     )
 
     def check(self, players: int) -> None:
-        if not self.min_players <= players <= self.max_players:
-            if self.ruleset_name == "equipe":
-                why = "the team game is played 2 v 2 or 3 v 3 (4 or 6 players)"
-            else:
-                why = f"this game is played by {self.min_players} to {self.max_players} players"
-            raise self._refuse("players", players, why)
+        # The ranges hold `players` and `hand_size` each on its own; these are the rules
+        # between keys.
         if self.ruleset_name == "equipe" and players % 2:
             raise self._refuse("players", players, "the team game is played 2 v 2 or 3 v 3")
         if self.regime == "plaisant":
@@ -267,15 +344,13 @@ class TriompheOptions(GameOptions):
                 raise self._refuse(
                     "regime", "plaisant", "plaisant needs three or more players (3.2)"
                 )
-        if self.hand_size < 1 or players * self.hand_size + 1 > 32:
+        if players * self.hand_size + 1 > 32:
             most = 31 // players
             raise self._refuse(
                 "hand_size",
                 self.hand_size,
                 f"{players} hands and the retourne must come from 32 cards (1 to {most} each)",
             )
-        if self.target < 1:
-            raise self._refuse("target", self.target, "the target is at least 1 point")
 
 
 class TriompheIndividuelleOptions(TriompheOptions):
@@ -287,10 +362,14 @@ class TriompheEquipeOptions(TriompheOptions):
 
     ruleset_name: ClassVar[str] = "equipe"
     label: ClassVar[str] = "triomphe (equipe)"
-    min_players: ClassVar[int] = 4
-    max_players: ClassVar[int] = 6
 
-    players: int = Field(4, description="number of players: 4 or 6 (RULES.md 3.3)")
+    players: int = Field(4, ge=4, le=6, description="number of players: 4 or 6 (RULES.md 3.3)")
+    hand_size: int = Field(
+        5,
+        ge=1,
+        le=7,
+        description="cards dealt to each seat (RULES.md 3.1, 3.6.14; at most 7 with 4 players)",
+    )
     partners_see_hands: bool = Field(
         True,
         description=(
@@ -315,10 +394,14 @@ class TriompheAsQuiPilleOptions(TriompheOptions):
 
     ruleset_name: ClassVar[str] = "as-qui-pille"
     label: ClassVar[str] = "triomphe (as-qui-pille)"
-    min_players: ClassVar[int] = 3
-    max_players: ClassVar[int] = 6
 
-    players: int = Field(3, description="number of players: 3 to 6 (RULES.md 3.5)")
+    players: int = Field(3, ge=3, le=6, description="number of players: 3 to 6 (RULES.md 3.5)")
+    hand_size: int = Field(
+        5,
+        ge=1,
+        le=10,
+        description="cards dealt to each seat (RULES.md 3.1, 3.6.14; at most 10 with 3 players)",
+    )
     rank_order: Literal["R1", "R2"] = Field(
         "R2", description="rank order: R2 (ace high) or R1 (RULES.md 3.5, 0.3)"
     )
@@ -344,10 +427,16 @@ class ImperialeAcademieOptions(GameOptions):
     label: ClassVar[str] = "imperiale (academie)"
 
     players: int = Field(
-        2, description="number of players (RULES.md 2.1: 2, or 3 with 36 cards (IMP-A.3P))"
+        2,
+        ge=2,
+        le=3,
+        description="number of players (RULES.md 2.1: 2, or 3 with 36 cards (IMP-A.3P))",
     )
     target_fiches: int = Field(
-        5, description="fiches (impériales) that win the match (RULES.md IMP-A.TARGET 2.1, 2.3.11)"
+        5,
+        ge=1,
+        le=100,
+        description="fiches (impériales) that win the match (RULES.md IMP-A.TARGET 2.1, 2.3.11)",
     )
     point_rule: Literal["count_then_pips", "pips"] = Field(
         "count_then_pips",
@@ -361,6 +450,8 @@ class ImperialeAcademieOptions(GameOptions):
     )
     trump_major_value: int = Field(
         2,
+        ge=1,
+        le=2,
         description=(
             "fiches for a quatrième majeure in trump (1 or 2) (RULES.md IMP-A.E2: a quatrième "
             "majeure in trump, 1 or 2 fiches (2.2))"
@@ -415,6 +506,8 @@ class ImperialeAcademieOptions(GameOptions):
     )
     capot_fiches: int = Field(
         2,
+        ge=0,
+        le=10,
         description=(
             "fiches for all twelve tricks (0: no capot bonus) (RULES.md IMP-A.E8 (0: no capot, "
             "twelve tricks score their card jetons))"
@@ -422,6 +515,8 @@ class ImperialeAcademieOptions(GameOptions):
     )
     packet: int = Field(
         3,
+        ge=3,
+        le=4,
         description=(
             "cards per packet when dealing (3 or 4) (RULES.md 2.1 Deal, 7: 3 or 4 cards a packet)"
         ),
@@ -453,18 +548,6 @@ class ImperialeAcademieOptions(GameOptions):
     )
 
     def check(self, players: int) -> None:
-        if players not in (2, 3):
-            raise self._refuse(
-                "players", players, "L'Impériale is played by 2 (32 cards) or 3 (36 cards)"
-            )
-        if self.target_fiches < 1:
-            raise self._refuse("target_fiches", self.target_fiches, "the target is at least 1")
-        if self.trump_major_value not in (1, 2):
-            raise self._refuse("trump_major_value", self.trump_major_value, "allowed: 1, 2")
-        if self.capot_fiches < 0:
-            raise self._refuse("capot_fiches", self.capot_fiches, "expected 0 or more fiches")
-        if self.packet not in (3, 4):
-            raise self._refuse("packet", self.packet, "allowed: 3, 4")
         if players != 3 and self.three_player_first_lead_trump:
             raise self._refuse(
                 "three_player_first_lead_trump", True, "it applies to three players only"
@@ -483,9 +566,11 @@ class ImperialeModerneOptions(GameOptions):
 
     label: ClassVar[str] = "imperiale (moderne)"
 
-    players: int = Field(2, description="number of players (RULES.md 1.1: two players only)")
+    players: int = Field(
+        2, ge=2, le=2, description="number of players (RULES.md 1.1: two players only)"
+    )
     target_fiches: int = Field(
-        3, description="fiches (impériales) that win the match (RULES.md IMP-M.END)"
+        3, ge=1, le=100, description="fiches (impériales) that win the match (RULES.md IMP-M.END)"
     )
     point_rule: Literal["pips", "count_then_pips"] = Field(
         "pips",
@@ -532,9 +617,3 @@ class ImperialeModerneOptions(GameOptions):
             "IMP-M.HONNEURS, 1.2.8)"
         ),
     )
-
-    def check(self, players: int) -> None:
-        if players != 2:
-            raise self._refuse("players", players, "the modern Impériale is played by two players")
-        if self.target_fiches < 1:
-            raise self._refuse("target_fiches", self.target_fiches, "the target is at least 1")

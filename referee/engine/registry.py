@@ -14,7 +14,7 @@ from typing import Any
 from referee.engine import imperiale, napoleon, triomphe
 from referee.engine.base import Match, Rules, Start
 from referee.engine.dame_de_pique import DamePiqueMatch
-from referee.engine.errors import RulesError
+from referee.engine.errors import RulesError, quoted
 from referee.engine.options import DamePiqueOptions, GameOptions, validate_options
 
 __all__ = ["GAMES", "GameSpec", "find_game", "make_rules", "new_match"]
@@ -89,7 +89,7 @@ def find_game(name: str) -> GameSpec:
     """The game of a name or alias (`hearts` -> `dame-de-pique`)."""
     if not isinstance(name, str) or name.lower() not in _ALIASES:
         known = ", ".join(sorted(_ALIASES))
-        raise RulesError(f"unknown game {name!r}; known games: {known}", key="game")
+        raise RulesError(f"unknown game {quoted(name)}; known games: {known}", key="game")
     return GAMES[_ALIASES[name.lower()]]
 
 
@@ -103,10 +103,11 @@ def make_rules(
     with the `players` option where there is one, and with the game's fixed count."""
     spec = find_game(game)
     ruleset = ruleset or spec.default_ruleset
-    if ruleset not in spec.rulesets:
+    if not isinstance(ruleset, str) or ruleset not in spec.rulesets:
         allowed = ", ".join(spec.rulesets)
         raise RulesError(
-            f"unknown ruleset {ruleset!r} for {spec.name}; allowed: {allowed}", key="ruleset"
+            f"unknown ruleset {quoted(ruleset)} for {spec.name}; allowed: {allowed}",
+            key="ruleset",
         )
     model = spec.rulesets[ruleset]
     if options is not None and not isinstance(options, dict):
@@ -116,7 +117,8 @@ def make_rules(
     if "players" in model.model_fields:
         if "players" in opts and players is not None and opts["players"] != players:
             raise RulesError(
-                f"option 'players' is {opts['players']!r} but {players} players are named",
+                f"option 'players' is {quoted(opts['players'])} but {quoted(players)} players "
+                "are named",
                 key="players",
             )
         if "players" not in opts and players is not None:
@@ -126,7 +128,7 @@ def make_rules(
         count = spec.fixed_players
         if players is not None and players != count:
             raise RulesError(
-                f"{spec.title} is played by exactly {count} players; {players} are named",
+                f"{spec.title} is played by exactly {count} players; {quoted(players)} are named",
                 key="players",
             )
     else:
@@ -136,6 +138,7 @@ def make_rules(
 
 
 def new_match(rules: Rules, start: Start | None = None, log_events: bool = True) -> Match:
-    """A new match of these rules, starting as `start` says (first hand 1, scores 0).
-    `log_events=False` (replay) keeps score lines and tricks but builds no event objects."""
+    """A new match of these rules, starting as `start` says (first hand 1, scores 0;
+    `RulesError` for a start out of bounds, options.py). `log_events=False` (replay) keeps
+    score lines and tricks but builds no event objects."""
     return GAMES[rules.game].match_class(rules, start, log_events)

@@ -232,26 +232,13 @@ class TriompheHand(Hand):
         text = f"seat {self.robber} {why} and may take {card_str(retourne)}"
         self.note("pillage", text, self.robber)
 
-    def _pillage(self, seat: int, action: int) -> None:
-        if seat != self.robber:
-            raise self.not_your_turn(seat, action, "TRI.PILLE")
-        discard = action >> 3
-        robber = seat
+    def _pillage(self, robber: int, discard: int) -> None:
+        # The robber takes the face-up trump and discards, or stops.
         if discard == PILLE_STOP:
             self._end_pillage(f"leaves {card_str(self.face_up)}")
             return
         bit = 1 << discard
         face_up = self.face_up
-        if not (self.held[robber] | 1 << face_up) & bit:
-            raise self.illegal(
-                "not-held",
-                seat,
-                action,
-                f"seat {robber} may discard a card of his hand or {card_str(face_up)}, "
-                f"not {card_str(discard)}",
-                "TRI.PILLE",
-                self.legal_actions(seat),
-            )
         self.held[robber] = (self.held[robber] | 1 << face_up) & ~bit
         self.taken |= 1 << face_up
         self.discarded |= bit
@@ -330,29 +317,147 @@ class TriompheHand(Hand):
             plays.insert(0, encode(ABANDON, OFFER))  # 4 sorts before every card of the pack
         return plays
 
-    # -- applying actions -----------------------------------------------------------------
+    # -- refusals (pure: each says why an action is refused now, changing nothing) -------
 
-    def _apply(self, seat: int, action: int) -> None:
-        kind = action & 7
+    def refusal(self, seat: int, action: int) -> IllegalAction | None:
         phase = self._phase
-        if phase is Phase.PLAY and kind == PLAY:
-            self._play(seat, action)
-        elif phase is Phase.PLAY and kind == ABANDON:
-            self._offer(seat, action)
-        elif phase is Phase.ANSWER and kind == ABANDON:
-            self._answer(seat, action)
-        elif phase is Phase.VOLE and kind == VOLE:
-            self._vole(seat, action)
-        elif phase is Phase.PILLAGE and kind == PILLE:
-            self._pillage(seat, action)
-        else:
-            raise self._out_of_phase(seat, action)
+        if phase is Phase.PILLAGE:
+            return self._pillage_refusal(seat, action)
+        if phase is Phase.ANSWER:
+            return self._answer_refusal(seat, action)
+        if phase is Phase.VOLE:
+            return self._vole_refusal(seat, action)
+        assert phase is Phase.PLAY
+        return self._play_refusal(seat, action)
+
+    def _pillage_refusal(self, seat: int, action: int) -> IllegalAction | None:
+        # TRI.PILLE: the robber discards a card of his hand or the face-up trump, or stops.
+        if action & 7 != PILLE:
+            return self._out_of_phase(seat, action)
+        if seat != self.robber:
+            return self.not_your_turn(seat, action, "TRI.PILLE")
+        discard = action >> 3
+        face_up = self.face_up
+        if discard == PILLE_STOP or (self.held[seat] | 1 << face_up) >> discard & 1:
+            return None
+        why = (
+            f"seat {seat} may discard a card of his hand or {card_str(face_up)}, "
+            f"not {card_str(discard)}"
+        )
+        return self.illegal("not-held", seat, action, why, "TRI.PILLE")
+
+    def _play_refusal(self, seat: int, action: int) -> IllegalAction | None:
+        # A card, or (before the side's first card) the abandon offer.
+        kind = action & 7
+        if kind == ABANDON:
+            return self._offer_refusal(seat, action)
+        if kind != PLAY:
+            return self._out_of_phase(seat, action)
+        if seat != self.turn:
+            return self.not_your_turn(seat, action, self.play_rule)
+        c = action >> 3
+        legal = self.legal_play_mask(seat)
+        if legal >> c & 1:
+            return None
+        # Which duty of the regime the card breaks (the legal set itself is the trick
+        # module's; this only puts it into words).
+        rule = self.play_rule
+        hand = self.held[seat]
+        if not hand >> c & 1:
+            why = f"seat {seat} does not hold {card_str(c)}"
+            return self.illegal("not-held", seat, action, why, rule)
+        trick = self.trick
+        led, trump = trick.led, self.trump
+        order = self.order
+        lead_suit = SUIT_MASK[led]
+        trumps = SUIT_MASK[trump]
+        trumps_on = trick.mask & trumps
+        held_led = hand & lead_suit
+        word = SUIT_WORDS[led]
+        code = "must-play"
+        why = f"seat {seat} must play one of the cards the regime allows"
+        if led == trump:
+            best = order.best(trumps_on)
+            if legal == held_led:
+                code, why = "must-follow", f"seat {seat} must follow {word} (trumps led)"
+            else:
+                code = "must-beat"
+                why = f"seat {seat} must play a trump above {card_str(best)}"
+        elif not legal & ~lead_suit:
+            if legal == held_led:
+                code, why = "must-follow", f"seat {seat} must follow {word}"
+            else:
+                best = order.best(trick.mask & lead_suit)
+                code = "must-beat"
+                why = f"seat {seat} must follow {word} and beat {card_str(best)}"
+        elif not legal & ~trumps:
+            if not trumps_on:
+                code = "must-trump"
+                if held_led:
+                    best = order.best(trick.mask & lead_suit)
+                    why = f"seat {seat} cannot beat {card_str(best)} in {word}: must trump"
+                else:
+                    why = f"seat {seat} is void in {word}: must trump"
+            else:
+                best = order.best(trumps_on)
+                if legal & order.above[best] == legal:
+                    code = "must-overtrump"
+                    why = f"seat {seat} must overtrump {card_str(best)}"
+                else:
+                    code = "must-undertrump"
+                    why = f"seat {seat} cannot overtrump {card_str(best)}: must undertrump"
+        if self.opts.regime == "plaisant" and len(trick) == self.players - 1:
+            why += " (the last to play is under forçat)"
+        return self.illegal(code, seat, action, why, rule)
+
+    def _offer_refusal(self, seat: int, action: int) -> IllegalAction | None:
+        # TRI.ABANDON: only between two sides, once a coup, before the side's first card.
+        if action >> 3 != OFFER:
+            why = "nobody has offered to abandon the point"
+            return self.illegal("no-abandon-offer", seat, action, why, "TRI.ABANDON")
+        if not self.two_sides:
+            why = (
+                "the abandon du point exists only between two sides (one against one or team "
+                f"against team); this game has {len(self.members)}"
+            )
+            return self.illegal("abandon-two-sides", seat, action, why, "TRI.ABANDON")
+        if not self.opts.abandon_allowed:
+            why = "abandon_allowed is off"
+            return self.illegal("abandon-not-allowed", seat, action, why, "TRI.ABANDON")
+        if seat != self.turn:
+            return self.not_your_turn(seat, action, "TRI.ABANDON")
+        if self.offerer >= 0:
+            why = f"one offer per coup: seat {self.offerer} has offered already"
+            return self.illegal("abandon-once", seat, action, why, "TRI.ABANDON")
+        if self.played_side[self.side[seat]]:
+            why = f"a side offers only before its first card; {self._side_name(self.side[seat])}"
+            why += " has played"
+            return self.illegal("abandon-too-late", seat, action, why, "TRI.ABANDON")
+        return None
+
+    def _answer_refusal(self, seat: int, action: int) -> IllegalAction | None:
+        # TRI.ABANDON: the other side's first seat after the offerer accepts or refuses.
+        if action & 7 != ABANDON:
+            return self._out_of_phase(seat, action)
+        if action >> 3 == OFFER:
+            why = f"seat {self.offerer}'s offer waits for seat {self.answerer}'s answer"
+            return self.illegal("abandon-once", seat, action, why, "TRI.ABANDON")
+        if seat != self.answerer:
+            return self.not_your_turn(seat, action, "TRI.ABANDON")
+        return None
+
+    def _vole_refusal(self, seat: int, action: int) -> IllegalAction | None:
+        # TRI.VOLE: the seat about to lead decides for its side, stop or continue.
+        if action & 7 != VOLE:
+            return self._out_of_phase(seat, action)
+        if seat != self.turn:
+            return self.not_your_turn(seat, action, "TRI.VOLE")
+        return None
 
     def _out_of_phase(self, seat: int, action: int) -> IllegalAction:
+        # An action of a kind the current phase does not take.
         kind = action & 7
         phase = self._phase
-        if phase is Phase.OVER:
-            return self.illegal("hand-over", seat, action, "the coup is over", "TRI.END")
         if phase is Phase.PILLAGE:
             code, rule = "pillage-first", "TRI.PILLE"
             face_up = card_str(self.face_up)
@@ -380,43 +485,26 @@ class TriompheHand(Hand):
         else:
             code, rule = "wrong-action", self.play_rule
             why = "La Triomphe has only play, vole, abandon and pille"
-        return self.illegal(code, seat, action, why, rule, self.legal_actions(seat))
+        return self.illegal(code, seat, action, why, rule)
 
-    def _offer(self, seat: int, action: int) -> None:
-        # TRI.ABANDON: only between two sides, once a coup, before the side's first card.
-        payload = action >> 3
-        if payload != OFFER:
-            raise self.illegal(
-                "no-abandon-offer",
-                seat,
-                action,
-                "nobody has offered to abandon the point",
-                "TRI.ABANDON",
-                self.legal_actions(seat),
-            )
-        why = ""
-        code = ""
-        if not self.two_sides:
-            code = "abandon-two-sides"
-            why = (
-                "the abandon du point exists only between two sides (one against one or team "
-                f"against team); this game has {len(self.members)}"
-            )
-        elif not self.opts.abandon_allowed:
-            code, why = "abandon-not-allowed", "abandon_allowed is off"
-        if code:
-            raise self.illegal(code, seat, action, why, "TRI.ABANDON", self.legal_actions(seat))
-        if seat != self.turn:
-            raise self.not_your_turn(seat, action, "TRI.ABANDON")
-        if self.offerer >= 0:
-            code = "abandon-once"
-            why = f"one offer per coup: seat {self.offerer} has offered already"
-        elif self.played_side[self.side[seat]]:
-            code = "abandon-too-late"
-            why = f"a side offers only before its first card; {self._side_name(self.side[seat])}"
-            why += " has played"
-        if code:
-            raise self.illegal(code, seat, action, why, "TRI.ABANDON", self.legal_actions(seat))
+    # -- applying actions -----------------------------------------------------------------
+
+    def _apply(self, seat: int, action: int) -> None:
+        kind, payload = action & 7, action >> 3
+        phase = self._phase
+        if phase is Phase.PILLAGE:
+            self._pillage(seat, payload)
+        elif phase is Phase.ANSWER:
+            self._answer(seat, payload)
+        elif phase is Phase.VOLE:
+            self._vole(seat, payload)
+        elif kind == ABANDON:
+            self._offer(seat)
+        else:
+            played = self._play_run((seat,), (action,), 0)
+            assert played == 1
+
+    def _offer(self, seat: int) -> None:
         n = self.players
         mine = self.side[seat]
         self.offerer = seat
@@ -427,19 +515,7 @@ class TriompheHand(Hand):
         self._phase = Phase.ANSWER
         self.note("abandon", f"seat {seat} offers to abandon the point", seat)
 
-    def _answer(self, seat: int, action: int) -> None:
-        payload = action >> 3
-        if payload == OFFER:
-            raise self.illegal(
-                "abandon-once",
-                seat,
-                action,
-                f"seat {self.offerer}'s offer waits for seat {self.answerer}'s answer",
-                "TRI.ABANDON",
-                self.legal_actions(seat),
-            )
-        if seat != self.answerer:
-            raise self.not_your_turn(seat, action, "TRI.ABANDON")
+    def _answer(self, seat: int, payload: int) -> None:
         self.answer = payload
         side = self.side[seat]
         if payload == ACCEPT:
@@ -460,12 +536,10 @@ class TriompheHand(Hand):
             f"{self._side_name(side)} bound to the vole",
         )
 
-    def _vole(self, seat: int, action: int) -> None:
-        if seat != self.turn:
-            raise self.not_your_turn(seat, action, "TRI.VOLE")
+    def _vole(self, seat: int, payload: int) -> None:
         side = self.side[seat]
         k = self.side_won[side]
-        self.decision = action >> 3
+        self.decision = payload
         who = f"vole: {self._side_name(side)} won the first {k} tricks"
         who += f"; seat {seat}" if self.is_team else " and"
         if self.decision == STOP:
@@ -477,12 +551,6 @@ class TriompheHand(Hand):
         self.bound = side
         self._phase = Phase.PLAY
         self._tell("vole", f"{who} continues: the vole is engaged")
-
-    def _play(self, seat: int, action: int) -> None:
-        if self._play_run((seat,), (action,), 0) == 0:
-            if seat != self.turn:
-                raise self.not_your_turn(seat, action, self.play_rule)
-            raise self._play_refusal(seat, action)
 
     def _in_play(self) -> bool:
         return self._phase is Phase.PLAY
@@ -501,7 +569,9 @@ class TriompheHand(Hand):
         while i < end:
             action = actions[i]
             seat = seats[i]
-            if action & 7 != PLAY or seat != turn:
+            # A card play (kind 0) of a card id 0..51 by the seat to play, else stop: no
+            # mask is built from an id out of range.
+            if action & 7 or seat != turn or not 0 <= action < 416:
                 break
             bit = 1 << (action >> 3)
             hand = held[seat]
@@ -604,61 +674,6 @@ class TriompheHand(Hand):
     def _end(self) -> None:
         self._phase = Phase.OVER
         self.over = True
-
-    def _play_refusal(self, seat: int, action: int) -> IllegalAction:
-        """Say which duty of the regime the card breaks (the legal set itself is the trick
-        module's; this only puts it into words)."""
-        c = action >> 3
-        legal_actions = self.legal_actions(seat)
-        rule = self.play_rule
-        hand = self.held[seat]
-        if not hand >> c & 1:
-            why = f"seat {seat} does not hold {card_str(c)}"
-            return self.illegal("not-held", seat, action, why, rule, legal_actions)
-        legal = self.legal_play_mask(seat)
-        trick = self.trick
-        led, trump = trick.led, self.trump
-        order = self.order
-        lead_suit = SUIT_MASK[led]
-        trumps = SUIT_MASK[trump]
-        trumps_on = trick.mask & trumps
-        held_led = hand & lead_suit
-        word = SUIT_WORDS[led]
-        code = "must-play"
-        why = f"seat {seat} must play one of the cards the regime allows"
-        if led == trump:
-            best = order.best(trumps_on)
-            if legal == held_led:
-                code, why = "must-follow", f"seat {seat} must follow {word} (trumps led)"
-            else:
-                code = "must-beat"
-                why = f"seat {seat} must play a trump above {card_str(best)}"
-        elif not legal & ~lead_suit:
-            if legal == held_led:
-                code, why = "must-follow", f"seat {seat} must follow {word}"
-            else:
-                best = order.best(trick.mask & lead_suit)
-                code = "must-beat"
-                why = f"seat {seat} must follow {word} and beat {card_str(best)}"
-        elif not legal & ~trumps:
-            if not trumps_on:
-                code = "must-trump"
-                if held_led:
-                    best = order.best(trick.mask & lead_suit)
-                    why = f"seat {seat} cannot beat {card_str(best)} in {word}: must trump"
-                else:
-                    why = f"seat {seat} is void in {word}: must trump"
-            else:
-                best = order.best(trumps_on)
-                if legal & order.above[best] == legal:
-                    code = "must-overtrump"
-                    why = f"seat {seat} must overtrump {card_str(best)}"
-                else:
-                    code = "must-undertrump"
-                    why = f"seat {seat} cannot overtrump {card_str(best)}: must undertrump"
-        if self.opts.regime == "plaisant" and len(trick) == self.players - 1:
-            why += " (the last to play is under forçat)"
-        return self.illegal(code, seat, action, why, rule, legal_actions)
 
     # -- views ----------------------------------------------------------------------------
 
@@ -806,8 +821,7 @@ class TriompheMatch(Match):
         """RULES.md 7: two rounds from the seat after the dealer, `hand_size // 2` cards then
         the rest (2 then 3), then the retourne; the rest is the talon, top first."""
         n = self.players
-        if not 0 <= dealer < n:
-            raise DealError("bad-dealer", f"dealer {dealer} is not a seat (0..{n - 1})", "TRI.DEAL")
+        self._check_dealer(dealer)
         check_deck(deck, PACK, "TRI.DEAL", PACK_NAME)
         size = self.opts.hand_size
         hands = [0] * n

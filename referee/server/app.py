@@ -1,9 +1,12 @@
 """Process wiring of the referee: `create_server` (for tests: port 0 gives a free port) and
 `serve` (for `tapis serve`: signals, graceful shutdown).
 
-Standard gRPC health checking reports SERVING only once every table is loaded from the store
-and NOT_SERVING as soon as shutdown begins; server reflection lists the services. Logs are
-JSON lines on stderr, one per event in a table's life.
+The port is bound first (exclusively: no other process may share it), then the store is
+locked, so a bad address or a second referee on the same store fails before anything is
+created. Until every live table is reloaded, the service answers UNAVAILABLE and standard gRPC
+health checking reports NOT_SERVING; NOT_SERVING again as soon as shutdown begins, and the
+changes under way finish before the store closes. Server reflection lists the services. Logs
+are JSON lines on stderr, one per event in a table's life.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from records.signing import key_id, load_or_create_private_key
-from referee.server.service import RefereeServicer
+from referee.engine import TapisError
+from referee.server.limits import DEFAULT_LIMITS, Limits
+from referee.server.service import RefereeServicer, add_referee_service
 from referee.server.store import Store
 from referee.server.tables import Referee
-from tapis.v1 import referee_pb2, referee_pb2_grpc
+from tapis.v1 import referee_pb2
 
-__all__ = ["Limits", "RunningServer", "create_server", "serve"]
+__all__ = ["Limits", "ListenError", "RunningServer", "create_server", "serve"]
 
 SERVICE = referee_pb2.DESCRIPTOR.services_by_name["RefereeService"].full_name
 log = logging.getLogger("tapis.referee")
@@ -42,7 +47,9 @@ class JsonFormatter(logging.Formatter):
             "event": record.getMessage(),
         }
         doc.update(getattr(record, "fields", {}))
-        return json.dumps(doc, separators=(",", ":"))
+        if record.exc_info:
+            doc["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(doc, separators=(",", ":"), default=str)
 
 
 def setup_logging(level: int = logging.INFO) -> None:
@@ -54,10 +61,8 @@ def setup_logging(level: int = logging.INFO) -> None:
     root.propagate = False
 
 
-@dataclass(frozen=True)
-class Limits:
-    max_message_bytes: int = 1 << 20
-    max_tables_per_client: int = 1000
+class ListenError(TapisError, OSError):
+    """The referee cannot listen on the address given."""
 
 
 @dataclass
@@ -72,7 +77,9 @@ class RunningServer:
         """Graceful shutdown: NOT_SERVING at once, finish the calls under way, flush."""
         await self.health.set(SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.referee.ready = False  # new calls: UNAVAILABLE
         await self.server.stop(grace)
+        await self.referee.close()  # changes under way (their callers gone or not) finish
         self.store.close()
         log.info("referee stopped", extra={"fields": {"port": self.port}})
 
@@ -81,37 +88,47 @@ async def create_server(
     address: str = "127.0.0.1:0",
     db: str | Path = "tapis.db",
     key: str | Path = "referee.key",
-    limits: Limits = Limits(),
+    limits: Limits = DEFAULT_LIMITS,
 ) -> RunningServer:
-    """Start a referee on `address` (port 0: a free port); returns once it serves."""
-    private_key = load_or_create_private_key(key)
-    store = Store(db)
-    referee = Referee(store, private_key, limits.max_tables_per_client)
+    """Start a referee on `address` (port 0: a free port); returns once it serves.
+    `ListenError` when the address cannot be bound, `StoreLocked` when another referee owns
+    the store."""
     options = [
         ("grpc.max_receive_message_length", limits.max_message_bytes),
         ("grpc.max_send_message_length", 4 * limits.max_message_bytes),
+        ("grpc.so_reuseport", 0),  # a port in use is an error, not a port shared
     ]
     server = grpc.aio.server(options=options)
-    referee_pb2_grpc.add_RefereeServiceServicer_to_server(RefereeServicer(referee), server)
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (
-            SERVICE,
-            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-            reflection.SERVICE_NAME,
-        ),
-        server,
-    )
-    port = server.add_insecure_port(address)
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise ListenError(f"cannot listen on {address!r}: {exc}") from None
     if port == 0:
+        raise ListenError(f"cannot listen on {address!r}")
+    store = Store(db)
+    try:
+        private_key = load_or_create_private_key(key)
+        referee = Referee(store, private_key, limits)
+        add_referee_service(RefereeServicer(referee, limits), server)
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        reflection.enable_server_reflection(
+            (
+                SERVICE,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ),
+            server,
+        )
+        await health_servicer.set(SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        await server.start()  # calls are answered UNAVAILABLE until the tables are loaded
+        started = time.perf_counter()
+        count = await referee.load()
+    except BaseException:
+        await server.stop(None)
         store.close()
-        raise OSError(f"cannot listen on {address}")
-    await health_servicer.set(SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
-    await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-    await server.start()
-    started = time.perf_counter()
-    count = await referee.load()
+        raise
     await health_servicer.set(SERVICE, health_pb2.HealthCheckResponse.SERVING)
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     log.info(
@@ -133,7 +150,9 @@ async def create_server(
 SWITCH_INTERVAL = 0.0005  # seconds (Python's default: 0.005)
 
 
-async def serve(address: str, db: str | Path, key: str | Path, limits: Limits = Limits()) -> None:
+async def serve(
+    address: str, db: str | Path, key: str | Path, limits: Limits = DEFAULT_LIMITS
+) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     # The store's writer thread must get the interpreter back promptly after each SQLite
     # call (a submission waits for its commit): switch threads every 0.5 ms, not every 5.

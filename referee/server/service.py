@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import typing
+import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError, Message
 from google.rpc import code_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -27,18 +30,31 @@ from referee.engine import (
     RulesError,
     TapisError,
     find_game,
+    int_range,
     make_rules,
 )
 from referee.engine.actions import action_str, check_action
 from referee.engine.base import HandOver, MatchOver, Note, ScoreLine, TrickWon, View
 from referee.engine.cards import iter_cards
+from referee.engine.errors import quoted
+from referee.server.limits import (
+    DEFAULT_LIMITS,
+    MAX_ID,
+    MAX_NAME,
+    MAX_OPTION_TEXT,
+    MAX_OPTIONS,
+    MAX_SEATS,
+    Limits,
+)
 from referee.server.tables import (
     ActionEvent,
     BadRequest,
+    ClosedEvent,
     EndEvent,
     HandEvent,
     NotFound,
     NotReady,
+    OutOfRange,
     PermissionDenied,
     Referee,
     SeatEvent,
@@ -47,12 +63,16 @@ from referee.server.tables import (
     TableEventData,
     TooMany,
     Unauthenticated,
+    Unavailable,
 )
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
-from tapis.v1 import referee_pb2_grpc
 
-__all__ = ["RefereeServicer", "event_message", "seat_view"]
+__all__ = ["RefereeServicer", "add_referee_service", "event_message", "seat_view"]
+
+log = logging.getLogger("tapis.referee")
+SERVICE = pb.DESCRIPTOR.services_by_name["RefereeService"]
+MAX_MESSAGE = 1000  # characters of a status message (a client value in it is quoted short)
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -81,6 +101,10 @@ def _status_of(exc: Exception) -> status_pb2.Status:
         code, message = code_pb2.FAILED_PRECONDITION, str(exc)
     elif isinstance(exc, TooMany):
         code, message = code_pb2.RESOURCE_EXHAUSTED, str(exc)
+    elif isinstance(exc, OutOfRange):
+        code, message = code_pb2.OUT_OF_RANGE, str(exc)
+    elif isinstance(exc, Unavailable):
+        code, message = code_pb2.UNAVAILABLE, str(exc)
     elif isinstance(exc, BadRequest):
         code, message = code_pb2.INVALID_ARGUMENT, f"{exc.field_name}: {exc}"
     elif isinstance(exc, RulesError):
@@ -88,7 +112,9 @@ def _status_of(exc: Exception) -> status_pb2.Status:
     elif isinstance(exc, InvalidAction | TapisError):
         code, message = code_pb2.INVALID_ARGUMENT, str(exc)
     else:
-        code, message = code_pb2.INTERNAL, f"internal error: {type(exc).__name__}"
+        code, message = code_pb2.INTERNAL, f"internal error: {type(exc).__name__} (logged)"
+    if len(message) > MAX_MESSAGE:
+        message = message[: MAX_MESSAGE - 1] + "…"
     status = status_pb2.Status(code=code, message=message)
     for d in details:
         packed = any_pb2.Any()
@@ -106,34 +132,152 @@ _EXPECTED = (
     Stale,
     TooMany,
     BadRequest,
+    OutOfRange,
+    Unavailable,
 )
 
 
+async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: Exception) -> None:
+    """End the call with the status of `exc`; an unexpected one (a bug) is logged."""
+    if not isinstance(exc, _EXPECTED):
+        log.error(
+            "call failed",
+            exc_info=exc,
+            extra={"fields": {"error": f"{type(exc).__name__}: {quoted(str(exc), 200)}"}},
+        )
+    await context.abort_with_status(rpc_status.to_status(_status_of(exc)))
+
+
 def _handled(
-    method: Callable[[Any, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]],
-) -> Callable[[Any, Req, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
+    method: Callable[[Any, Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]],
+) -> Callable[[Any, Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
+    """A unary method: its request checked first (decoded, within bounds, the referee
+    ready), every error turned into its status."""
+
     @functools.wraps(method)
-    async def wrapper(self: Any, request: Req, context: grpc.aio.ServicerContext[Any, Any]) -> Resp:
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Resp:
         try:
+            self._check(request)
             return await method(self, request, context)
-        except _EXPECTED as exc:
-            await context.abort_with_status(rpc_status.to_status(_status_of(exc)))
+        except Exception as exc:
+            await _abort(context, exc)
             raise  # unreachable: abort raises
 
     return wrapper
 
 
 def _token(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
-    for key, value in context.invocation_metadata() or ():
-        if key == "authorization" and isinstance(value, str):
-            scheme, _, token = value.partition(" ")
-            return token.strip() if scheme.lower() == "bearer" else None
-    return None
+    """The seat token of a call: its one `authorization: Bearer <token>` entry, or None."""
+    values = [v for k, v in context.invocation_metadata() or () if k == "authorization"]
+    if not values:
+        return None
+    if len(values) > 1:
+        raise Unauthenticated(
+            f"a call carries one authorization entry, not {len(values)}: Bearer <token>"
+        )
+    value = values[0]
+    scheme, _, token = value.partition(" ") if isinstance(value, str) else ("", "", "")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthenticated("authorization must be 'Bearer <token>'")
+    return token.strip()
 
 
 def _client(context: grpc.aio.ServicerContext[Any, Any]) -> str:
+    """How the referee counts a client: the peer's address without its port."""
     peer = context.peer() or "unknown"
     return peer.rsplit(":", 1)[0] if peer.count(":") >= 2 else peer
+
+
+# --- requests: decoded leniently, then checked against their bounds -----------------------
+
+
+class Undecodable:
+    """A request whose bytes do not decode (refused as INVALID_ARGUMENT, not UNKNOWN)."""
+
+    def __init__(self, name: str, error: str) -> None:
+        self.name = name
+        self.error = error
+
+
+def _lenient(message: type[Message]) -> Callable[[bytes], Message | Undecodable]:
+    def deserialize(data: bytes) -> Message | Undecodable:
+        try:
+            return message.FromString(data)
+        except (DecodeError, ValueError, RecursionError) as exc:
+            return Undecodable(message.DESCRIPTOR.full_name, str(exc))
+
+    return deserialize
+
+
+def add_referee_service(servicer: RefereeServicer, server: grpc.aio.Server) -> None:
+    """Register the servicer as the generated code would, but with requests decoded
+    leniently: bytes that are not the request give INVALID_ARGUMENT, in the method."""
+    handlers = {}
+    for method in SERVICE.methods:
+        request = getattr(pb, method.input_type.name)
+        response = getattr(pb, method.output_type.name)
+        make = (
+            grpc.unary_stream_rpc_method_handler
+            if method.server_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        handlers[method.name] = make(
+            getattr(servicer, method.name),
+            request_deserializer=_lenient(request),
+            response_serializer=response.SerializeToString,
+        )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),)
+    )
+    server.add_registered_method_handlers(SERVICE.full_name, handlers)
+
+
+def _bounded(value: str, field: str, limit: int) -> None:
+    if len(value) > limit:
+        raise BadRequest(f"{quoted(value)} is longer than {limit} characters", field)
+
+
+def _check_name(value: str, field: str) -> None:
+    _bounded(value, field, MAX_NAME)
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise BadRequest(f"{quoted(value)} holds a control character", field)
+
+
+def _check_options(options: Sequence[rpb.Option]) -> None:
+    if len(options) > MAX_OPTIONS:
+        raise BadRequest(f"{len(options)} options given; at most {MAX_OPTIONS}", "options")
+    seen: set[str] = set()
+    for i, o in enumerate(options):
+        _bounded(o.key, f"options[{i}].key", MAX_OPTION_TEXT)
+        if o.key in seen:
+            raise BadRequest(f"option {quoted(o.key)} is given twice", f"options[{i}].key")
+        seen.add(o.key)
+        if o.WhichOneof("value") is None:
+            raise BadRequest(f"option {quoted(o.key)} has no value", f"options[{i}]")
+        if o.HasField("string_value"):
+            _bounded(o.string_value, f"options[{i}].string_value", MAX_OPTION_TEXT)
+
+
+def check_request(request: object) -> None:
+    """`BadRequest` naming the field of a request that is out of its bounds (referee.proto,
+    "Bounds"); the rules, seats and tables are the referee's to check."""
+    if isinstance(request, Undecodable):
+        raise BadRequest(
+            f"the request does not decode as {request.name} ({quoted(request.error, 120)})",
+            "request",
+        )
+    for name in ("table_id", "game", "ruleset", "request_id"):
+        value = getattr(request, name, None)
+        if isinstance(value, str):
+            _bounded(value, name, MAX_ID)
+    if isinstance(request, pb.CreateTableRequest):
+        _check_options(request.options)
+        if len(request.seats) > MAX_SEATS:
+            raise BadRequest(f"{len(request.seats)} seats; at most {MAX_SEATS}", "seats")
+        for i, seat in enumerate(request.seats):
+            _check_name(seat.name, f"seats[{i}].name")
+    elif isinstance(request, pb.JoinTableRequest):
+        _check_name(request.name, "name")
 
 
 # --- conversions ---------------------------------------------------------------------------
@@ -171,15 +315,17 @@ def _options_info(game: str, ruleset: str) -> list[pb.OptionInfo]:
             default.int_value = value
         elif value is not None:
             default.string_value = str(value)
-        out.append(
-            pb.OptionInfo(
-                key=key,
-                type=kind,
-                default_value=default,
-                allowed=allowed,
-                description=fld.description or "",
-            )
+        info = pb.OptionInfo(
+            key=key,
+            type=kind,
+            default_value=default,
+            allowed=allowed,
+            description=fld.description or "",
         )
+        bounds = int_range(model, key)
+        if bounds is not None:
+            info.min_value, info.max_value = bounds
+        out.append(info)
     return out
 
 
@@ -223,7 +369,7 @@ def seat_view(table: Table, seat: int | None, view: View | None) -> pb.SeatView:
         return out
     out.hand_number = view.hand_number
     out.dealer = view.dealer
-    out.phase = view.phase if not table.finished else "over"
+    out.phase = view.phase if not table.finished and table.closed is None else "over"
     out.hand.extend(iter_cards(view.hand))
     for other, cards in sorted(view.known.items()):
         out.known.add(seat=other, cards=list(iter_cards(cards)))
@@ -232,7 +378,7 @@ def seat_view(table: Table, seat: int | None, view: View | None) -> pb.SeatView:
         add_play(seat=s, card=c)
     if view.trump >= 0:
         out.trump = view.trump
-    if not table.finished:
+    if not table.finished and table.closed is None:
         out.to_act.extend(table.match.to_act())
         if seat is not None:
             _add_choices(out.legal_actions, table.legal(seat))
@@ -243,7 +389,12 @@ def seat_view(table: Table, seat: int | None, view: View | None) -> pb.SeatView:
     return out
 
 
+_CLOSED = {"expired": pb.TABLE_STATUS_EXPIRED, "broken": pb.TABLE_STATUS_BROKEN}
+
+
 def _status(table: Table) -> pb.TableStatus.ValueType:
+    if table.closed is not None:
+        return _CLOSED[table.closed.status]
     if table.finished:
         return pb.TABLE_STATUS_FINISHED
     return pb.TABLE_STATUS_PLAYING if table.started else pb.TABLE_STATUS_WAITING
@@ -307,6 +458,9 @@ def event_message(
         out.match_ended.winners.extend(event.winners)
         out.match_ended.reason = event.reason
         out.match_ended.record_id = event.record_id
+    elif isinstance(event, ClosedEvent):
+        out.table_closed.status = _CLOSED[event.status]
+        out.table_closed.reason = event.reason
     else:
         assert isinstance(event, MatchOver), event
         # The engine's end of match; the referee's EndEvent (with the record) follows it.
@@ -318,12 +472,20 @@ def event_message(
 # --- the servicer --------------------------------------------------------------------------
 
 
-class RefereeServicer(referee_pb2_grpc.RefereeServiceServicer):
-    """`tapis.v1.RefereeService` over a `Referee`."""
+class RefereeServicer:
+    """`tapis.v1.RefereeService` over a `Referee` (registered by `add_referee_service`)."""
 
-    def __init__(self, referee: Referee) -> None:
+    def __init__(self, referee: Referee, limits: Limits = DEFAULT_LIMITS) -> None:
         self.referee = referee
+        self.limits = limits
         self.public_key = public_bytes(referee.key.public_key())
+        self._streams: dict[str, int] = {}  # per client: WatchTable streams open
+
+    def _check(self, request: object) -> None:
+        """What every call checks first: the referee ready, the request within bounds."""
+        if not self.referee.ready:
+            raise Unavailable("the referee is starting (reloading its tables) or stopping")
+        check_request(request)
 
     def _seat_for(
         self, table: Table, seat: int | None, context: grpc.aio.ServicerContext[Any, Any]
@@ -338,25 +500,7 @@ class RefereeServicer(referee_pb2_grpc.RefereeServiceServicer):
     async def ListGames(
         self, request: pb.ListGamesRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListGamesResponse:
-        games = []
-        for spec in GAMES.values():
-            games.append(
-                pb.GameInfo(
-                    name=spec.name,
-                    title=spec.title,
-                    aliases=list(spec.aliases),
-                    units=list(spec.units),
-                    rulesets=[
-                        pb.RulesetInfo(
-                            name=r,
-                            options=_options_info(spec.name, r),
-                            player_counts=_player_counts(spec.name, r),
-                        )
-                        for r in spec.rulesets
-                    ],
-                )
-            )
-        return pb.ListGamesResponse(games=games)
+        return _games_reply()
 
     @_handled
     async def CreateTable(
@@ -365,7 +509,7 @@ class RefereeServicer(referee_pb2_grpc.RefereeServiceServicer):
         options = options_from_pb(request.options)
         seats = [(s.name, s.open) for s in request.seats]
         table, tokens = await self.referee.create(
-            request.game, request.ruleset, options, seats, _client(context)
+            request.game, request.ruleset, options, seats, _client(context), request.request_id
         )
         return pb.CreateTableResponse(
             table_id=table.id,
@@ -378,7 +522,9 @@ class RefereeServicer(referee_pb2_grpc.RefereeServiceServicer):
         self, request: pb.JoinTableRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.JoinTableResponse:
         seat = request.seat if request.HasField("seat") else None
-        taken, token = await self.referee.join(request.table_id, seat, request.name)
+        taken, token = await self.referee.join(
+            request.table_id, seat, request.name, _client(context), request.request_id
+        )
         table = self.referee.get(request.table_id)
         return pb.JoinTableResponse(
             token=pb.SeatToken(seat=taken, token=token),
@@ -391,21 +537,20 @@ class RefereeServicer(referee_pb2_grpc.RefereeServiceServicer):
     ) -> pb.GetTableResponse:
         table = self.referee.get(request.table_id)
         async with table.lock:  # committed state only
-            return self._table_reply(table)
-
-    def _table_reply(self, table: Table) -> pb.GetTableResponse:
-        return pb.GetTableResponse(
-            table_id=table.id,
-            rules=rules_to_pb(table.rules),
-            seats=[
-                pb.TableSeat(seat=i, name=s.name, taken=s.taken, team=table.match.team_of(i))
-                for i, s in enumerate(table.seats)
-            ],
-            status=_status(table),
-            commitment=pb.DealCommitment(algorithm="tapis-deal/1", seed_sha256=table.commitment),
-            action_index=len(table.actions),
-            event_index=table.durable_events,
-        )
+            return pb.GetTableResponse(
+                table_id=table.id,
+                rules=rules_to_pb(table.rules),
+                seats=[
+                    pb.TableSeat(seat=i, name=s.name, taken=s.taken, team=table.match.team_of(i))
+                    for i, s in enumerate(table.seats)
+                ],
+                status=_status(table),
+                commitment=pb.DealCommitment(
+                    algorithm="tapis-deal/1", seed_sha256=table.commitment
+                ),
+                action_index=len(table.actions),
+                event_index=table.durable_events,
+            )
 
     @_handled
     async def GetView(
@@ -445,29 +590,67 @@ class RefereeServicer(referee_pb2_grpc.RefereeServiceServicer):
     async def WatchTable(
         self, request: pb.WatchTableRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.WatchTableResponse]:
+        client = _client(context)
+        counted = False
         try:
+            self._check(request)
             table = self.referee.get(request.table_id)
             seat = self._seat_for(
                 table, request.seat if request.HasField("seat") else None, context
             )
-        except _EXPECTED as exc:
-            await context.abort_with_status(rpc_status.to_status(_status_of(exc)))
-            return
-        try:
+            streams = self._streams.get(client, 0)
+            if streams >= self.limits.max_streams_per_client:
+                raise TooMany(
+                    f"this client already has {streams} streams open"
+                    f" (limit {self.limits.max_streams_per_client})"
+                )
+            self._streams[client] = streams + 1
+            counted = True
             async for index, event in self.referee.watch(table, request.from_event_index):
                 yield pb.WatchTableResponse(event=event_message(table, index, event, seat))
         except asyncio.CancelledError:
             return  # the client went away, or the server is shutting down
+        except Exception as exc:
+            await _abort(context, exc)
+        finally:
+            if counted:
+                left = self._streams[client] - 1
+                if left:
+                    self._streams[client] = left
+                else:
+                    del self._streams[client]
 
     @_handled
     async def GetRecord(
         self, request: pb.GetRecordRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.GetRecordResponse:
-        table = self.referee.get(request.table_id)
-        if table.envelope is None:
-            raise NotReady(f"table {table.id} is not finished: no record yet")
+        envelope, rid = self.referee.record(request.table_id)
         return pb.GetRecordResponse(
-            envelope=rpb.RecordEnvelope.FromString(table.envelope),
-            record_id=table.record_id,
+            envelope=rpb.RecordEnvelope.FromString(envelope),
+            record_id=rid,
             public_key=self.public_key,
         )
+
+
+@functools.cache
+def _games_reply() -> pb.ListGamesResponse:
+    """The games, rulesets and options (the same for the referee's whole life)."""
+    games = []
+    for spec in GAMES.values():
+        games.append(
+            pb.GameInfo(
+                name=spec.name,
+                title=spec.title,
+                aliases=list(spec.aliases),
+                units=list(spec.units),
+                rulesets=[
+                    pb.RulesetInfo(
+                        name=r,
+                        options=_options_info(spec.name, r),
+                        player_counts=_player_counts(spec.name, r),
+                    )
+                    for r in spec.rulesets
+                ],
+            )
+        )
+    return pb.ListGamesResponse(games=games)

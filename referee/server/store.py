@@ -1,25 +1,38 @@
-"""The referee's durable store: one SQLite file in WAL mode.
+"""The referee's durable store: one SQLite file in WAL mode, owned by one referee.
 
 A table's durable form is its rules, its seats, its secret seed and its action list: every
 state is rebuilt by replay. Writes go through one writer thread that commits them in
 batches: several submissions arriving together share one commit, and each caller's future
 resolves only after the commit that holds its write (`synchronous=FULL`: a commit survives a
 crash of the process or of the machine).
+
+One referee owns a store: `Store` takes an exclusive lock (flock) on the database file for as
+long as it is open, and a second `Store` on the same file fails with `StoreLocked`. The lock
+goes with the process, also after `kill -9`. A store written by an earlier version is brought
+up to the current schema when opened (columns and tables added, nothing removed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import json
+import os
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Store", "StoredTable"]
+from referee.engine import TapisError
+
+__all__ = ["REQUEST_MEMORY", "Request", "Store", "StoreError", "StoreLocked", "StoredTable"]
+
+REQUEST_MEMORY = 24 * 3600.0  # seconds a client's request id is remembered
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tables (
@@ -51,7 +64,27 @@ CREATE TABLE IF NOT EXISTS actions (
     action INTEGER NOT NULL,
     PRIMARY KEY (table_id, idx)
 );
+CREATE TABLE IF NOT EXISTS requests (  -- the request ids of CreateTable and JoinTable
+    client TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    digest TEXT NOT NULL,           -- SHA-256 of the request without its id
+    table_id TEXT NOT NULL,
+    seat INTEGER,                   -- the seat taken (JoinTable); NULL for CreateTable
+    created REAL NOT NULL,
+    PRIMARY KEY (client, request_id)
+);
 """
+# Columns added to the first schema, added to an older store when it is opened:
+# `closed_status` is "expired" or "broken" for a table closed without a record, with a reason.
+COLUMNS = (("tables", "closed_status", "TEXT"), ("tables", "closed_reason", "TEXT"))
+
+
+class StoreError(TapisError):
+    """The store cannot be opened, read or written (the message says why)."""
+
+
+class StoreLocked(StoreError):
+    """Another referee holds the store."""
 
 
 @dataclass
@@ -68,6 +101,18 @@ class StoredTable:
     record: bytes | None
     seats: list[tuple[int, str, bool, bytes | None, int | None]]  # seat, name, open, hash, order
     actions: list[tuple[int, int]]  # (seat, action) in order
+    closed_status: str | None = None  # "expired" or "broken"
+    closed_reason: str = ""
+    problem: str = ""  # what is wrong with the stored row, when it cannot be read as a table
+
+
+@dataclass(frozen=True)
+class Request:
+    """A CreateTable or JoinTable remembered by its client's request id."""
+
+    digest: str
+    table_id: str
+    seat: int | None
 
 
 Write = Callable[[sqlite3.Connection], None]
@@ -78,10 +123,26 @@ class Store:
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        conn = self._connect()
-        conn.executescript(SCHEMA)
-        conn.close()
+        self._lock_fd = _lock(self.path)
+        try:
+            conn = self._connect()
+            try:
+                conn.executescript(SCHEMA)
+                have = {
+                    (t, row[1])
+                    for t in {t for t, _, _ in COLUMNS}
+                    for row in conn.execute(f"PRAGMA table_info({t})")
+                }
+                for table, column, decl in COLUMNS:
+                    if (table, column) not in have:
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            os.close(self._lock_fd)
+            raise StoreError(f"{self.path}: not a Tapis store ({exc})") from None
         self._queue: queue.Queue[tuple[Write, asyncio.Future[None]] | None] = queue.Queue()
+        self._closed = False
         self._thread = threading.Thread(target=self._writer, name="tapis-store", daemon=True)
         self._thread.start()
         self.commits = 0  # number of commits (for tests and benchmarks)
@@ -119,7 +180,8 @@ class Store:
             for (_, future), error in zip(batch, results, strict=True):
                 by_loop.setdefault(future.get_loop(), []).append((future, error))
             for loop, settlements in by_loop.items():
-                loop.call_soon_threadsafe(_settle, settlements)
+                with contextlib.suppress(RuntimeError):  # a loop closed meanwhile
+                    loop.call_soon_threadsafe(_settle, settlements)
             if stop:
                 break
         conn.close()
@@ -133,9 +195,8 @@ class Store:
             for write in writes:
                 write(conn)
             conn.execute("COMMIT")
-        except sqlite3.Error:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+        except Exception:
+            _rollback(conn)
         else:
             self.commits += 1
             self.writes += len(writes)
@@ -146,9 +207,8 @@ class Store:
                 conn.execute("BEGIN IMMEDIATE")
                 write(conn)
                 conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+            except Exception as exc:  # the write's own failure, given to its caller
+                _rollback(conn)
                 results.append(exc)
             else:
                 self.commits += 1
@@ -158,21 +218,27 @@ class Store:
 
     async def write(self, write: Write) -> None:
         """Run `write` in the writer's transaction; return once it is committed."""
+        if self._closed:
+            raise StoreError(f"{self.path}: the store is closed")
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.put((write, future))
         await future
 
     def close(self) -> None:
-        """Commit what is queued and stop the writer."""
+        """Commit what is queued, stop the writer and release the store."""
+        if self._closed:
+            return
+        self._closed = True
         self._queue.put(None)
         self._thread.join()
+        os.close(self._lock_fd)
 
     # -- the writes the referee makes -----------------------------------------------------
 
-    async def create_table(
-        self,
-        table: StoredTable,
-    ) -> None:
+    async def create_table(self, table: StoredTable, request: tuple[str, str, str] | None) -> None:
+        """A new table with its seats; with `request` (client, request id, digest), the
+        request id remembered in the same commit."""
+
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO tables (id, created, creator, game, ruleset, options, players, seed)"
@@ -193,11 +259,19 @@ class Store:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 [(table.id, *s) for s in table.seats],
             )
+            if request is not None:
+                _remember(conn, request, table.id, None)
 
         await self.write(write)
 
     async def take_seat(
-        self, table_id: str, seat: int, name: str, token_hash: bytes, order: int
+        self,
+        table_id: str,
+        seat: int,
+        name: str,
+        token_hash: bytes,
+        order: int,
+        request: tuple[str, str, str] | None,
     ) -> None:
         def write(conn: sqlite3.Connection) -> None:
             cur = conn.execute(
@@ -207,6 +281,8 @@ class Store:
             )
             if cur.rowcount != 1:
                 raise sqlite3.IntegrityError(f"seat {seat} of {table_id} is not open")
+            if request is not None:
+                _remember(conn, request, table_id, seat)
 
         await self.write(write)
 
@@ -228,24 +304,45 @@ class Store:
 
         await self.write(write)
 
-    # -- reading (at start-up; finished tables when asked for) ---------------------------
+    async def close_table(self, table_id: str, status: str, reason: str) -> None:
+        """Close a table without a record: `expired` or `broken`, with the reason."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE tables SET closed_status = ?, closed_reason = ? WHERE id = ?",
+                (status, reason, table_id),
+            )
+
+        await self.write(write)
+
+    async def forget_requests(self, before: float) -> None:
+        """Forget the request ids remembered before `before` (a time.time())."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM requests WHERE created < ?", (before,))
+
+        await self.write(write)
+
+    # -- reading (at start-up; finished tables and request ids when asked for) -----------
 
     def load(self, only: Sequence[str] | None = None, live: bool = False) -> list[StoredTable]:
         """Tables with their seats and actions, in creation order: every one, the ones named
-        in `only`, or with `live` those still to replay at start-up (not finished, or
-        finished without their record)."""
+        in `only`, or with `live` those still to replay at start-up (not closed, and not
+        finished or finished without their record). A row that cannot be read as a table is
+        returned with its `problem` said, for the referee to isolate."""
         where, params = "1", []
         if only is not None:
             where = f"id IN ({', '.join('?' * len(only))})"
             params = list(only)
         elif live:
-            where = "finished = 0 OR record IS NULL"
+            where = "closed_status IS NULL AND (finished = 0 OR record IS NULL)"
         chosen = f"(SELECT id FROM tables WHERE {where})"
         conn = self._connect()
         try:
             rows = conn.execute(
                 "SELECT id, created, creator, game, ruleset, options, players, seed, finished,"
-                f" record FROM tables WHERE {where} ORDER BY created, id",
+                f" record, closed_status, closed_reason FROM tables WHERE {where}"
+                " ORDER BY created, id",
                 params,
             ).fetchall()
             seats: dict[str, list[tuple[int, str, bool, bytes | None, int | None]]] = {}
@@ -262,25 +359,33 @@ class Store:
                 params,
             ):
                 actions.setdefault(tid, []).append((seat, action))
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot read the tables ({exc})") from None
         finally:
             conn.close()
-        return [
-            StoredTable(
-                id=r[0],
-                created=r[1],
-                creator=r[2],
-                game=r[3],
-                ruleset=r[4],
-                options=json.loads(r[5]),
-                players=r[6],
-                seed=r[7],
-                finished=bool(r[8]),
-                record=r[9],
-                seats=seats.get(r[0], []),
-                actions=actions.get(r[0], []),
-            )
-            for r in rows
-        ]
+        return [_stored(r, seats.get(r[0], []), actions.get(r[0], [])) for r in rows]
+
+    def load_record(self, table_id: str) -> bytes | None:
+        """The stored record (envelope bytes) of a finished table, without replaying it."""
+        conn = self._connect()
+        try:
+            row = conn.execute("SELECT record FROM tables WHERE id = ?", (table_id,)).fetchone()
+        finally:
+            conn.close()
+        return None if row is None else row[0]
+
+    def find_request(self, client: str, request_id: str) -> Request | None:
+        """The request a client made with this id, remembered for `REQUEST_MEMORY`."""
+        conn = self._connect()
+        try:
+            row = conn.execute(
+                "SELECT digest, table_id, seat FROM requests"
+                " WHERE client = ? AND request_id = ? AND created >= ?",
+                (client, request_id, time.time() - REQUEST_MEMORY),
+            ).fetchone()
+        finally:
+            conn.close()
+        return None if row is None else Request(row[0], row[1], row[2])
 
     def count_finished(self) -> int:
         """Finished tables with their record (left on disk at start-up)."""
@@ -292,6 +397,71 @@ class Store:
         finally:
             conn.close()
         return int(row[0])
+
+
+def _lock(path: str) -> int:
+    """Open the database file (created if need be) and lock it for this process alone."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot open the store: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise StoreLocked(
+            f"{path}: the store is in use by another referee (one referee owns a store)"
+        ) from None
+    return fd
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+def _remember(
+    conn: sqlite3.Connection, request: tuple[str, str, str], table_id: str, seat: int | None
+) -> None:
+    client, request_id, digest = request
+    conn.execute(
+        "INSERT OR REPLACE INTO requests (client, request_id, digest, table_id, seat, created)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (client, request_id, digest, table_id, seat, time.time()),
+    )
+
+
+def _stored(
+    row: tuple[Any, ...],
+    seats: list[tuple[int, str, bool, bytes | None, int | None]],
+    actions: list[tuple[int, int]],
+) -> StoredTable:
+    table = StoredTable(
+        id=row[0],
+        created=row[1],
+        creator=row[2],
+        game=row[3],
+        ruleset=row[4],
+        options={},
+        players=row[6],
+        seed=row[7],
+        finished=bool(row[8]),
+        record=row[9],
+        seats=seats,
+        actions=actions,
+        closed_status=row[10],
+        closed_reason=row[11] or "",
+    )
+    try:
+        options = json.loads(row[5])
+    except (ValueError, TypeError) as exc:
+        table.problem = f"its options are not JSON ({exc})"
+    else:
+        if isinstance(options, dict):
+            table.options = options
+        else:
+            table.problem = "its options are not a JSON object"
+    return table
 
 
 Settlement = tuple[asyncio.Future[None], BaseException | None]

@@ -7,13 +7,30 @@ and restores them, checks tokens, applies submissions (each acknowledged only af
 commit), deals the next hand, and issues the signed record when a match ends.
 
 Events are kept as engine events plus a few of the referee's own (a seat taken, a hand dealt,
-an action taken); each viewer gets its own copy of each event (service.py), with what it may
-not know left out.
+an action taken, the match ended, the table closed); each viewer gets its own copy of each
+event (service.py), with what it may not know left out.
+
+What holds under faults and hostile clients:
+- A change of state (a table created, a seat taken, an action) runs to its end as a task of
+  its own once begun: a caller that goes away (its deadline, a dropped connection) never cuts
+  a commit from the record and the events it must publish (`_finish`).
+- An action is checked by the engine without changing anything (`Match.refusal`), committed,
+  then applied: memory never holds what the store does not.
+- A table that hits an internal error is closed as *broken* (in memory and in the store, its
+  watchers told why, logged); the process and the other tables go on, and a restart skips it.
+- A table waiting for players longer than `Limits.open_seat_ttl` *expires*; a match is stopped
+  at `Limits.max_hands` hands or `Limits.max_actions` actions, with a record saying so.
+- The open tables of each client are counted exactly: once when created (or reloaded), once
+  when finished, expired or broken (`Table.counted`).
+- CreateTable and JoinTable with a request id are done once: a repeat gives the same table and
+  tokens. Tokens are derived from the referee's key (HMAC), so a repeat can give them again
+  while the store keeps only their SHA-256.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import contextlib
 import hashlib
@@ -21,45 +38,50 @@ import hmac
 import json
 import logging
 import secrets
+import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from records.codec import Provenance, build_record, canonical_bytes, record_id
 from records.dealing import ALGORITHM, commitment, first_dealer, new_seed, shuffled_pack
 from records.signing import sign
-from referee.engine import (
-    Event,
-    IllegalAction,
-    InvalidAction,
-    Match,
-    Rules,
-    make_rules,
-    new_match,
-)
+from referee.engine import Event, Match, Rules, TapisError, make_rules, new_match
 from referee.engine.actions import RESIGN, encode
-from referee.server.store import Store, StoredTable
+from referee.engine.errors import quoted
+from referee.server.limits import DEFAULT_LIMITS, Limits
+from referee.server.store import REQUEST_MEMORY, Request, Store, StoredTable
 from tapis.v1 import record_pb2 as pb
 
 log = logging.getLogger("tapis.referee")
 
 __all__ = [
     "ActionEvent",
+    "BadRequest",
+    "ClosedEvent",
+    "EndEvent",
     "HandEvent",
     "NotFound",
     "NotReady",
+    "OutOfRange",
     "PermissionDenied",
     "Referee",
     "SeatEvent",
     "Stale",
     "Table",
+    "TableClosed",
     "TooMany",
     "Unauthenticated",
+    "Unavailable",
 ]
+
+T = TypeVar("T")
 
 
 class RefereeError(Exception):
@@ -90,6 +112,18 @@ class TooMany(RefereeError):
 
 class NotReady(RefereeError):
     """A request the table's state does not allow yet (a record before the end, ...)."""
+
+
+class TableClosed(NotReady):
+    """A call on a table closed without a record (expired, or broken)."""
+
+
+class OutOfRange(RefereeError):
+    """An index past what the table has (WatchTable from a future event)."""
+
+
+class Unavailable(RefereeError):
+    """The referee cannot answer now (starting, stopping, its store failing): retry."""
 
 
 class BadRequest(RefereeError):
@@ -130,7 +164,15 @@ class EndEvent:
     record_id: str
 
 
-TableEventData = SeatEvent | HandEvent | ActionEvent | EndEvent | Event
+@dataclass(frozen=True, slots=True)
+class ClosedEvent:
+    """The table closed without a record: `status` "expired" or "broken"."""
+
+    status: str
+    reason: str
+
+
+TableEventData = SeatEvent | HandEvent | ActionEvent | EndEvent | ClosedEvent | Event
 
 
 def token_hash(token: str) -> bytes:
@@ -161,6 +203,7 @@ class Table:
     creator: str
     seats: list[Seat]
     match: Match
+    limits: Limits = field(default_factory=Limits)
     actions: list[tuple[int, int]] = field(default_factory=list)
     events: list[TableEventData] = field(default_factory=list)
     action_events: list[int] = field(default_factory=list)  # first event index of each action
@@ -168,6 +211,10 @@ class Table:
     envelope: bytes | None = None
     record_id: str = ""
     durable_events: int = 0  # events of committed writes: all that watchers may see
+    stopped: str = ""  # why the referee stopped the match at its limits ("" if it did not)
+    closed: ClosedEvent | None = None  # closed without a record (expired, broken)
+    counted: bool = False  # counted among its creator's open tables
+    expiry: asyncio.TimerHandle | None = None
     _legal_cache: dict[int, tuple[list[int], frozenset[int]]] = field(default_factory=dict)
     _legal_at: int = -1
     _lock: asyncio.Lock | None = None
@@ -200,7 +247,13 @@ class Table:
 
     @property
     def finished(self) -> bool:
-        return self.match.finished
+        """The match is over: won, resigned, or stopped by the referee at its limits."""
+        return self.match.finished or bool(self.stopped)
+
+    @property
+    def ended(self) -> bool:
+        """Nothing more happens at this table: its record is issued, or it is closed."""
+        return self.envelope is not None or self.closed is not None
 
     # -- replaying ------------------------------------------------------------------------
 
@@ -215,6 +268,7 @@ class Table:
         creator: str,
         seats: Sequence[tuple[str, bool, bytes | None, int | None]],
         actions: Sequence[tuple[int, int]],
+        limits: Limits,
     ) -> Table:
         """A table rebuilt from its durable form: seats taken in their order, then every
         action (the seed gives the deals)."""
@@ -227,6 +281,7 @@ class Table:
             creator,
             [Seat(name, open_) for name, open_, _, _ in seats],
             new_match(rules),
+            limits,
         )
         taken = sorted((order, i) for i, (_, _, h, order) in enumerate(seats) if h is not None)
         for _, i in taken:
@@ -248,9 +303,16 @@ class Table:
             self.deal_until_playable()
 
     def deal_until_playable(self) -> None:
-        """Deal hands (RULES.md 7 dealers, decks from the seed) while none is in progress."""
+        """Deal hands (RULES.md 7 dealers, decks from the seed) while none is in progress,
+        up to the referee's limit of hands."""
         match = self.match
-        while not match.finished and (match.hand is None or match.hand.over):
+        while not self.finished and (match.hand is None or match.hand.over):
+            if len(match.results) >= self.limits.max_hands:
+                self.stopped = (
+                    f"stopped by the referee after {self.limits.max_hands} hands, the most a"
+                    " table plays"
+                )
+                return
             number = match.hand_number
             expected = match.expected_dealer()
             dealer = (
@@ -263,7 +325,8 @@ class Table:
             self.events.extend(match.begin_hand(dealer, deal))
 
     def apply(self, seat: int, action: int) -> list[TableEventData]:
-        """Apply one action in memory (raises the engine's refusal, changing nothing)."""
+        """Apply one action in memory (an action the engine refuses raises, changing
+        nothing)."""
         match = self.match
         hand = match.hand
         before = self._hands() if action & 7 != 0 else None
@@ -277,7 +340,27 @@ class Table:
         self.events.append(ActionEvent(index, seat, action, after if changed else None))
         self.events.extend(engine_events)
         self.deal_until_playable()
+        if not self.finished and len(self.actions) >= self.limits.max_actions:
+            self.stopped = (
+                f"stopped by the referee after {self.limits.max_actions} actions, the most a"
+                " table plays"
+            )
         return self.events[first:]
+
+    def signed_record(self, key: Ed25519PrivateKey) -> tuple[bytes, str]:
+        """The signed record of the match as played (its envelope's bytes) and its id."""
+        played_at = datetime.fromtimestamp(self.created, UTC).isoformat(timespec="seconds")
+        rec = build_record(
+            self.match,
+            [s.name for s in self.seats],
+            Provenance("referee", self.id, played_at),
+            self.decks,
+            pb.DealSource(algorithm=ALGORITHM, commitment=self.commitment, seed=self.seed),
+        )
+        if self.stopped:
+            rec.outcome.reason = self.stopped
+        data = canonical_bytes(rec)
+        return sign(data, key).SerializeToString(deterministic=True), record_id(data)
 
     def _hands(self) -> tuple[int, ...]:
         hand = self.match.hand
@@ -290,7 +373,7 @@ class Table:
             self._legal_at = len(self.actions)
         cached = self._legal_cache.get(seat)
         if cached is None:
-            legal = self.match.legal_actions(seat) if self.started else []
+            legal = self.match.legal_actions(seat) if self.started and not self.stopped else []
             cached = self._legal_cache[seat] = (legal, frozenset(legal))
         return cached[0]
 
@@ -303,37 +386,75 @@ class Referee:
     """The tables of one referee, backed by a store, signing with one key."""
 
     def __init__(
-        self,
-        store: Store,
-        key: Ed25519PrivateKey,
-        max_tables_per_client: int = 1000,
-        max_loaded_finished: int = 1000,
+        self, store: Store, key: Ed25519PrivateKey, limits: Limits = DEFAULT_LIMITS
     ) -> None:
         self.store = store
         self.key = key
-        self.max_tables_per_client = max_tables_per_client
+        self.limits = limits
         self.tables: dict[str, Table] = {}
-        # finished tables loaded from the store when asked for, least recently asked first
+        # tables over (finished or closed), least recently asked for first: kept in memory up
+        # to `limits.max_loaded_finished`, then left to the store
         self._loaded: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self.max_loaded_finished = max_loaded_finished
-        self._rules: dict[str, Rules] = {}
-        self._open_tables: dict[str, int] = {}  # per client: tables created and not finished
+        self._rules: collections.OrderedDict[str, Rules] = collections.OrderedDict()
+        self._open: dict[str, int] = {}  # per client: tables created and not over
+        self._tasks: set[asyncio.Task[Any]] = set()  # changes of state under way
+        self._requests: dict[tuple[str, str], asyncio.Future[Any]] = {}  # by request id
+        self._token_key = _token_key(key)
+        self._sweeper: asyncio.Task[None] | None = None
+        self.ready = False  # every live table reloaded: the service answers
 
-    # -- start-up -------------------------------------------------------------------------
+    # -- start-up and shutdown ------------------------------------------------------------
 
     async def load(self) -> int:
         """Rebuild the live tables from the store by replay (the tables not finished, and
         those finished without their record, which is issued now). A finished table stays
-        on disk until it is asked for (`get`)."""
+        on disk until it is asked for (`get`). A table that cannot be rebuilt is closed as
+        broken and the others are loaded."""
+        await self.store.forget_requests(time.time() - REQUEST_MEMORY)
         for stored in self.store.load(live=True):
-            table = self._restore(stored)
-            self.tables[table.id] = table
-            # open until its record is issued (below, for a table that finished without one)
-            self._open_tables[table.creator] = self._open_tables.get(table.creator, 0) + 1
-            await self._publish(table)  # issues the record of a table finished without one
+            await self._reload(stored)
+        self._sweeper = asyncio.get_running_loop().create_task(self._forget_requests())
+        self.ready = True
         return len(self.tables)
 
+    async def _forget_requests(self, every: float = 3600.0) -> None:
+        """Forget the request ids older than `REQUEST_MEMORY`, once an hour."""
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.store.forget_requests(time.time() - REQUEST_MEMORY)
+            except Exception as exc:  # the store failing: tried again in an hour
+                log.error("request ids not forgotten", exc_info=exc)
+
+    async def _reload(self, stored: StoredTable) -> None:
+        try:
+            table = self._restore(stored)
+        except Exception as exc:
+            reason = f"it could not be replayed from the store ({_what(exc)})"
+            _log_broken(stored.id, reason, exc)
+            await self.store.close_table(stored.id, "broken", reason)
+            return
+        self.tables[table.id] = table
+        self._count(table)
+        if not table.started:
+            self._schedule_expiry(table)
+        await self._publish(table)  # issues the record of a table finished without one
+
+    async def close(self) -> None:
+        """Stop expiring tables and let the changes under way finish (before the store
+        closes)."""
+        self.ready = False
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for table in self.tables.values():
+            if table.expiry is not None:
+                table.expiry.cancel()
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
     def _restore(self, stored: StoredTable) -> Table:
+        if stored.problem:
+            raise ValueError(stored.problem)
         rules = self._rules_for(stored.game, stored.ruleset, stored.options, stored.players)
         table = Table.replayed(
             stored.id,
@@ -344,39 +465,73 @@ class Referee:
             stored.creator,
             [(name, open_, h, order) for _, name, open_, h, order in stored.seats],
             stored.actions,
+            self.limits,
         )
         if stored.record is not None:  # its last event: the record, as when it was issued
             table.envelope = stored.record
             table.record_id = record_id(pb.RecordEnvelope.FromString(stored.record).record)
             table.events.append(self._end_event(table))
-            table.durable_events = len(table.events)
+        elif stored.closed_status is not None:
+            table.closed = ClosedEvent(stored.closed_status, stored.closed_reason)
+            table.events.append(table.closed)
+        table.durable_events = len(table.events)
         return table
 
     def _rules_for(self, game: str, ruleset: str, options: dict[str, Any], players: int) -> Rules:
         key = json.dumps([game, ruleset, options, players], sort_keys=True)
         rules = self._rules.get(key)
         if rules is None:
-            rules = self._rules[key] = make_rules(game, ruleset or None, options, players)
+            rules = make_rules(game, ruleset or None, options, players)
+            self._rules[key] = rules
+            if len(self._rules) > 256:
+                self._rules.popitem(last=False)
+        else:
+            self._rules.move_to_end(key)
         return rules
 
     # -- tables ---------------------------------------------------------------------------
 
     def get(self, table_id: str) -> Table:
-        """The table; a finished one not in memory is loaded from the store by replay (and
+        """The table; one over and not in memory is loaded from the store by replay (and
         kept among the `max_loaded_finished` most recently asked for)."""
         table = self.tables.get(table_id)
         if table is None:
             stored = self.store.load(only=[table_id]) if table_id else []
             if not stored:
-                raise NotFound(f"no table {table_id!r}")
-            table = self.tables[table_id] = self._restore(stored[0])
-            self._loaded[table_id] = None
+                raise NotFound(f"no table {quoted(table_id)}")
+            try:
+                table = self._restore(stored[0])
+            except Exception as exc:
+                why = stored[0].closed_reason or f"it cannot be replayed ({_what(exc)})"
+                raise TableClosed(f"table {table_id} is broken: {why}") from None
+            self.tables[table_id] = table
+            self._keep_loaded(table)
         elif table_id in self._loaded:
-            self._loaded.move_to_end(table_id)
-        while len(self._loaded) > self.max_loaded_finished:
+            self._keep_loaded(table)
+        return table
+
+    def _keep_loaded(self, table: Table) -> None:
+        """Let a table that is over leave memory in its turn, the least recently asked for
+        first (it stays in the store)."""
+        self._loaded[table.id] = None
+        self._loaded.move_to_end(table.id)
+        while len(self._loaded) > self.limits.max_loaded_finished:
             old, _ = self._loaded.popitem(last=False)
             self.tables.pop(old, None)
-        return table
+
+    def record(self, table_id: str) -> tuple[bytes, str]:
+        """The signed record (envelope bytes) of a finished table and its id; read from the
+        store without a replay when the table is not in memory."""
+        table = self.tables.get(table_id)
+        envelope = table.envelope if table is not None else self.store.load_record(table_id)
+        if envelope is None:
+            table = table or self.get(table_id)  # NotFound, or a broken table
+            if table.closed is not None:
+                raise TableClosed(f"table {table.id} is {table.closed.status}: no record")
+            raise NotReady(f"table {table.id} is not finished: no record yet")
+        if table is not None and table.envelope is not None:
+            return table.envelope, table.record_id
+        return envelope, record_id(pb.RecordEnvelope.FromString(envelope).record)
 
     async def create(
         self,
@@ -385,12 +540,42 @@ class Referee:
         options: dict[str, Any],
         seats: Sequence[tuple[str, bool]],
         creator: str,
+        request_id: str = "",
     ) -> tuple[Table, list[tuple[int, str]]]:
-        """A new table; returns it with the tokens of the seats the creator took."""
-        active = self._open_tables.get(creator, 0)
-        if active >= self.max_tables_per_client:
+        """A new table; returns it with the tokens of the seats the creator took. With a
+        request id, a repeat of the same request gives the same table and tokens."""
+
+        def create() -> Coroutine[Any, Any, tuple[Table, list[tuple[int, str]]]]:
+            return self._create(game, ruleset, options, seats, creator, request)
+
+        def again(known: Request) -> tuple[Table, list[tuple[int, str]]]:
+            table = self.get(known.table_id)
+            mine = [i for i, s in enumerate(table.seats) if not s.open]
+            return table, [(i, self._token_again(table, i)) for i in mine]
+
+        if not request_id:
+            request = None
+            return await self._finish(create())
+        digest = _digest(["create", game, ruleset, options, [list(s) for s in seats]])
+        request = (creator, request_id, digest)
+        return await self._once(request, create, again)
+
+    async def _create(
+        self,
+        game: str,
+        ruleset: str,
+        options: dict[str, Any],
+        seats: Sequence[tuple[str, bool]],
+        creator: str,
+        request: tuple[str, str, str] | None,
+    ) -> tuple[Table, list[tuple[int, str]]]:
+        # From the cap check to the count, nothing awaits but the store: the count is
+        # reserved first, so concurrent creations by one client never pass the cap.
+        active = self._open.get(creator, 0)
+        if active >= self.limits.max_tables_per_client:
             raise TooMany(
-                f"this client already has {active} open tables (limit {self.max_tables_per_client})"
+                f"this client already has {active} open tables"
+                f" (limit {self.limits.max_tables_per_client})"
             )
         if not seats:
             raise BadRequest("a table needs seats", "seats")
@@ -404,8 +589,9 @@ class Referee:
             creator=creator,
             seats=[Seat(name or f"seat {i}", open_) for i, (name, open_) in enumerate(seats)],
             match=new_match(rules),
+            limits=self.limits,
         )
-        tokens = [(i, secrets.token_urlsafe(24)) for i, (_, open_) in enumerate(seats) if not open_]
+        tokens = [(i, self._token(table.id, i)) for i, (_, open_) in enumerate(seats) if not open_]
         hashes = {i: token_hash(t) for i, t in tokens}
         # The creator's seats are taken first, in seat order.
         order = {seat: n for n, (seat, _) in enumerate(tokens)}
@@ -423,20 +609,48 @@ class Referee:
             [(i, s.name, s.open, hashes.get(i), order.get(i)) for i, s in enumerate(table.seats)],
             [],
         )
-        await self.store.create_table(stored)
+        self._count(table)
+        try:
+            await _stored(self.store.create_table(stored, request))
+        except BaseException:
+            self._uncount(table)
+            raise
         for i, _ in tokens:
             table.take(i, table.seats[i].name, hashes[i])
         self.tables[table.id] = table
-        self._open_tables[creator] = active + 1
+        if not table.started:
+            self._schedule_expiry(table)
         await self._publish(table)  # the rules may end a match as its first hand is dealt
         _log("table created", table, creator=creator, open=[i for i, s in enumerate(seats) if s[1]])
         if table.started:
             _log("table started", table)
         return table, tokens
 
-    async def join(self, table_id: str, seat: int | None, name: str) -> tuple[int, str]:
+    async def join(
+        self, table_id: str, seat: int | None, name: str, client: str = "", request_id: str = ""
+    ) -> tuple[int, str]:
+        """Take an open seat (`seat`, or the first open one); returns it and its token. With
+        a request id, a repeat of the same request gives the same seat and token."""
+
+        def join() -> Coroutine[Any, Any, tuple[int, str]]:
+            return self._join(table_id, seat, name, request)
+
+        def again(known: Request) -> tuple[int, str]:
+            assert known.seat is not None
+            return known.seat, self._token_again(self.get(known.table_id), known.seat)
+
+        if not request_id:
+            request = None
+            return await self._finish(join())
+        request = (client, request_id, _digest(["join", table_id, seat, name]))
+        return await self._once(request, join, again)
+
+    async def _join(
+        self, table_id: str, seat: int | None, name: str, request: tuple[str, str, str] | None
+    ) -> tuple[int, str]:
         table = self.get(table_id)
         async with table.lock:
+            _check_open(table)
             free = [i for i, s in enumerate(table.seats) if not s.taken]
             if seat is None:
                 if not free:
@@ -446,13 +660,17 @@ class Referee:
                 raise BadRequest(f"seat {seat} does not exist", "seat")
             if seat not in free:
                 raise PermissionDenied(f"seat {seat} of table {table_id} is taken")
-            token = secrets.token_urlsafe(24)
+            token = self._token(table.id, seat)
             hashed = token_hash(token)
             order = sum(1 for s in table.seats if s.taken)
-            await self.store.take_seat(
-                table_id, seat, name or table.seats[seat].name, hashed, order
+            await _stored(
+                self.store.take_seat(
+                    table_id, seat, name or table.seats[seat].name, hashed, order, request
+                )
             )
             table.take(seat, name, hashed)
+            if table.started and table.expiry is not None:
+                table.expiry.cancel()
             await self._publish(table)  # the rules may end a match as its first hand is dealt
             _log("seat taken", table, seat=seat)
             if table.started:
@@ -468,6 +686,57 @@ class Referee:
         if expected is None or not hmac.compare_digest(expected, token_hash(token)):
             raise PermissionDenied(f"the token is not the token of seat {seat}")
 
+    # -- tokens and request ids -----------------------------------------------------------
+
+    def _token(self, table_id: str, seat: int) -> str:
+        """The token of a seat: an HMAC of the table and seat under a key derived from the
+        referee's signing key (the store keeps only its SHA-256)."""
+        mac = hmac.new(self._token_key, f"{table_id}/{seat}".encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+
+    def _token_again(self, table: Table, seat: int) -> str:
+        token = self._token(table.id, seat)
+        if table.seats[seat].token_hash != token_hash(token):
+            raise NotReady(
+                f"the token of seat {seat} of table {table.id} cannot be given again (the"
+                " referee's key changed since)"
+            )
+        return token
+
+    async def _once(
+        self,
+        request: tuple[str, str, str],
+        do: Callable[[], Coroutine[Any, Any, T]],
+        again: Callable[[Request], T],
+    ) -> T:
+        """`do()` once per (client, request id): a repeat (concurrent, later, or after a
+        restart) gets `again(...)` of what the first one made; the same id with another
+        request is refused."""
+        client, request_id, digest = request
+        key = (client, request_id)
+        # Wait for the same request under way (a finished one is never waited on: awaiting a
+        # done task does not yield, and its entry may not be removed yet).
+        while (pending := self._requests.get(key)) is not None and not pending.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(pending)
+        known = self.store.find_request(client, request_id)
+        if known is not None:
+            if known.digest != digest:
+                raise BadRequest(
+                    f"request id {quoted(request_id)} was used by this client for another request",
+                    "request_id",
+                )
+            return again(known)
+        task = self._spawn(do())
+        self._requests[key] = task
+
+        def forget(done: asyncio.Task[T]) -> None:
+            if self._requests.get(key) is done:
+                del self._requests[key]
+
+        task.add_done_callback(forget)
+        return await asyncio.shield(task)
+
     # -- moves ----------------------------------------------------------------------------
 
     async def submit(
@@ -475,7 +744,13 @@ class Referee:
     ) -> tuple[int, int, list[TableEventData]]:
         """Apply `action` for `seat` at index `expected`; durable before this returns.
         Returns the action's index, the index of its first event, and its events."""
+        return await self._finish(self._submit(table, seat, expected, action))
+
+    async def _submit(
+        self, table: Table, seat: int, expected: int, action: int
+    ) -> tuple[int, int, list[TableEventData]]:
         async with table.lock:
+            _check_open(table)
             current = len(table.actions)
             if (
                 expected < current
@@ -498,101 +773,171 @@ class Referee:
                 )
             if not table.started:
                 raise NotReady("the table is waiting for players")
+            if table.stopped:
+                raise NotReady(f"the match is over: {table.stopped}")
             self._check_legal(table, seat, action)
+            await _stored(self.store.append_action(table.id, current, seat, action))
             first = len(table.events)
-            events = table.apply(seat, action)
             try:
-                await self.store.append_action(table.id, current, seat, action)
-            except BaseException:
-                self._rebuild(table)
-                raise
+                events = table.apply(seat, action)
+            except Exception as exc:  # a legal action the engine fails on: a bug
+                closed = await self._break(
+                    table, f"action {current} could not be applied ({_what(exc)})", exc
+                )
+                return current, first, [closed]
             end = await self._publish(table)
             if end is not None:
                 events.append(end)
             return current, first, events
 
     def _check_legal(self, table: Table, seat: int, action: int) -> None:
-        """Refuse without changing the table: a refusal comes from the engine itself, on a
-        copy of the table rebuilt by replay when needed."""
-        if action & 7 == RESIGN or table.is_legal(seat, action):
+        """Refuse without changing the table: the engine says why (`Match.refusal` is pure,
+        nothing is copied or replayed)."""
+        if table.is_legal(seat, action):
             return
-        probe = self._restore_copy(table)
-        try:
-            probe.match.apply(seat, action)
-        except IllegalAction as exc:
-            if not exc.legal:  # a refusal of the phase: list what the seat may do instead
-                exc.legal = tuple(table.legal(seat))
-            raise
-        except InvalidAction:
-            raise
-        raise AssertionError("an action not in the legal set was accepted")  # pragma: no cover
-
-    def _restore_copy(self, table: Table) -> Table:
-        return Table.replayed(
-            table.id,
-            table.rules,
-            table.options,
-            table.seed,
-            table.created,
-            table.creator,
-            [(s.name, s.open, s.token_hash, s.order) for s in table.seats],
-            table.actions,
-        )
-
-    def _rebuild(self, table: Table) -> None:
-        stored = self.store.load(only=[table.id])
-        if stored:
-            self.tables[table.id] = self._restore(stored[0])
+        error = table.match.refusal(seat, action)
+        if error is not None:
+            raise error
 
     async def resign(self, table: Table, seat: int) -> int:
         index, _, _ = await self.submit(table, seat, len(table.actions), encode(RESIGN))
         return index
 
-    async def _publish(self, table: Table) -> EndEvent | None:
+    # -- the end of a table ---------------------------------------------------------------
+
+    async def _publish(self, table: Table) -> EndEvent | ClosedEvent | None:
         """After a committed write: issue the record of a match that is over (its end event,
-        returned, closes the table's events), then show watchers every event so far."""
-        end = None
-        if table.finished and table.envelope is None:
-            end = await self._issue_record(table)
+        returned, closes the table's events), then show watchers every event so far. A
+        record that cannot be issued closes the table as broken (its event is returned)."""
+        end: EndEvent | ClosedEvent | None = None
+        if table.finished and not table.ended:
+            try:
+                end = await self._issue_record(table)
+            except Exception as exc:
+                end = await self._break(
+                    table, f"its record could not be issued ({_what(exc)})", exc
+                )
         table.durable_events = len(table.events)
         table.notify()
         return end
 
     async def _issue_record(self, table: Table) -> EndEvent:
         """Build, sign and store the record of a finished table."""
-        names = [s.name for s in table.seats]
-        played_at = datetime.fromtimestamp(table.created, UTC).isoformat(timespec="seconds")
-        rec = build_record(
-            table.match,
-            names,
-            Provenance("referee", table.id, played_at),
-            table.decks,
-            pb.DealSource(algorithm=ALGORITHM, commitment=table.commitment, seed=table.seed),
-        )
-        data = canonical_bytes(rec)
-        envelope = sign(data, self.key).SerializeToString(deterministic=True)
-        await self.store.finish(table.id, envelope, record_id(data))
+        envelope, rid = table.signed_record(self.key)
+        await self.store.finish(table.id, envelope, rid)
         # From here to the end event, nothing awaits: no watcher sees one without the other.
         table.envelope = envelope
-        table.record_id = record_id(data)
-        assert self._open_tables.get(table.creator, 0) > 0, "a table closed twice"
-        self._open_tables[table.creator] -= 1
+        table.record_id = rid
+        self._uncount(table)
+        self._keep_loaded(table)
         event = self._end_event(table)
         table.events.append(event)
         _log(
             "table finished",
             table,
             winners=list(table.match.winners),
-            reason=table.match.end_reason,
+            reason=event.reason,
             record_id=table.record_id,
             actions=len(table.actions),
         )
         return event
 
-    @staticmethod
-    def _end_event(table: Table) -> EndEvent:
-        assert table.record_id is not None
-        return EndEvent(table.match.winners, table.match.end_reason, table.record_id)
+    def _end_event(self, table: Table) -> EndEvent:
+        assert table.record_id
+        return EndEvent(
+            table.match.winners, table.stopped or table.match.end_reason, table.record_id
+        )
+
+    async def _break(self, table: Table, reason: str, exc: BaseException) -> ClosedEvent:
+        """Close a table that hit an internal error: in memory at once, then in the store
+        (so that a restart skips it); its watchers get the closing event."""
+        _log_broken(table.id, reason, exc)
+        if table.closed is not None:
+            return table.closed
+        closed = table.closed = ClosedEvent("broken", reason)
+        self._close(table)
+        try:
+            await self.store.close_table(table.id, "broken", reason)
+        except Exception as store_exc:  # the table stays closed in memory
+            _log_broken(table.id, "the store could not mark it broken", store_exc)
+        return closed
+
+    def _close(self, table: Table) -> None:
+        assert table.closed is not None
+        table.events.append(table.closed)
+        if table.expiry is not None:
+            table.expiry.cancel()
+        self._uncount(table)
+        self._keep_loaded(table)
+        table.durable_events = len(table.events)
+        table.notify()
+
+    def _schedule_expiry(self, table: Table) -> None:
+        delay = max(0.0, table.created + self.limits.open_seat_ttl - time.time())
+        loop = asyncio.get_running_loop()
+        table.expiry = loop.call_later(delay, lambda: self._spawn(self._expire(table)))
+
+    async def _expire(self, table: Table) -> None:
+        """Close a table still waiting for players once its open seats have waited
+        `open_seat_ttl`."""
+        async with table.lock:
+            if table.started or table.closed is not None:
+                return
+            waiting = [i for i, s in enumerate(table.seats) if not s.taken]
+            reason = (
+                f"seat{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} not"
+                f" taken within {self.limits.open_seat_ttl:g} s"
+            )
+            await self.store.close_table(table.id, "expired", reason)
+            table.closed = ClosedEvent("expired", reason)
+            self._close(table)
+            _log("table expired", table, reason=reason)
+
+    # -- counting and tasks ---------------------------------------------------------------
+
+    def _count(self, table: Table) -> None:
+        """Count a table among its creator's open tables (once)."""
+        assert not table.counted
+        table.counted = True
+        self._open[table.creator] = self._open.get(table.creator, 0) + 1
+
+    def _uncount(self, table: Table) -> None:
+        """A table is no longer open (finished, expired, broken): counted off once."""
+        if not table.counted:
+            return
+        table.counted = False
+        left = self._open[table.creator] - 1
+        assert left >= 0, "a client's open tables went below zero"
+        if left:
+            self._open[table.creator] = left
+        else:
+            del self._open[table.creator]
+
+    def open_tables(self, client: str) -> int:
+        """The tables this client has open (created, and not finished or closed)."""
+        return self._open.get(client, 0)
+
+    def _spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()  # retrieved here: its caller may have gone away
+        if exc is not None and not isinstance(exc, RefereeError | TapisError):
+            log.error(
+                "change failed",
+                exc_info=exc,
+                extra={"fields": {"error": _what(exc)}},
+            )
+
+    async def _finish(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a change of state to its end even if the caller goes away meanwhile."""
+        return await asyncio.shield(self._spawn(coro))
 
     # -- watching -------------------------------------------------------------------------
 
@@ -600,15 +945,59 @@ class Referee:
         self, table: Table, start: int, idle: float = 15.0
     ) -> AsyncIterator[tuple[int, TableEventData]]:
         """The table's events from `start` on, waiting for new ones while the table lives."""
+        if start > table.durable_events:
+            raise OutOfRange(
+                f"from_event_index {start} is past the table's {table.durable_events} events"
+            )
         index = start
         while True:
-            table = self.tables.get(table.id, table)
             while index < table.durable_events:
                 yield index, table.events[index]
                 index += 1
-            if table.envelope is not None and index >= table.durable_events:
-                return  # the match is over and its last event (the record) was sent
+            if table.ended and index >= table.durable_events:
+                return  # the match is over (its last event, the record, was sent) or closed
             await table.wait_change(idle)
+
+
+def _check_open(table: Table) -> None:
+    if table.closed is not None:
+        raise TableClosed(f"table {table.id} is {table.closed.status}: {table.closed.reason}")
+
+
+async def _stored(write: Awaitable[None]) -> None:
+    """A write to the store; a failure of the store itself is UNAVAILABLE (nothing changed:
+    the same call may be repeated)."""
+    try:
+        await write
+    except sqlite3.IntegrityError:
+        raise
+    except sqlite3.Error as exc:
+        raise Unavailable(f"the referee could not store this change ({exc}); retry") from None
+
+
+def _token_key(key: Ed25519PrivateKey) -> bytes:
+    raw = key.private_bytes(
+        serialization.Encoding.Raw,
+        serialization.PrivateFormat.Raw,
+        serialization.NoEncryption(),
+    )
+    return HKDF(hashes.SHA256(), 32, salt=None, info=b"tapis seat tokens/1").derive(raw)
+
+
+def _digest(doc: object) -> str:
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _what(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {quoted(str(exc), 200)}"
+
+
+def _log_broken(table_id: str, reason: str, exc: BaseException) -> None:
+    log.error(
+        "table broken",
+        exc_info=exc,
+        extra={"fields": {"table": table_id, "reason": reason}},
+    )
 
 
 def _log(event: str, table: Table, **fields: Any) -> None:

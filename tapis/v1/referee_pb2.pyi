@@ -14,16 +14,46 @@ Conventions (also those of record.proto):
   such as "play QS"; submit one of those codes.
 
 Authentication: creating or joining a seat returns a secret token for that seat. Every call
-made for a seat carries the metadata `authorization: Bearer <token>`. A call without a
-token fails with UNAUTHENTICATED; with a token that is not the seat's, PERMISSION_DENIED.
-Watching a table without a token is allowed: a spectator sees public information only.
+made for a seat carries exactly one metadata entry `authorization: Bearer <token>`. A call
+without a token, with two `authorization` entries or with another scheme fails with
+UNAUTHENTICATED; with a token that is not the seat's, PERMISSION_DENIED. Watching a table
+without a token is allowed: a spectator sees public information only.
 
-Errors: an action the rules refuse fails with FAILED_PRECONDITION and a
-google.rpc.Status whose details hold an ActionRefusal (rule id, reason, legal actions). A
-submission whose expected_action_index is not the table's fails with ABORTED and a
-StaleAction detail giving the current index. NOT_FOUND: no such table; RESOURCE_EXHAUSTED:
-too many tables for this client; INVALID_ARGUMENT: bad rules or request fields, with a
-BadRequest-like message naming the field.
+Clients: the referee counts a client by its network address (the peer's host, without the
+port). A client may have at most 1000 tables open (created, and neither finished nor
+closed) and 256 WatchTable streams at once (the referee's defaults; `tapis serve` options
+change them); beyond, RESOURCE_EXHAUSTED. Open seats that nobody takes expire: a table still
+waiting for players one hour after its creation (`tapis serve --open-seat-ttl`) is closed
+(TABLE_STATUS_EXPIRED, a `table_closed` event) and no longer counts.
+
+Bounds: a request is at most 1 MiB. A table id, a request id, a game or ruleset name, an
+option key and a string option value are at most 64 characters; a player's name at most 64
+characters, without control characters; at most 10 seats and 64 options, each key once.
+Every int option has the range its OptionInfo gives. A table stops at 1000 hands or 100000
+actions (whichever comes first): its match is stopped unfinished, with a record saying why.
+Every reply is far below the 4 MiB a client receives by default.
+
+Status codes:
+- INVALID_ARGUMENT: a request that does not decode, a field out of its bounds or bad rules;
+  the message names the field (`seats[1].name: longer than 64 characters`) and quotes at most
+  a short prefix of what was sent.
+- FAILED_PRECONDITION: an action the rules refuse, with a google.rpc.Status
+  (`grpc-status-details-bin` trailer) whose details hold an ActionRefusal (rule id, reason,
+  legal actions); also a call the table's state does not allow (GetRecord before the end, an
+  action on a table waiting for players, or on a table that is closed: expired, or broken by
+  an internal error of the referee, which isolates that table).
+- ABORTED: a submission whose expected_action_index is not the table's, with a StaleAction
+  detail giving the current index.
+- NOT_FOUND: no such table. OUT_OF_RANGE: WatchTable from an event index the table has not
+  reached. PERMISSION_DENIED: a wrong token, or JoinTable on a seat already taken or a table
+  with no open seat. RESOURCE_EXHAUSTED: a client over its tables or streams.
+- UNAVAILABLE: the referee is starting (reloading its tables; health says NOT_SERVING) or
+  stopping; retry later. Nothing a client sends yields UNKNOWN or INTERNAL.
+
+Retries: reads, WatchTable (from the next event index) and SubmitAction (at the same
+expected_action_index) are safe to repeat. CreateTable and JoinTable are made safe by a
+client-chosen `request_id`: the same request with the same id gives the same table and
+tokens, even across a restart of the referee.
 """
 
 from collections import abc as _abc
@@ -56,7 +86,11 @@ class _TableStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TableStat
     TABLE_STATUS_PLAYING: _TableStatus.ValueType  # 2
     """The match is being played."""
     TABLE_STATUS_FINISHED: _TableStatus.ValueType  # 3
-    """The match is over; its record can be fetched."""
+    """The match is over (or stopped at the referee's limits); its record can be fetched."""
+    TABLE_STATUS_EXPIRED: _TableStatus.ValueType  # 4
+    """Closed before it started: its open seats were not taken in time. No record."""
+    TABLE_STATUS_BROKEN: _TableStatus.ValueType  # 5
+    """Closed by an internal error of the referee, which isolated this table. No record."""
 
 class TableStatus(_TableStatus, metaclass=_TableStatusEnumTypeWrapper):
     """Where a table is in its life."""
@@ -68,7 +102,11 @@ TABLE_STATUS_WAITING: TableStatus.ValueType  # 1
 TABLE_STATUS_PLAYING: TableStatus.ValueType  # 2
 """The match is being played."""
 TABLE_STATUS_FINISHED: TableStatus.ValueType  # 3
-"""The match is over; its record can be fetched."""
+"""The match is over (or stopped at the referee's limits); its record can be fetched."""
+TABLE_STATUS_EXPIRED: TableStatus.ValueType  # 4
+"""Closed before it started: its open seats were not taken in time. No record."""
+TABLE_STATUS_BROKEN: TableStatus.ValueType  # 5
+"""Closed by an internal error of the referee, which isolated this table. No record."""
 Global___TableStatus: _TypeAlias = TableStatus  # noqa: Y015
 
 @_typing.final
@@ -204,12 +242,18 @@ class OptionInfo(_message.Message):
     DEFAULT_VALUE_FIELD_NUMBER: _builtins.int
     ALLOWED_FIELD_NUMBER: _builtins.int
     DESCRIPTION_FIELD_NUMBER: _builtins.int
+    MIN_VALUE_FIELD_NUMBER: _builtins.int
+    MAX_VALUE_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     """The option key of RULES.md section 6, e.g. "moon_mode"."""
     type: _builtins.str
     """"bool", "int" or "enum"."""
     description: _builtins.str
     """What it does, with its RULES.md section."""
+    min_value: _builtins.int
+    """For "int": the smallest value allowed."""
+    max_value: _builtins.int
+    """For "int": the largest value allowed."""
     @_builtins.property
     def default_value(self) -> _record_pb2.Option:
         """The default value, as an Option."""
@@ -226,12 +270,21 @@ class OptionInfo(_message.Message):
         default_value: _record_pb2.Option | None = ...,
         allowed: _abc.Iterable[_builtins.str] | None = ...,
         description: _builtins.str = ...,
+        min_value: _builtins.int | None = ...,
+        max_value: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["default_value", b"default_value"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_value", b"_max_value", "_min_value", b"_min_value", "default_value", b"default_value", "max_value", b"max_value", "min_value", b"min_value"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed", b"allowed", "default_value", b"default_value", "description", b"description", "key", b"key", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_value", b"_max_value", "_min_value", b"_min_value", "allowed", b"allowed", "default_value", b"default_value", "description", b"description", "key", b"key", "max_value", b"max_value", "min_value", b"min_value", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__max_value: _TypeAlias = _typing.Literal["max_value"]  # noqa: Y015
+    _WhichOneofArgType__max_value: _TypeAlias = _typing.Literal["_max_value", b"_max_value"]  # noqa: Y015
+    _WhichOneofReturnType__min_value: _TypeAlias = _typing.Literal["min_value"]  # noqa: Y015
+    _WhichOneofArgType__min_value: _TypeAlias = _typing.Literal["_min_value", b"_min_value"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_value) -> _WhichOneofReturnType__max_value | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_value) -> _WhichOneofReturnType__min_value | None: ...
 
 Global___OptionInfo: _TypeAlias = OptionInfo  # noqa: Y015
 
@@ -276,10 +329,17 @@ class CreateTableRequest(_message.Message):
     RULESET_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
     SEATS_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     game: _builtins.str
     """Game name or alias."""
     ruleset: _builtins.str
     """Ruleset; empty for the game's default."""
+    request_id: _builtins.str
+    """Optional idempotency key chosen by the client (at most 64 characters; a UUID is a good
+    choice): a CreateTable repeated with the same request_id by the same client gives the same
+    table and tokens instead of a new table; the same id with a different request fails with
+    INVALID_ARGUMENT. The referee remembers an id for 24 hours.
+    """
     @_builtins.property
     def options(self) -> _containers.RepeatedCompositeFieldContainer[_record_pb2.Option]:
         """Options (RULES.md section 6); omitted options take their defaults."""
@@ -295,10 +355,11 @@ class CreateTableRequest(_message.Message):
         ruleset: _builtins.str = ...,
         options: _abc.Iterable[_record_pb2.Option] | None = ...,
         seats: _abc.Iterable[Global___SeatRequest] | None = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["game", b"game", "options", b"options", "ruleset", b"ruleset", "seats", b"seats"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["game", b"game", "options", b"options", "request_id", b"request_id", "ruleset", b"ruleset", "seats", b"seats"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -399,22 +460,28 @@ class JoinTableRequest(_message.Message):
     TABLE_ID_FIELD_NUMBER: _builtins.int
     SEAT_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
     """The table to join."""
     seat: _builtins.int
     """The seat to take; absent: the first open seat."""
     name: _builtins.str
     """The player's name; empty keeps the name given at creation."""
+    request_id: _builtins.str
+    """Optional idempotency key, as in CreateTableRequest: a JoinTable repeated with the same
+    request_id by the same client gives the same seat and token.
+    """
     def __init__(
         self,
         *,
         table_id: _builtins.str = ...,
         seat: _builtins.int | None = ...,
         name: _builtins.str = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "seat", b"seat"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "name", b"name", "seat", b"seat", "table_id", b"table_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "name", b"name", "request_id", b"request_id", "seat", b"seat", "table_id", b"table_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__seat: _TypeAlias = _typing.Literal["seat"]  # noqa: Y015
     _WhichOneofArgType__seat: _TypeAlias = _typing.Literal["_seat", b"_seat"]  # noqa: Y015
@@ -1021,7 +1088,7 @@ class WatchTableRequest(_message.Message):
     seat: _builtins.int
     """The seat (needs its token); absent to watch as a spectator."""
     from_event_index: _builtins.int
-    """The first event index wanted (0: from the start)."""
+    """The first event index wanted (0: from the start); at most the table's event_index."""
     def __init__(
         self,
         *,
@@ -1080,6 +1147,7 @@ class TableEvent(_message.Message):
     NOTE_FIELD_NUMBER: _builtins.int
     HAND_ENDED_FIELD_NUMBER: _builtins.int
     MATCH_ENDED_FIELD_NUMBER: _builtins.int
+    TABLE_CLOSED_FIELD_NUMBER: _builtins.int
     index: _builtins.int
     """Position in the table's event list, from 0."""
     @_builtins.property
@@ -1114,6 +1182,10 @@ class TableEvent(_message.Message):
     def match_ended(self) -> Global___MatchEnded:
         """The match ended; the record is ready."""
 
+    @_builtins.property
+    def table_closed(self) -> Global___TableClosed:
+        """The table closed without a record (expired or broken): the last event of its stream."""
+
     def __init__(
         self,
         *,
@@ -1126,12 +1198,13 @@ class TableEvent(_message.Message):
         note: Global___Note | None = ...,
         hand_ended: Global___HandEnded | None = ...,
         match_ended: Global___MatchEnded | None = ...,
+        table_closed: Global___TableClosed | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action_taken", b"action_taken", "event", b"event", "hand_ended", b"hand_ended", "hand_started", b"hand_started", "match_ended", b"match_ended", "note", b"note", "score_line", b"score_line", "seat_taken", b"seat_taken", "trick_completed", b"trick_completed"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action_taken", b"action_taken", "event", b"event", "hand_ended", b"hand_ended", "hand_started", b"hand_started", "match_ended", b"match_ended", "note", b"note", "score_line", b"score_line", "seat_taken", b"seat_taken", "table_closed", b"table_closed", "trick_completed", b"trick_completed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_taken", b"action_taken", "event", b"event", "hand_ended", b"hand_ended", "hand_started", b"hand_started", "index", b"index", "match_ended", b"match_ended", "note", b"note", "score_line", b"score_line", "seat_taken", b"seat_taken", "trick_completed", b"trick_completed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_taken", b"action_taken", "event", b"event", "hand_ended", b"hand_ended", "hand_started", b"hand_started", "index", b"index", "match_ended", b"match_ended", "note", b"note", "score_line", b"score_line", "seat_taken", b"seat_taken", "table_closed", b"table_closed", "trick_completed", b"trick_completed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["seat_taken", "hand_started", "action_taken", "trick_completed", "score_line", "note", "hand_ended", "match_ended"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["seat_taken", "hand_started", "action_taken", "trick_completed", "score_line", "note", "hand_ended", "match_ended", "table_closed"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
@@ -1364,6 +1437,32 @@ class MatchEnded(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___MatchEnded: _TypeAlias = MatchEnded  # noqa: Y015
+
+@_typing.final
+class TableClosed(_message.Message):
+    """The table closed without a record."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATUS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    status: Global___TableStatus.ValueType
+    """TABLE_STATUS_EXPIRED or TABLE_STATUS_BROKEN."""
+    reason: _builtins.str
+    """Why, for a person."""
+    def __init__(
+        self,
+        *,
+        status: Global___TableStatus.ValueType = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TableClosed: _TypeAlias = TableClosed  # noqa: Y015
 
 @_typing.final
 class GetRecordRequest(_message.Message):

@@ -14,16 +14,46 @@ Conventions (also those of record.proto):
   such as "play QS"; submit one of those codes.
 
 Authentication: creating or joining a seat returns a secret token for that seat. Every call
-made for a seat carries the metadata `authorization: Bearer <token>`. A call without a
-token fails with UNAUTHENTICATED; with a token that is not the seat's, PERMISSION_DENIED.
-Watching a table without a token is allowed: a spectator sees public information only.
+made for a seat carries exactly one metadata entry `authorization: Bearer <token>`. A call
+without a token, with two `authorization` entries or with another scheme fails with
+UNAUTHENTICATED; with a token that is not the seat's, PERMISSION_DENIED. Watching a table
+without a token is allowed: a spectator sees public information only.
 
-Errors: an action the rules refuse fails with FAILED_PRECONDITION and a
-google.rpc.Status whose details hold an ActionRefusal (rule id, reason, legal actions). A
-submission whose expected_action_index is not the table's fails with ABORTED and a
-StaleAction detail giving the current index. NOT_FOUND: no such table; RESOURCE_EXHAUSTED:
-too many tables for this client; INVALID_ARGUMENT: bad rules or request fields, with a
-BadRequest-like message naming the field.
+Clients: the referee counts a client by its network address (the peer's host, without the
+port). A client may have at most 1000 tables open (created, and neither finished nor
+closed) and 256 WatchTable streams at once (the referee's defaults; `tapis serve` options
+change them); beyond, RESOURCE_EXHAUSTED. Open seats that nobody takes expire: a table still
+waiting for players one hour after its creation (`tapis serve --open-seat-ttl`) is closed
+(TABLE_STATUS_EXPIRED, a `table_closed` event) and no longer counts.
+
+Bounds: a request is at most 1 MiB. A table id, a request id, a game or ruleset name, an
+option key and a string option value are at most 64 characters; a player's name at most 64
+characters, without control characters; at most 10 seats and 64 options, each key once.
+Every int option has the range its OptionInfo gives. A table stops at 1000 hands or 100000
+actions (whichever comes first): its match is stopped unfinished, with a record saying why.
+Every reply is far below the 4 MiB a client receives by default.
+
+Status codes:
+- INVALID_ARGUMENT: a request that does not decode, a field out of its bounds or bad rules;
+  the message names the field (`seats[1].name: longer than 64 characters`) and quotes at most
+  a short prefix of what was sent.
+- FAILED_PRECONDITION: an action the rules refuse, with a google.rpc.Status
+  (`grpc-status-details-bin` trailer) whose details hold an ActionRefusal (rule id, reason,
+  legal actions); also a call the table's state does not allow (GetRecord before the end, an
+  action on a table waiting for players, or on a table that is closed: expired, or broken by
+  an internal error of the referee, which isolates that table).
+- ABORTED: a submission whose expected_action_index is not the table's, with a StaleAction
+  detail giving the current index.
+- NOT_FOUND: no such table. OUT_OF_RANGE: WatchTable from an event index the table has not
+  reached. PERMISSION_DENIED: a wrong token, or JoinTable on a seat already taken or a table
+  with no open seat. RESOURCE_EXHAUSTED: a client over its tables or streams.
+- UNAVAILABLE: the referee is starting (reloading its tables; health says NOT_SERVING) or
+  stopping; retry later. Nothing a client sends yields UNKNOWN or INTERNAL.
+
+Retries: reads, WatchTable (from the next event index) and SubmitAction (at the same
+expected_action_index) are safe to repeat. CreateTable and JoinTable are made safe by a
+client-chosen `request_id`: the same request with the same id gives the same table and
+tokens, even across a restart of the referee.
 """
 
 from collections import abc as _abc

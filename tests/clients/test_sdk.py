@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -210,5 +211,53 @@ def test_watch_gets_match_ended_when_the_stream_ends_before_it(tmp_path: Path) -
             assert events[-1].HasField("match_ended")
             assert [e.index for e in events] == list(range(len(events)))
             await playing
+
+    asyncio.run(main())
+
+
+class _LoseFirstReplies(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    """The first reply of each of these methods is lost after the referee acted on it."""
+
+    def __init__(self, methods: set[str]) -> None:
+        self.methods = methods
+        self.lost: list[str] = []
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        call = await continuation(details, request)
+        await call  # the referee did it
+        method = details.method.decode() if isinstance(details.method, bytes) else details.method
+        name = method.rsplit("/", 1)[-1]
+        if name in self.methods and name not in self.lost:
+            self.lost.append(name)
+            raise grpc.aio.AioRpcError(
+                grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "lost"
+            )
+        return call
+
+
+def test_create_and_join_are_retried_after_a_lost_reply_without_doing_them_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lose = _LoseFirstReplies({"CreateTable", "JoinTable"})
+    channel = grpc.aio.insecure_channel
+
+    def with_loss(address: str, **kwargs: Any) -> grpc.aio.Channel:
+        return channel(address, interceptors=[lose], **kwargs)
+
+    async def main() -> None:
+        async with referee(tmp_path) as server:
+            monkeypatch.setattr(grpc.aio, "insecure_channel", with_loss)
+            async with RefereeClient(f"127.0.0.1:{server.port}") as client:
+                table = await client.create_table("hearts", options=SHORT, seats=SEATS)
+                dee = await client.join(table.table_id, name="Dee")
+            assert lose.lost == ["CreateTable", "JoinTable"]  # each reply was lost once
+            assert list(server.referee.tables) == [table.table_id]  # one table, not two
+            assert dee.seat == 3
+            monkeypatch.setattr(grpc.aio, "insecure_channel", channel)
+            async with RefereeClient(f"127.0.0.1:{server.port}") as client:
+                handles = [client.seat(table.table_id, i, table.tokens[i]) for i in range(3)]
+                handles.append(client.seat(table.table_id, 3, dee.token))
+                views = [await h.view() for h in handles]  # every token holds
+                assert [v.seat for v in views] == [0, 1, 2, 3]
 
     asyncio.run(main())

@@ -451,6 +451,6 @@ def test_the_pass_choices_are_every_three_cards_of_the_hand(seed: int) -> None:
         )
         assert hand.legal_actions(seat) == expected and len(expected) == 286
         action = rng.choice(expected)
-        hand.apply(seat, action)  # each is accepted
+        m.step(seat, action)  # each is accepted
         if seat < 3:  # then the seat waits for the others' passes
             assert hand.legal_actions(seat) == []

@@ -5,8 +5,8 @@ streams cut and resumed, and what each seat may see."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,12 @@ from records.signing import load_public_key
 from records.verify import verify_envelope
 from referee.engine import GAMES
 from referee.engine.cards import iter_cards
-from referee.server.app import Limits, RunningServer, create_server
+from referee.server.app import RunningServer, create_server
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 from tapis.v1 import referee_pb2_grpc as rpc
+
+from .util import auth, new_table, option, play_random, run
 
 # (game, ruleset, options, players): one short match of each game and ruleset.
 MATCHES: list[tuple[str, str, dict[str, Any], int]] = [
@@ -37,82 +39,6 @@ MATCHES: list[tuple[str, str, dict[str, Any], int]] = [
     ("triomphe", "equipe", {"target": 3}, 4),
     ("triomphe", "as-qui-pille", {"target": 3}, 4),
 ]
-
-
-def run(coro_fn: Callable[..., Awaitable[Any]], tmp_path: Path, **limits: Any) -> Any:
-    async def main() -> Any:
-        server = await create_server(
-            "127.0.0.1:0", tmp_path / "t.db", tmp_path / "k.key", Limits(**limits)
-        )
-        try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-                return await coro_fn(server, rpc.RefereeServiceStub(channel), channel)
-        finally:
-            await server.stop(0)
-
-    return asyncio.run(main())
-
-
-def option(key: str, value: Any) -> rpb.Option:
-    if isinstance(value, bool):
-        return rpb.Option(key=key, bool_value=value)
-    if isinstance(value, int):
-        return rpb.Option(key=key, int_value=value)
-    return rpb.Option(key=key, string_value=value)
-
-
-def auth(token: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {token}"),)
-
-
-async def new_table(
-    stub: rpc.RefereeServiceStub, game: str, ruleset: str, options: dict[str, Any], n: int
-) -> tuple[str, dict[int, str]]:
-    resp = await stub.CreateTable(
-        pb.CreateTableRequest(
-            game=game,
-            ruleset=ruleset,
-            options=[option(k, v) for k, v in options.items()],
-            seats=[pb.SeatRequest(name=f"P{i}") for i in range(n)],
-        )
-    )
-    return resp.table_id, {t.seat: t.token for t in resp.tokens}
-
-
-async def play_random(
-    stub: rpc.RefereeServiceStub,
-    table_id: str,
-    tokens: dict[int, str],
-    rng: random.Random,
-    on_view: Callable[[int, pb.SeatView], None] | None = None,
-    limit: int = 100_000,
-) -> int:
-    """Play random legal actions until the match ends; returns the number of actions."""
-    count = 0
-    while count < limit:
-        acted = False
-        for seat, token in tokens.items():
-            view = (await stub.GetView(pb.GetViewRequest(table_id=table_id, seat=seat),
-                                       metadata=auth(token))).view  # fmt: skip
-            if on_view is not None:
-                on_view(seat, view)
-            if view.status == pb.TABLE_STATUS_FINISHED:
-                return count
-            if view.legal_actions:
-                choice = rng.choice(view.legal_actions).action
-                await stub.SubmitAction(
-                    pb.SubmitActionRequest(
-                        table_id=table_id,
-                        seat=seat,
-                        expected_action_index=view.action_index,
-                        action=choice,
-                    ),
-                    metadata=auth(token),
-                )
-                count += 1
-                acted = True
-        assert acted, "nobody could act but the match is not over"
-    raise AssertionError("the match did not end")
 
 
 @pytest.mark.parametrize(("game", "ruleset", "options", "players"), MATCHES)
@@ -405,9 +331,22 @@ def test_list_games_describes_every_option(tmp_path: Path) -> None:
                     assert opt.default_value.WhichOneof("value") is not None, opt.key
                     if opt.type == "enum":
                         assert opt.default_value.string_value in opt.allowed
+                    if opt.type == "int":  # every int option has its range
+                        assert opt.HasField("min_value") and opt.HasField("max_value"), opt
+                        value = opt.default_value.int_value
+                        assert opt.min_value <= value <= opt.max_value, opt
+                    else:
+                        assert not opt.HasField("min_value") and not opt.HasField("max_value")
         hearts = next(g for g in games if g.name == "dame-de-pique")
         assert list(hearts.aliases) == ["hearts"]
         assert list(hearts.rulesets[0].player_counts) == [4]
+        threshold = next(o for o in hearts.rulesets[0].options if o.key == "end_threshold")
+        assert (threshold.min_value, threshold.max_value) == (1, 1000)
+        # A value past the range is refused, the range named.
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await new_table(stub, "hearts", "", {"end_threshold": 1001}, 4)
+        assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "1 to 1000" in (exc.value.details() or "")
 
     run(body, tmp_path)
 
@@ -466,7 +405,8 @@ def test_finished_tables_stay_on_disk_until_asked_for(tmp_path: Path) -> None:
             )
             assert view.view.status == pb.TABLE_STATUS_FINISHED
         assert set(referee.tables) == {live} | {t for t, _ in done}
-        referee.max_loaded_finished = 1  # the least recently asked for leave memory
+        # the least recently asked for leave memory
+        referee.limits = dataclasses.replace(referee.limits, max_loaded_finished=1)
         await stub.GetTable(pb.GetTableRequest(table_id=done[0][0]))
         await stub.GetTable(pb.GetTableRequest(table_id=done[1][0]))
         assert set(referee.tables) == {live, done[1][0]}

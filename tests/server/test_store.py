@@ -1,15 +1,22 @@
 """The referee's store (referee/server/store.py): writes submitted together share one commit;
-one that fails fails alone, and every other is kept."""
+one that fails fails alone, and every other is kept; one store per referee (a lock); a store
+of the first schema still opens."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from referee.server.store import Store, Write
+from records.codec import decode_record
+from referee.server.store import Store, StoreLocked, Write
+from tapis.v1 import referee_pb2 as pb
+
+from .util import auth, new_table, play_random, run
 
 
 def _insert(table_id: str, idx: int) -> Write:
@@ -76,3 +83,77 @@ def test_writes_alone_or_few_are_committed(tmp_path: Path, n: int) -> None:
     assert conn.execute("SELECT count(*) FROM actions").fetchone() == (n,)
     conn.close()
     assert store.commits == n
+
+
+# The schema of the stores written before closed tables and request ids (kept to test that
+# such a store still opens).
+FIRST_SCHEMA = """
+CREATE TABLE tables (id TEXT PRIMARY KEY, created REAL NOT NULL, creator TEXT NOT NULL,
+    game TEXT NOT NULL, ruleset TEXT NOT NULL, options TEXT NOT NULL, players INTEGER NOT NULL,
+    seed BLOB NOT NULL, finished INTEGER NOT NULL DEFAULT 0, record BLOB, record_id TEXT);
+CREATE TABLE seats (table_id TEXT NOT NULL REFERENCES tables(id), seat INTEGER NOT NULL,
+    name TEXT NOT NULL, open INTEGER NOT NULL, token_hash BLOB, taken_order INTEGER,
+    PRIMARY KEY (table_id, seat));
+CREATE TABLE actions (table_id TEXT NOT NULL REFERENCES tables(id), idx INTEGER NOT NULL,
+    seat INTEGER NOT NULL, action INTEGER NOT NULL, PRIMARY KEY (table_id, idx));
+"""
+
+
+def test_a_store_of_the_first_schema_opens_and_its_tables_play_on(tmp_path: Path) -> None:
+    async def first(server: Any, stub: Any, _: Any) -> Any:
+        table_id, tokens = await new_table(stub, "hearts", "", {"end_threshold": 30}, 4)
+        for seat in range(4):  # the four passes
+            view = await stub.GetView(
+                pb.GetViewRequest(table_id=table_id, seat=seat), metadata=auth(tokens[seat])
+            )
+            await stub.SubmitAction(
+                pb.SubmitActionRequest(
+                    table_id=table_id,
+                    seat=seat,
+                    expected_action_index=seat,
+                    action=view.view.legal_actions[0].action,
+                ),
+                metadata=auth(tokens[seat]),
+            )
+        return table_id, tokens
+
+    (tmp_path / "new").mkdir()
+    table_id, tokens = run(first, tmp_path / "new")
+    # The same store as the first schema wrote it: its columns and tables only.
+    old = sqlite3.connect(tmp_path / "t.db")
+    old.executescript(FIRST_SCHEMA)
+    old.execute("ATTACH DATABASE ? AS new", (str(tmp_path / "new" / "t.db"),))
+    old.execute(
+        "INSERT INTO tables SELECT id, created, creator, game, ruleset, options, players, seed,"
+        " finished, record, record_id FROM new.tables"
+    )
+    old.execute("INSERT INTO seats SELECT * FROM new.seats")
+    old.execute("INSERT INTO actions SELECT * FROM new.actions")
+    old.commit()
+    old.close()
+    (tmp_path / "k.key").write_bytes((tmp_path / "new" / "k.key").read_bytes())
+
+    async def after(server: Any, stub: Any, _: Any) -> None:
+        view = await stub.GetView(
+            pb.GetViewRequest(table_id=table_id, seat=0), metadata=auth(tokens[0])
+        )
+        assert view.view.action_index == 4 and view.view.phase == "play"
+        await play_random(stub, table_id, tokens, random.Random(5))
+        got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+        assert decode_record(got.envelope.record).outcome.finished
+
+    run(after, tmp_path)
+    columns = {
+        row[1] for row in sqlite3.connect(tmp_path / "t.db").execute("PRAGMA table_info(tables)")
+    }
+    assert {"closed_status", "closed_reason"} <= columns
+
+
+def test_a_second_store_on_the_same_file_is_refused(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    try:
+        with pytest.raises(StoreLocked, match="in use by another referee"):
+            Store(tmp_path / "s.db")
+    finally:
+        store.close()
+    Store(tmp_path / "s.db").close()  # free again once the first one closed

@@ -1,0 +1,117 @@
+"""Shared by the engine suites that run over every game × ruleset: the configurations to
+play (each ruleset at the ends of its `players` range), a seeded random legal play, and a
+match that can be copied by replaying what was done to it."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from referee.engine import GAMES, Deal, Match, Rules, Start, make_rules, new_match
+from referee.engine.cards import iter_cards
+from referee.engine.errors import RulesError
+from referee.engine.options import int_range
+
+Config = tuple[str, str, int, dict[str, Any]]
+
+
+def configurations(extra: bool = True) -> list[Config]:
+    """Every game × ruleset at the least and the greatest number of players it allows, and
+    (with `extra`) a few option sets that open other phases and refusals."""
+    out: list[Config] = []
+    for name, spec in GAMES.items():
+        for ruleset, model in spec.rulesets.items():
+            bounds = int_range(model, "players")
+            counts = [spec.fixed_players] if bounds is None else sorted(set(bounds))
+            for players in counts:
+                assert players is not None
+                try:
+                    make_rules(name, ruleset, {}, players)
+                except RulesError:
+                    continue
+                out.append((name, ruleset, players, {}))
+    if extra:
+        out += [
+            ("dame-de-pique", "standard", 4, {"qs_counts_as_heart_for_lead": True}),
+            ("napoleon", "standard", 4, {"short_deck": True, "stop_when_decided": True}),
+            ("imperiale", "academie", 3, {"three_player_first_lead_trump": True}),
+            ("triomphe", "individuelle", 3, {"regime": "plaisant"}),
+            ("triomphe", "individuelle", 2, {"regime": "forcat"}),
+            ("triomphe", "equipe", 4, {"regime": "forcat", "hand_size": 6}),
+        ]
+    return out
+
+
+def config_id(config: Config) -> str:
+    name, ruleset, players, options = config
+    extra = "-".join(f"{k}={v}" for k, v in sorted(options.items()))
+    return f"{name}-{ruleset}-{players}p" + (f"-{extra}" if extra else "")
+
+
+def rules_of(config: Config) -> Rules:
+    name, ruleset, players, options = config
+    return make_rules(name, ruleset, options, players)
+
+
+class Played:
+    """A match and everything done to it (deals and actions), so that a copy in the same
+    state can be rebuilt by replay (compiled engine classes cannot be deep-copied)."""
+
+    def __init__(self, rules: Rules, start: Start | None = None) -> None:
+        self.rules = rules
+        self.start = start
+        self.match = new_match(rules, start, log_events=False)
+        self.ops: list[tuple[str, int, Any]] = []
+
+    def deal(self, rng: random.Random) -> None:
+        dealer, deal = deal_next(self.match, rng)
+        self.ops.append(("deal", dealer, deal))
+
+    def step(self, seat: int, action: int) -> None:
+        self.match.step(seat, action)
+        self.ops.append(("step", seat, action))
+
+    def random_step(self, rng: random.Random) -> None:
+        """A random legal action of a random seat to act (dealing when no hand is on)."""
+        m = self.match
+        to_act = m.to_act()
+        if not to_act:
+            self.deal(rng)
+            return
+        seat = rng.choice(to_act)
+        self.step(seat, rng.choice(m.legal_actions(seat)))
+
+    def copy(self) -> Match:
+        again = new_match(self.rules, self.start, log_events=False)
+        for op, seat_or_dealer, arg in self.ops:
+            if op == "deal":
+                again.start_hand(seat_or_dealer, arg)
+            else:
+                again.step(seat_or_dealer, arg)
+        return again
+
+
+def deal_next(match: Match, rng: random.Random) -> tuple[int, Deal]:
+    """Start the next hand: the dealer the rotation wants (a random one first), a shuffled
+    pack dealt by the rules. Returns the dealer and the deal."""
+    dealer = match.expected_dealer()
+    if dealer is None:
+        dealer = rng.choice(match.first_dealers())
+    deck = list(iter_cards(match.pack))
+    rng.shuffle(deck)
+    deal = match.deal_deck(dealer, deck)
+    match.start_hand(dealer, deal)
+    return dealer, deal
+
+
+def play_to_end(match: Match, rng: random.Random, max_hands: int) -> int:
+    """Random legal play until the match ends or `max_hands` hands have been played; the
+    number of hands played."""
+    hands = 0
+    while not match.finished and hands < max_hands:
+        deal_next(match, rng)
+        hands += 1
+        while to_act := match.to_act():
+            seat = rng.choice(to_act)
+            match.step(seat, rng.choice(match.legal_actions(seat)))
+    return hands

@@ -1,0 +1,674 @@
+"""The referee under hostile or unlucky clients, on real servers: requests that do not decode or
+are out of bounds, callers that go away mid-commit, concurrent creations, a restart during the
+reload, a second referee on the same store or port, request ids, expiring seats, tables stopped
+at their limits, and tables broken by an internal error, isolated from the rest."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from records.codec import decode_record
+from records.signing import load_public_key
+from records.verify import verify_envelope
+from referee.server import tables
+from referee.server.app import ListenError, RunningServer, create_server
+from referee.server.store import StoreLocked
+from tapis.v1 import record_pb2 as rpb
+from tapis.v1 import referee_pb2 as pb
+from tapis.v1 import referee_pb2_grpc as rpc
+
+from .util import auth, new_table, play_random, run
+
+METHODS = [m.name for m in pb.DESCRIPTOR.services_by_name["RefereeService"].methods]
+
+
+async def _code(call: Any) -> tuple[grpc.StatusCode, str]:
+    """The status of a call that is expected to fail (the call itself is awaited)."""
+    try:
+        result = await call
+    except grpc.aio.AioRpcError as exc:
+        return exc.code(), exc.details() or ""
+    raise AssertionError(f"the call succeeded: {result}")
+
+
+def test_undecodable_requests_are_invalid_argument_on_every_method(tmp_path: Path) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, channel: Any) -> None:
+        garbage = [b"\xff\xff\xff", b"\x0a\x05ab", b"\x12\xff\xff\xff\xff\x0f", b"\x08" * 3]
+        for method in METHODS:
+            path = f"/tapis.v1.RefereeService/{method}"
+            streaming = method == "WatchTable"
+            call = (channel.unary_stream if streaming else channel.unary_unary)(path)
+            for data in garbage:
+                if streaming:
+                    with pytest.raises(grpc.aio.AioRpcError) as exc:
+                        async for _ in call(data):
+                            pass
+                    code, details = exc.value.code(), exc.value.details() or ""
+                else:
+                    code, details = await _code(call(data))
+                assert code == grpc.StatusCode.INVALID_ARGUMENT, (method, data, code, details)
+                assert "does not decode" in details
+
+    run(body, tmp_path)
+
+
+def test_oversized_fields_are_refused_with_a_short_message(tmp_path: Path) -> None:
+    big = "x" * 100_000
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, _ = await new_table(stub, "dame-de-pique", "", {}, 4)
+        calls: list[tuple[str, Any]] = [
+            ("table_id", stub.GetTable(pb.GetTableRequest(table_id=big))),
+            ("table_id", stub.GetView(pb.GetViewRequest(table_id=big))),
+            ("table_id", stub.GetRecord(pb.GetRecordRequest(table_id=big))),
+            ("game", stub.CreateTable(pb.CreateTableRequest(game=big))),
+            ("name", stub.JoinTable(pb.JoinTableRequest(table_id=table_id, name=big))),
+            ("request_id", stub.JoinTable(pb.JoinTableRequest(table_id="t", request_id=big))),
+            (
+                "seats[1].name",
+                stub.CreateTable(
+                    pb.CreateTableRequest(
+                        game="hearts",
+                        seats=[pb.SeatRequest(name="A"), pb.SeatRequest(name="x" * 900_000)],
+                    )
+                ),
+            ),
+            (
+                "options[0].string_value",
+                stub.CreateTable(
+                    pb.CreateTableRequest(
+                        game="hearts",
+                        options=[rpb.Option(key="moon_mode", string_value=big)],
+                        seats=[pb.SeatRequest(name=n) for n in "ABCD"],
+                    )
+                ),
+            ),
+            (
+                "options[0].key",
+                stub.CreateTable(
+                    pb.CreateTableRequest(
+                        game="hearts",
+                        options=[rpb.Option(key=big, int_value=1)],
+                        seats=[pb.SeatRequest(name=n) for n in "ABCD"],
+                    )
+                ),
+            ),
+            (
+                "seats[0].name",
+                stub.CreateTable(
+                    pb.CreateTableRequest(game="hearts", seats=[pb.SeatRequest(name="a\nb")] * 4)
+                ),
+            ),
+            (
+                "options[1].key",
+                stub.CreateTable(
+                    pb.CreateTableRequest(
+                        game="hearts",
+                        options=[rpb.Option(key="end_threshold", int_value=50)] * 2,
+                        seats=[pb.SeatRequest(name=n) for n in "ABCD"],
+                    )
+                ),
+            ),
+            (
+                "seats",
+                stub.CreateTable(
+                    pb.CreateTableRequest(game="napoleon", seats=[pb.SeatRequest()] * 11)
+                ),
+            ),
+        ]
+        for field, call in calls:
+            code, details = await _code(call)
+            assert code == grpc.StatusCode.INVALID_ARGUMENT, (field, code, details[:200])
+            assert details.startswith(f"{field}: "), details[:200]
+            assert len(details) < 400, details[:200]
+        # A watch from a huge id, and one from an event the table has not reached.
+        for request, code in [
+            (pb.WatchTableRequest(table_id=big), grpc.StatusCode.INVALID_ARGUMENT),
+            (
+                pb.WatchTableRequest(table_id=table_id, from_event_index=10**6),
+                grpc.StatusCode.OUT_OF_RANGE,
+            ),
+        ]:
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                async for _ in stub.WatchTable(request):
+                    pass
+            assert exc.value.code() == code
+            assert len(exc.value.details() or "") < 400
+        # The table refused nothing it should not have, and answers as before.
+        got = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+        assert [s.name for s in got.seats] == ["P0", "P1", "P2", "P3"]
+
+    run(body, tmp_path)
+
+
+def test_exactly_one_authorization_entry(tmp_path: Path) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, tokens = await new_table(stub, "dame-de-pique", "", {}, 4)
+        request = pb.GetViewRequest(table_id=table_id, seat=0)
+        good = auth(tokens[0])[0]
+        for metadata in [
+            (good, good),
+            (good, ("authorization", "Bearer nope")),
+            (("authorization", "Basic abc"),),
+            (("authorization", "Bearer "),),
+        ]:
+            code, _ = await _code(stub.GetView(request, metadata=metadata))
+            assert code == grpc.StatusCode.UNAUTHENTICATED, metadata
+        assert (await stub.GetView(request, metadata=(good,))).view.seat == 0
+
+    run(body, tmp_path)
+
+
+def test_concurrent_creations_by_one_client_keep_the_count_exact(tmp_path: Path) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        referee = server.referee
+
+        async def create() -> str | grpc.StatusCode:
+            try:
+                table_id, _ = await new_table(stub, "dame-de-pique", "", {}, 4)
+            except grpc.aio.AioRpcError as exc:
+                return exc.code()
+            return table_id
+
+        results = await asyncio.gather(*(create() for _ in range(60)))
+        made = [r for r in results if isinstance(r, str)]
+        refused = [r for r in results if not isinstance(r, str)]
+        assert len(made) == 20
+        assert refused == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 40
+        assert referee.open_tables("ipv4:127.0.0.1") == 20
+        # Every one resigned at once: each closes once, and the count comes back to 0.
+        resigned = await asyncio.gather(
+            *(referee.resign(referee.tables[t], 0) for t in made), return_exceptions=True
+        )
+        assert all(isinstance(r, int) for r in resigned), resigned
+        assert referee.open_tables("ipv4:127.0.0.1") == 0
+        assert all(referee.tables[t].envelope is not None for t in made)
+        await new_table(stub, "dame-de-pique", "", {}, 4)  # room again
+        assert referee.open_tables("ipv4:127.0.0.1") == 1
+
+    run(body, tmp_path, max_tables_per_client=20)
+
+
+def _slow_commits(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """Every commit of the store takes `seconds` longer (a slow disk)."""
+    commit = tables.Store._commit
+
+    def slow(self: Any, conn: sqlite3.Connection, writes: list[Any]) -> list[Any]:
+        time.sleep(seconds)
+        return commit(self, conn, writes)
+
+    monkeypatch.setattr(tables.Store, "_commit", slow)
+
+
+def test_a_caller_gone_mid_commit_leaves_the_match_finished_with_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, tokens = await new_table(stub, "dame-de-pique", "", {}, 4)
+        watched: list[pb.TableEvent] = []
+
+        async def watch() -> None:
+            async for response in stub.WatchTable(pb.WatchTableRequest(table_id=table_id)):
+                watched.append(response.event)
+
+        watcher = asyncio.create_task(watch())
+        _slow_commits(monkeypatch, 0.4)
+        code, _ = await _code(
+            stub.Resign(
+                pb.ResignRequest(table_id=table_id, seat=2), metadata=auth(tokens[2]), timeout=0.1
+            )
+        )
+        assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+        await asyncio.wait_for(watcher, 10)  # the stream ends with the match's end
+        assert watched[-1].HasField("match_ended")
+        got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+        assert verify_envelope(got.envelope, [load_public_key(tmp_path / "k.key")]).ok
+        assert decode_record(got.envelope.record).outcome.resigned == 2
+        assert server.referee.open_tables("ipv4:127.0.0.1") == 0
+
+    run(body, tmp_path)
+
+
+def test_a_cancelled_submission_is_applied_once_and_answered_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, tokens = await new_table(stub, "dame-de-pique", "", {}, 4)
+        view = (await stub.GetView(pb.GetViewRequest(table_id=table_id, seat=0),
+                                   metadata=auth(tokens[0]))).view  # fmt: skip
+        submit = pb.SubmitActionRequest(
+            table_id=table_id, seat=0, expected_action_index=0, action=view.legal_actions[0].action
+        )
+        _slow_commits(monkeypatch, 0.3)
+        code, _ = await _code(stub.SubmitAction(submit, metadata=auth(tokens[0]), timeout=0.05))
+        assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+        again = await stub.SubmitAction(submit, metadata=auth(tokens[0]))  # the client retries
+        assert again.action_index == 0
+        assert (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).action_index == 1
+
+    run(body, tmp_path)
+
+
+def test_requests_during_the_reload_are_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def first(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> Any:
+        return [await new_table(stub, "dame-de-pique", "", {}, 4) for _ in range(3)]
+
+    made = run(first, tmp_path)
+    reload = tables.Referee._reload
+
+    async def slow_reload(self: Any, stored: Any) -> None:
+        await asyncio.sleep(0.3)
+        await reload(self, stored)
+
+    monkeypatch.setattr(tables.Referee, "_reload", slow_reload)
+
+    port = _free_port()
+
+    async def main() -> None:
+        starting = asyncio.create_task(
+            create_server(f"127.0.0.1:{port}", tmp_path / "t.db", tmp_path / "k.key")
+        )
+        await asyncio.sleep(0.2)  # bound and serving, the tables still loading
+        assert not starting.done()
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = rpc.RefereeServiceStub(channel)
+            health = health_pb2_grpc.HealthStub(channel)
+            table_id, tokens = made[-1]
+            request = pb.GetViewRequest(table_id=table_id, seat=0)
+            code, details = await _code(stub.GetView(request, metadata=auth(tokens[0])))
+            assert code == grpc.StatusCode.UNAVAILABLE and "starting" in details
+            status = await health.Check(health_pb2.HealthCheckRequest(service=""))
+            assert status.status == health_pb2.HealthCheckResponse.NOT_SERVING
+            server = await starting
+            try:
+                status = await health.Check(health_pb2.HealthCheckRequest(service=""))
+                assert status.status == health_pb2.HealthCheckResponse.SERVING
+                view = await stub.GetView(request, metadata=auth(tokens[0]))
+                assert view.view.action_index == 0
+            finally:
+                await server.stop(0)
+
+    asyncio.run(main())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_one_referee_per_store_and_per_port(tmp_path: Path) -> None:
+    async def main() -> None:
+        server = await create_server("127.0.0.1:0", tmp_path / "t.db", tmp_path / "k.key")
+        try:
+            with pytest.raises(StoreLocked, match="in use by another referee"):
+                await create_server("127.0.0.1:0", tmp_path / "t.db", tmp_path / "k.key")
+            with pytest.raises(ListenError, match="cannot listen"):
+                await create_server(
+                    f"127.0.0.1:{server.port}", tmp_path / "u.db", tmp_path / "k.key"
+                )
+            assert not (tmp_path / "u.db").exists()  # nothing made for a port in use
+            with pytest.raises(ListenError):
+                await create_server("nonsense", tmp_path / "v.db", tmp_path / "v.key")
+            assert not (tmp_path / "v.db").exists() and not (tmp_path / "v.key").exists()
+        finally:
+            await server.stop(0)
+        again = await create_server("127.0.0.1:0", tmp_path / "t.db", tmp_path / "k.key")
+        await again.stop(0)  # the lock went with the first referee
+
+    asyncio.run(main())
+
+
+def test_request_ids_make_create_and_join_idempotent(tmp_path: Path) -> None:
+    def create(request_id: str, threshold: int = 50) -> pb.CreateTableRequest:
+        return pb.CreateTableRequest(
+            game="hearts",
+            options=[rpb.Option(key="end_threshold", int_value=threshold)],
+            seats=[pb.SeatRequest(name="A"), pb.SeatRequest(name="B", open=True)]
+            + [pb.SeatRequest(name=n) for n in "CD"],
+            request_id=request_id,
+        )
+
+    async def first(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> Any:
+        replies = await asyncio.gather(*(stub.CreateTable(create("r-1")) for _ in range(5)))
+        assert len({r.table_id for r in replies}) == 1  # concurrent repeats: one table
+        assert len({tuple((t.seat, t.token) for t in r.tokens) for r in replies}) == 1
+        assert server.referee.open_tables("ipv4:127.0.0.1") == 1
+        code, details = await _code(stub.CreateTable(create("r-1", threshold=60)))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("request_id:")
+        other = await stub.CreateTable(create("r-2"))
+        assert other.table_id != replies[0].table_id
+        table_id = replies[0].table_id
+        join = pb.JoinTableRequest(table_id=table_id, name="Bee", request_id="j-1")
+        joined = await asyncio.gather(*(stub.JoinTable(join) for _ in range(3)))
+        assert len({(j.token.seat, j.token.token) for j in joined}) == 1
+        view = await stub.GetView(
+            pb.GetViewRequest(table_id=table_id, seat=1), metadata=auth(joined[0].token.token)
+        )
+        assert view.view.status == pb.TABLE_STATUS_PLAYING
+        return replies[0], joined[0]
+
+    created, joined = run(first, tmp_path)
+
+    async def after_restart(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        again = await stub.CreateTable(create("r-1"))
+        assert again == created
+        join = pb.JoinTableRequest(table_id=created.table_id, name="Bee", request_id="j-1")
+        assert await stub.JoinTable(join) == joined
+        assert server.referee.open_tables("ipv4:127.0.0.1") == 2  # no table made twice
+
+    run(after_restart, tmp_path)
+
+
+def test_open_seats_expire_and_free_the_cap(tmp_path: Path) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        waiting = await stub.CreateTable(
+            pb.CreateTableRequest(
+                game="hearts",
+                seats=[pb.SeatRequest(name="A")] + [pb.SeatRequest(open=True)] * 3,
+            )
+        )
+        code, _ = await _code(new_table(stub, "hearts", "", {}, 4))
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED  # the cap of 1 is taken
+        events = [
+            r.event async for r in stub.WatchTable(pb.WatchTableRequest(table_id=waiting.table_id))
+        ]
+        closed = events[-1].table_closed
+        assert closed.status == pb.TABLE_STATUS_EXPIRED and "seats 1, 2, 3" in closed.reason
+        got = await stub.GetTable(pb.GetTableRequest(table_id=waiting.table_id))
+        assert got.status == pb.TABLE_STATUS_EXPIRED
+        code, details = await _code(stub.JoinTable(pb.JoinTableRequest(table_id=got.table_id)))
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and "expired" in details
+        await new_table(stub, "hearts", "", {}, 4)  # the cap is free again
+        return None
+
+    run(body, tmp_path, max_tables_per_client=1, open_seat_ttl=0.5)
+
+    async def after(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        rows = sqlite3.connect(tmp_path / "t.db").execute(
+            "SELECT id FROM tables WHERE closed_status = 'expired'"
+        )
+        (table_id,) = rows.fetchone()
+        got = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+        assert got.status == pb.TABLE_STATUS_EXPIRED  # still, after a restart
+
+    run(after, tmp_path, max_tables_per_client=1, open_seat_ttl=0.5)
+
+
+def test_a_match_is_stopped_at_the_referees_limits_with_a_record(tmp_path: Path) -> None:
+    async def hands(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, tokens = await new_table(stub, "hearts", "", {"end_threshold": 1000}, 4)
+        await play_random(stub, table_id, tokens, random.Random(3))
+        got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+        rec = decode_record(got.envelope.record)
+        assert not rec.outcome.finished and len(rec.hands) == 2
+        assert rec.outcome.reason == (
+            "stopped by the referee after 2 hands, the most a table plays"
+        )
+        assert verify_envelope(got.envelope, [load_public_key(tmp_path / "k.key")]).ok
+
+    run(hands, tmp_path, max_hands=2)
+
+    async def actions(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, tokens = await new_table(stub, "nap", "", {}, 4)
+        await play_random(stub, table_id, tokens, random.Random(4))
+        got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+        rec = decode_record(got.envelope.record)
+        assert not rec.outcome.finished and sum(len(h.actions) for h in rec.hands) == 30
+        assert rec.outcome.reason.endswith("after 30 actions, the most a table plays")
+        assert verify_envelope(got.envelope, [load_public_key(tmp_path / "k.key")]).ok
+        code, details = await _code(
+            stub.SubmitAction(
+                pb.SubmitActionRequest(table_id=table_id, seat=0, expected_action_index=30),
+                metadata=auth(tokens[0]),
+            )
+        )
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and "stopped" in details
+
+    run(actions, tmp_path, max_actions=30)
+
+
+def test_a_poisoned_store_still_starts_and_isolates_the_bad_tables(tmp_path: Path) -> None:
+    async def first(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> Any:
+        return [await new_table(stub, "hearts", "", {}, 4) for _ in range(4)]
+
+    made = run(first, tmp_path)
+    conn = sqlite3.connect(tmp_path / "t.db")
+    bad_options, bad_json, bad_action, good = (t for t, _ in made)
+    conn.execute(
+        "UPDATE tables SET options = ? WHERE id = ?",
+        (json.dumps({"end_threshold": "many"}), bad_options),
+    )
+    conn.execute("UPDATE tables SET options = '{not json' WHERE id = ?", (bad_json,))
+    conn.execute(
+        "INSERT INTO actions (table_id, idx, seat, action) VALUES (?, 0, 0, ?)",
+        (bad_action, 2**62),
+    )
+    conn.commit()
+    conn.close()
+
+    async def after(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        assert set(server.referee.tables) == {good}
+        for table_id in (bad_options, bad_json, bad_action):
+            code, details = await _code(stub.GetTable(pb.GetTableRequest(table_id=table_id)))
+            assert code == grpc.StatusCode.FAILED_PRECONDITION and "broken" in details, details
+        assert server.referee.open_tables("ipv4:127.0.0.1") == 1
+        tokens = dict(made)[good]
+        view = await stub.GetView(
+            pb.GetViewRequest(table_id=good, seat=0), metadata=auth(tokens[0])
+        )
+        assert view.view.status == pb.TABLE_STATUS_PLAYING
+
+    run(after, tmp_path)
+    rows = sqlite3.connect(tmp_path / "t.db").execute(
+        "SELECT count(*) FROM tables WHERE closed_status = 'broken'"
+    )
+    assert rows.fetchone() == (3,)
+    run(after, tmp_path)  # and again: the broken tables stay out of the way
+
+
+def test_a_table_that_fails_inside_the_referee_is_isolated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> Any:
+        doomed, doomed_tokens = await new_table(stub, "hearts", "", {}, 4)
+        fine, fine_tokens = await new_table(stub, "hearts", "", {}, 4)
+        original = tables.build_record
+
+        def failing(match: Any, *args: Any, **kwargs: Any) -> Any:
+            if match is server.referee.tables[doomed].match:
+                raise OverflowError("a score does not fit")
+            return original(match, *args, **kwargs)
+
+        monkeypatch.setattr(tables, "build_record", failing)
+        reply = await stub.Resign(pb.ResignRequest(table_id=doomed, seat=1),
+                                  metadata=auth(doomed_tokens[1]))  # fmt: skip
+        assert reply.action_index == 0
+        events = [r.event async for r in stub.WatchTable(pb.WatchTableRequest(table_id=doomed))]
+        assert events[-1].table_closed.status == pb.TABLE_STATUS_BROKEN
+        assert "OverflowError" in events[-1].table_closed.reason
+        view = await stub.GetView(
+            pb.GetViewRequest(table_id=doomed, seat=0), metadata=auth(doomed_tokens[0])
+        )
+        assert view.view.status == pb.TABLE_STATUS_BROKEN and not view.view.to_act
+        assert (await stub.GetTable(pb.GetTableRequest(table_id=doomed))).status == (
+            pb.TABLE_STATUS_BROKEN
+        )
+        code, details = await _code(stub.GetRecord(pb.GetRecordRequest(table_id=doomed)))
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and "broken" in details
+        assert server.referee.open_tables("ipv4:127.0.0.1") == 1
+        # The other table plays on to its record.
+        await play_random(stub, fine, fine_tokens, random.Random(1))
+        got = await stub.GetRecord(pb.GetRecordRequest(table_id=fine))
+        assert verify_envelope(got.envelope, [load_public_key(tmp_path / "k.key")]).ok
+        return doomed
+
+    doomed = run(body, tmp_path, max_hands=1)
+
+    async def after(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        got = await stub.GetTable(pb.GetTableRequest(table_id=doomed))
+        assert got.status == pb.TABLE_STATUS_BROKEN  # a restart leaves it closed
+
+    run(after, tmp_path)
+
+
+def test_streams_per_client_are_bounded(tmp_path: Path) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, _ = await new_table(stub, "hearts", "", {}, 4)
+        request = pb.WatchTableRequest(table_id=table_id)
+        calls = [stub.WatchTable(request) for _ in range(2)]
+        for call in calls:
+            await call.read()  # open: its first event came
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            async for _ in stub.WatchTable(request):
+                pass
+        assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        for call in calls:
+            call.cancel()
+        await asyncio.sleep(0.2)
+        third = stub.WatchTable(request)
+        assert (await third.read()).event.index == 0  # room again once they closed
+        third.cancel()
+
+    run(body, tmp_path, max_streams_per_client=2)
+
+
+def test_tapis_serve_refuses_a_second_referee_a_used_port_and_a_bad_address(
+    tmp_path: Path,
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    port = _free_port()
+
+    def serve(*args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "clients.cli", "serve", *args],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(root)},
+        )
+
+    first = serve("--listen", f"127.0.0.1:{port}")
+    try:
+        assert first.stdout is not None
+        assert "listening" in first.stdout.readline()
+        for args, said in [
+            (("--listen", f"127.0.0.1:{_free_port()}"), "in use by another referee"),
+            (("--listen", f"127.0.0.1:{port}", "--db", "other.db"), "cannot listen"),
+            (("--listen", "nonsense", "--db", "x.db", "--key", "x.key"), "cannot listen"),
+        ]:
+            second = serve(*args)
+            _, err = second.communicate(timeout=60)
+            assert second.returncode == 1, err
+            assert said in err and "Traceback" not in err, err
+        assert not any((tmp_path / f).exists() for f in ("other.db", "x.db", "x.key"))
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=60)
+    assert first.returncode == 0
+
+
+def test_concurrent_joins_and_submissions_with_callers_gone_keep_store_and_counts_in_step(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(11)
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        referee = server.referee
+        waiting = []
+        for _ in range(8):
+            reply = await stub.CreateTable(
+                pb.CreateTableRequest(
+                    game="hearts",
+                    seats=[pb.SeatRequest(name="A"), pb.SeatRequest(name="B")]
+                    + [pb.SeatRequest(open=True)] * 2,
+                )
+            )
+            waiting.append(reply.table_id)
+        playing = [await new_table(stub, "hearts", "", {"end_threshold": 20}, 4) for _ in range(4)]
+
+        async def attempt(call: Any) -> None:
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                await call
+
+        def timeout() -> float | None:
+            return rng.choice([None, 0.001, 0.005, 0.02])
+
+        joins = [
+            stub.JoinTable(pb.JoinTableRequest(table_id=rng.choice(waiting)), timeout=timeout())
+            for _ in range(40)
+        ]
+        await asyncio.gather(*(attempt(c) for c in joins))
+        for _ in range(30):  # rounds of submissions racing at the same index
+            calls = []
+            for table_id, tokens in playing:
+                table = referee.tables[table_id]
+                for seat in table.match.to_act() if not table.finished else ():
+                    for action in rng.sample(table.legal(seat), min(2, len(table.legal(seat)))):
+                        request = pb.SubmitActionRequest(
+                            table_id=table_id,
+                            seat=seat,
+                            expected_action_index=len(table.actions),
+                            action=action,
+                        )
+                        calls.append(
+                            stub.SubmitAction(
+                                request, metadata=auth(tokens[seat]), timeout=timeout()
+                            )
+                        )
+            rng.shuffle(calls)
+            await asyncio.gather(*(attempt(c) for c in calls))
+        await asyncio.sleep(0.5)  # the changes whose callers went away finish
+        assert not referee._tasks
+        conn = sqlite3.connect(tmp_path / "t.db")
+        for table_id in waiting + [t for t, _ in playing]:
+            table = referee.tables[table_id]
+            stored = conn.execute(
+                "SELECT seat, action FROM actions WHERE table_id = ? ORDER BY idx", (table_id,)
+            ).fetchall()
+            assert [tuple(a) for a in stored] == table.actions
+            taken = conn.execute(
+                "SELECT seat FROM seats WHERE table_id = ? AND token_hash IS NOT NULL ORDER BY"
+                " seat",
+                (table_id,),
+            ).fetchall()
+            assert [s for (s,) in taken] == [i for i, s in enumerate(table.seats) if s.taken]
+            events = [e async for e in _events(stub, table_id)]
+            assert [e.index for e in events] == list(range(len(events)))
+        conn.close()
+        open_now = sum(1 for t in referee.tables.values() if not t.ended)
+        assert referee.open_tables("ipv4:127.0.0.1") == open_now
+
+    run(body, tmp_path)
+
+
+async def _events(stub: rpc.RefereeServiceStub, table_id: str) -> Any:
+    """The events of a table so far (a watch cut once it has caught up)."""
+    table = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+    if table.event_index == 0:
+        return
+    call = stub.WatchTable(pb.WatchTableRequest(table_id=table_id))
+    async for response in call:
+        yield response.event
+        if response.event.index + 1 >= table.event_index:
+            call.cancel()
+            return

@@ -1,0 +1,94 @@
+"""A table at its game's extreme option values, played by random legal moves through the
+referee's own `Table` to its end (or to the referee's limits of hands and actions): its scores
+fit the record, and its signed record, like every reply, stays far below what a gRPC client
+accepts by default (4 MiB)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from records.codec import decode_record
+from records.verify import verify_envelope
+from referee.engine import make_rules, new_match
+from referee.server.limits import MAX_NAME, Limits
+from referee.server.tables import Seat, Table, token_hash
+from tapis.v1 import referee_pb2 as pb
+
+MAX_RECORD_BYTES = 2 << 20  # a record at the referee's limits, with room to spare
+MAX_REPLY_BYTES = 4 << 20  # what a gRPC client accepts by default
+
+# (game, ruleset, options, players): each game at its largest values (int_range).
+EXTREMES: list[tuple[str, str, dict[str, Any], int]] = [
+    ("dame-de-pique", "standard", {"end_threshold": 1000, "moon_mode": "subtract_self"}, 4),
+    ("napoleon", "standard", {"players": 10, "deals": 1000, "scoring": "stakes"}, 10),
+    (
+        "imperiale",
+        "academie",
+        {"players": 3, "target_fiches": 100, "capot_fiches": 10, "trump_major_value": 2},
+        3,
+    ),
+    ("imperiale", "moderne", {"target_fiches": 100}, 2),
+    (
+        "triomphe",
+        "equipe",
+        {"players": 6, "target": 100, "vole_value": 100, "vole_fail_penalty": -100},
+        6,
+    ),
+    (  # voles worth little and failures costing much: the longest matches, stopped
+        "triomphe",
+        "equipe",
+        {
+            "players": 6,
+            "target": 100,
+            "vole_value": 1,
+            "refused_abandon_vole_value": 1,
+            "vole_fail_penalty": -100,
+        },
+        6,
+    ),
+    ("triomphe", "individuelle", {"players": 6, "target": 100, "vole_fail_penalty": -100}, 6),
+    ("triomphe", "as-qui-pille", {"players": 6, "target": 100}, 6),
+]
+
+
+@pytest.mark.parametrize(("game", "ruleset", "options", "players"), EXTREMES)
+def test_a_table_at_the_extreme_values_ends_within_the_reply_bounds(
+    game: str, ruleset: str, options: dict[str, Any], players: int
+) -> None:
+    rules = make_rules(game, ruleset, options, players)
+    limits = Limits()
+    table = Table(
+        id="t" * 16,
+        rules=rules,
+        options=options,
+        seed=bytes(range(32)),
+        created=0.0,
+        creator="c",
+        seats=[Seat("é" * MAX_NAME, False) for _ in range(players)],
+        match=new_match(rules),
+        limits=limits,
+    )
+    for seat in range(players):
+        table.take(seat, "", token_hash(str(seat)))
+    rng = random.Random(game + ruleset)
+    while not table.finished:
+        seat = table.match.to_act()[0]
+        table.apply(seat, rng.choice(table.legal(seat)))
+    key = Ed25519PrivateKey.generate()
+    envelope, rid = table.signed_record(key)
+    reply = pb.GetRecordResponse(record_id=rid, public_key=bytes(32))
+    reply.envelope.ParseFromString(envelope)
+    assert len(envelope) < MAX_RECORD_BYTES
+    assert reply.ByteSize() < MAX_REPLY_BYTES
+    assert len(table.match.results) <= limits.max_hands
+    assert len(table.actions) <= limits.max_actions
+    rec = decode_record(reply.envelope.record)
+    assert rec.outcome.finished == table.match.finished
+    if not table.match.finished:  # stopped at the referee's limits: the record says so
+        assert rec.outcome.reason.startswith("stopped by the referee after")
+    result = verify_envelope(reply.envelope, [key.public_key()])
+    assert result.ok, result.error
