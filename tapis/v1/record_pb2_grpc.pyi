@@ -25,6 +25,14 @@ Storage: a record is kept as a RecordEnvelope holding the GameRecord's bytes exa
 they were produced once (deterministic serialization); the record id is the SHA-256 of
 those bytes. A record file starts with the 16 bytes "TAPIS-RECORDS/1\\n" and holds one or
 more envelopes, each preceded by its length as a base-128 varint.
+
+One encoding per record: the bytes must be the deterministic serialization of what they
+decode to (fields in number order, each once, varints minimal, packed repeated scalars, no
+default value written, no unknown field), so a match has one record id. And one content:
+every field is what a replay of the deals and actions gives (teams, score lines, scores in
+the game's units only, the outcome), except the free texts: seat names (at most 64
+characters), the provenance, and the reason of a record not finished (at most 256
+characters each). `tapis record verify` refuses anything else (docs/verify.md).
 """
 
 from collections import abc as _abc
