@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from clients.sdk import option_messages  # noqa: E402
 from tapis.v1 import record_pb2 as rpb  # noqa: E402
 from tapis.v1 import referee_pb2 as pb  # noqa: E402
 from tapis.v1 import referee_pb2_grpc as rpc  # noqa: E402
@@ -94,14 +95,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def option(key: str, value: Any) -> rpb.Option:
-    if isinstance(value, bool):
-        return rpb.Option(key=key, bool_value=value)
-    if isinstance(value, int):
-        return rpb.Option(key=key, int_value=value)
-    return rpb.Option(key=key, string_value=value)
 
 
 def auth(token: str) -> tuple[tuple[str, str], ...]:
@@ -186,7 +179,7 @@ async def seed_tables(stub: rpc.RefereeServiceStub, pool: Pool, rng: random.Rand
             pb.CreateTableRequest(
                 game=game,
                 ruleset=ruleset,
-                options=[option(k, v) for k, v in options.items()],
+                options=option_messages(options),
                 seats=[pb.SeatRequest(name=f"P{i}", open=i in open_seats) for i in range(players)],
             )
         )
@@ -353,7 +346,7 @@ def plausible(method: str, pool: Pool) -> st.SearchStrategy[Any]:
             lambda game, opens, request_id: pb.CreateTableRequest(
                 game=game[0],
                 ruleset=game[1],
-                options=[option(k, v) for k, v in game[2].items()],
+                options=option_messages(game[2]),
                 seats=[pb.SeatRequest(name=f"S{i}", open=i in opens) for i in range(game[3])],
                 request_id=request_id,
             ),

@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 
+from clients.sdk import option_messages
 from referee.server.app import Limits, create_server
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
@@ -31,11 +32,7 @@ def run(coro_fn: Callable[..., Awaitable[Any]], tmp_path: Path, **limits: Any) -
 
 
 def option(key: str, value: Any) -> rpb.Option:
-    if isinstance(value, bool):
-        return rpb.Option(key=key, bool_value=value)
-    if isinstance(value, int):
-        return rpb.Option(key=key, int_value=value)
-    return rpb.Option(key=key, string_value=value)
+    return option_messages({key: value})[0]
 
 
 def auth(token: str) -> tuple[tuple[str, str], ...]:
