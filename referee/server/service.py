@@ -258,6 +258,22 @@ def _check_options(options: Sequence[rpb.Option]) -> None:
             _bounded(o.string_value, f"options[{i}].string_value", MAX_OPTION_TEXT)
 
 
+_IDS = ("table_id", "game", "ruleset", "request_id")  # fields bounded by MAX_ID
+
+
+_ids_by_type: dict[str, tuple[str, ...]] = {}
+
+
+def _ids_of(message: Message) -> tuple[str, ...]:
+    """The fields of a request's type bounded by MAX_ID."""
+    descriptor = message.DESCRIPTOR
+    ids = _ids_by_type.get(descriptor.full_name)
+    if ids is None:
+        ids = tuple(f.name for f in descriptor.fields if f.name in _IDS)
+        _ids_by_type[descriptor.full_name] = ids
+    return ids
+
+
 def check_request(request: object) -> None:
     """`BadRequest` naming the field of a request that is out of its bounds (referee.proto,
     "Bounds"); the rules, seats and tables are the referee's to check."""
@@ -266,10 +282,10 @@ def check_request(request: object) -> None:
             f"the request does not decode as {request.name} ({quoted(request.error, 120)})",
             "request",
         )
-    for name in ("table_id", "game", "ruleset", "request_id"):
-        value = getattr(request, name, None)
-        if isinstance(value, str):
-            _bounded(value, name, MAX_ID)
+    if not isinstance(request, Message):
+        return
+    for name in _ids_of(request):
+        _bounded(getattr(request, name), name, MAX_ID)
     if isinstance(request, pb.CreateTableRequest):
         _check_options(request.options)
         if len(request.seats) > MAX_SEATS:
