@@ -53,7 +53,8 @@ Deliberate choices (RULES.md 1.2, 2.3, 6, 7):
   retourne protection has lapsed before any impériale (E5 ends it).
 - Cartes blanches stopping the coup (2.3.4): E1-E3 stand, the impériale de retourne too.
 - The impériale de retourne (2.3.10): dealer only, both kinds (trump quatrième majeure, or
-  the carré of the retourne's rank); never with three players (`RulesError`, 7).
+  the carré of the retourne's rank when that carré is an impériale: J, Q, K, A or 7); never
+  with three players (`RulesError`, 7).
 - `moderne`, `tombee_mode = end_of_coup`: the académie's E7 after trick 12, with its capture
   requirement; honour jetons are then scored at every trick. `honour_timing = end_of_coup`:
   after trick 12 in the seed's order, the tombée (end of coup), then the cards, then the
@@ -99,6 +100,7 @@ from referee.engine.cards import (
     deck_of_ranks,
     iter_cards,
     mask_str,
+    rank_of,
 )
 from referee.engine.errors import DealError, IllegalAction, RulesError
 from referee.engine.options import GameOptions, ImperialeAcademieOptions, ImperialeModerneOptions
@@ -324,6 +326,10 @@ class ImperialeHand(Hand):
         low = SIX if n == 3 else SEVEN
         self.low = low
         self.majors = QUATRIEME[self.trump]  # trump K Q J A
+        # The ranks whose carré is an impériale (RULES.md 1.1 step 3, 2.1 E2 (b)), in the
+        # order they are scored; no other rank makes one, in hand or with the retourne.
+        moderne = match.settings.moderne
+        self.carre_ranks = (KING, QUEEN, JACK, ACE, SEVEN) if moderne else (*MAJOR_RANKS, low)
         self.honours = self.majors | 1 << card(low, self.trump)
         # The seats from E round to the dealer: announcements, the Point, card jetons.
         self.order = tuple((dealer + 1 + k) % n for k in range(n))
@@ -467,7 +473,7 @@ class ImperialeHand(Hand):
         out: list[Combo] = []
         if self.cfg.moderne:
             # IMP-M.IMPERIALES: des quatre honneurs, de couleur, tournée (seed 000's order).
-            for r in (KING, QUEEN, JACK, ACE, SEVEN):
+            for r in self.carre_ranks:
                 if hand & CARRE[r] == CARRE[r]:
                     note = f"four {_RANK_WORDS[r]}"
                     out.append(Combo("imperiale-des-honneurs", CARRE[r], 1, note))
@@ -490,17 +496,21 @@ class ImperialeHand(Hand):
                 value = self.cfg.trump_major_value if s == trump else 1
                 note = f"J Q K A of {SUIT_WORDS[s]}" + (" (trump)" if s == trump else "")
                 out.append(Combo("quatrieme-majeure", QUATRIEME[s], value, note))
-        for r in (JACK, QUEEN, KING, ACE, self.low):
+        for r in self.carre_ranks:
             if hand & CARRE[r] == CARRE[r]:
                 out.append(Combo("carre", CARRE[r], 1, f"four {_RANK_WORDS[r]}"))
         return out
 
     def _imperiale_de_retourne(self, hand: int, used: int) -> None:
-        # IMP-A.E3 (c), 2.3.10: three cards of a trump quatrième majeure or of a carré in the
-        # dealer's hand, the fourth turned: +1 fiche, never 2 (two players only).
+        # IMP-A.E3 (c), 2.3.10: three cards of a trump quatrième majeure or of a carré that is
+        # an impériale (J Q K A 7, E2 (b)) in the dealer's hand, the fourth turned: +1 fiche,
+        # never 2 (two players only).
         r = self.retourne
         bit = 1 << r
-        for group in (self.majors, CARRE[r % 13]):
+        groups = [self.majors]
+        if rank_of(r) in self.carre_ranks:
+            groups.append(CARRE[rank_of(r)])
+        for group in groups:
             rest = group & ~bit
             if group & bit and hand & rest == rest and not rest & used:
                 self.shown[self.dealer] |= rest

@@ -1668,3 +1668,129 @@ def test_playout_reference_agrees_on_the_examples() -> None:
     assert Reference(True, 2, {}).score(m.results[-1], [(0, 0), (0, 0)]) == keys(
         m.results[-1].lines
     )
+
+
+# --- only the carrés RULES.md names are impériales (2.1 E2 (b), E3 (c)) -------------------
+
+RANKS_32 = ("7", "8", "9", "10", "J", "Q", "K", "A")
+RANKS_36 = ("6", *RANKS_32)
+MAJORS = {s: mask(f"J{s} Q{s} K{s} A{s}") for s in "SHDC"}
+
+
+def four_of(rank: str) -> int:
+    return mask(" ".join(f"{rank}{s}" for s in "SHDC"))
+
+
+def groups_in(hand: int) -> set[int]:
+    """The carrés of any rank and the J Q K A of any suit that `hand` holds whole (found
+    here, not by the engine)."""
+    groups = [four_of(r) for r in RANKS_36] + list(MAJORS.values())
+    return {g for g in groups if hand & g == g}
+
+
+def deal_around(
+    seed: str, pack: int, fixed: Sequence[int], keep_out: int = 0
+) -> tuple[list[int], list[int]]:
+    """Twelve cards for each seat, `fixed[seat]` among them, the others from `pack` at random
+    so that no seat holds a carré or a J Q K A but those of its fixed cards, nor three cards of
+    `keep_out`; and the cards left, in order."""
+    rng = random.Random(seed)
+    rest = list(iter_cards(pack & ~sum(fixed)))
+    while True:
+        rng.shuffle(rest)
+        hands, at = [], 0
+        for f in fixed:
+            n = 12 - f.bit_count()
+            hands.append(f | sum(1 << c for c in rest[at : at + n]))
+            at += n
+        if all(
+            groups_in(h) == groups_in(f) and (h & keep_out).bit_count() < 3
+            for h, f in zip(hands, fixed, strict=True)
+        ):
+            return hands, rest[at:]
+
+
+@pytest.mark.parametrize("suit", ["S", "H", "D", "C"])
+@pytest.mark.parametrize("rank", RANKS_32)
+def test_imperiale_de_retourne_only_for_a_carre_that_is_an_imperiale(rank: str, suit: str) -> None:
+    # D holds the three other cards of the retourne's rank and no other three of an
+    # impériale; E has 2 jetons that the impériale de retourne's fiche erases.
+    retourne = parse_card(f"{rank}{suit}")
+    three = four_of(rank) & ~(1 << retourne)
+    (e, d), rest = deal_around(rank + suit, PACK_32 & ~(1 << retourne), [0, three], MAJORS[suit])
+    m = match_of(options={"imperiale_de_retourne": True}, start=((0, 2), (0, 0)))
+    m.start_hand(1, Deal((e, d), retourne, tuple(rest)))
+    lines = lines_of(m)
+    is_imperiale = rank in ("J", "Q", "K", "A", "7")
+    fiche = [(1, "imperiale-de-retourne", (1, 0), "IMP-A.E3")]
+    erased = [(0, "effacement", (0, -2), "IMP-A.EFFACEMENT")]
+    assert [x for x in lines if x[1] == "imperiale-de-retourne"] == (fiche if is_imperiale else [])
+    assert [x for x in lines if x[1] == "effacement"] == (erased if is_imperiale else [])
+    assert not [x for x in lines if x[1] in ("carre", "quatrieme-majeure")]
+
+
+@pytest.mark.parametrize("rank", RANKS_32)
+def test_imperiale_de_retourne_by_the_trump_quatrieme(rank: str) -> None:
+    # D holds three of the trump J Q K A: the three others when the retourne is one of them,
+    # else J Q K. Only a turned J, Q, K or A completes the quatrième, and it scores once.
+    retourne = parse_card(f"{rank}H")
+    majors = MAJORS["H"]
+    three = majors & ~(1 << retourne) if majors >> retourne & 1 else mask("JH QH KH")
+    keep_out = four_of(rank) & ~(1 << retourne)
+    (e, d), rest = deal_around(rank, PACK_32 & ~(1 << retourne), [0, three], keep_out)
+    m = match_of(options={"imperiale_de_retourne": True})
+    m.start_hand(1, Deal((e, d), retourne, tuple(rest)))
+    scored = [x for x in lines_of(m) if x[1] == "imperiale-de-retourne"]
+    fiche = [(1, "imperiale-de-retourne", (1, 0), "IMP-A.E3")]
+    assert scored == (fiche if rank in ("J", "Q", "K", "A") else [])
+
+
+@pytest.mark.parametrize(
+    ("ruleset", "players", "ranks", "kind"),
+    [
+        ("academie", 2, RANKS_32, "carre"),
+        ("moderne", 2, RANKS_32, "imperiale-des-honneurs"),
+        ("academie", 3, RANKS_36, "carre"),
+    ],
+)
+def test_carres_en_main_only_of_the_named_ranks(
+    ruleset: str, players: int, ranks: Sequence[str], kind: str
+) -> None:
+    # E (seat 0) holds four of each rank in turn: J Q K A and the 7 (the 6 with 36 cards)
+    # make an impériale, once; the others nothing.
+    named = ("J", "Q", "K", "A", "6" if players == 3 else "7")
+    pack = PACK_36 if players == 3 else PACK_32
+    for rank in ranks:
+        fixed = [four_of(rank)] + [0] * (players - 1)
+        hands, rest = deal_around(ruleset + rank, pack, fixed)
+        if players == 3:  # the dealer's last card is the retourne, kept in his hand
+            deal = Deal(tuple(hands), next(iter_cards(hands[2])))
+        else:
+            deal = Deal(tuple(hands), rest[0], tuple(rest[1:]))
+        m = match_of(ruleset, {"players": 3} if players == 3 else {})
+        m.start_hand(players - 1, deal)
+        got = [x for x in lines_of(m) if x[1] == kind]
+        assert [(x[0], x[2]) for x in got] == ([(0, (1, 0))] if rank in named else []), rank
+
+
+def test_a_record_with_a_carre_of_tens_completed_scores_no_imperiale_de_retourne() -> None:
+    # D holds 10H 10D 10C and 10S is turned, imperiale_de_retourne on: the match is played to
+    # its end and recorded; the record verifies and its score has no impériale de retourne.
+    e = "JS QS KS 7H 8H 9H JH 7D 8D 9D JD 7S"
+    d = "10H 10D 10C QH KH AH QD KD AD 7C 8C 9C"
+    m = match_of(options={"imperiale_de_retourne": True, "target_fiches": 1})
+    m.start_hand(1, deal2(e, d, "10S"))
+    play_out(m)
+    rng = random.Random(16)
+    while not m.finished:
+        dealer = m.expected_dealer()
+        assert dealer is not None
+        deck = list(iter_cards(PACK_32))
+        rng.shuffle(deck)
+        m.start_hand(dealer, m.deal_deck(dealer, deck))
+        play_out(m)
+    assert "imperiale-de-retourne" not in [x.kind for x in m.results[0].lines]
+    data = canonical_bytes(build_record(m, ["E", "D"], Provenance("test", "carré of tens")))
+    result = verify_envelope(envelope(data))
+    assert result.ok, result.error
+    assert "imperiale-de-retourne" not in str(score_json(decode_record(data)))
