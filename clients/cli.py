@@ -597,6 +597,7 @@ def _at_least(low: float, kind: type = int) -> Callable[[str], Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     from clients.archive_cmd import add_archive_parser, add_key_options, positive_int
+    from clients.rules_cmd import add_rules_parser
 
     parser = argparse.ArgumentParser(
         prog="tapis", description="Referee and record toolkit for trick-taking card games."
@@ -763,6 +764,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_example)
 
     add_archive_parser(sub)
+    add_rules_parser(sub)
     return parser
 
 

@@ -1,0 +1,55 @@
+"""`tapis rules [ID]`: the rule ids that refusals and score lines cite (referee/rules_index.py).
+
+    tapis rules            every id with its one-line statement, by game
+    tapis rules ID         its statement, the option keys that change it, the engine functions
+                           that apply it and its page of docs/rules/
+
+Exit status: 0 success; 2 an unknown id (the message names it and the closest known ids).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from referee.rules_index import PAGES, RULES, closest_ids, engine_sites, find_rule
+
+__all__ = ["add_rules_parser", "cmd_rules"]
+
+
+def add_rules_parser(sub: Any) -> None:
+    """The `rules` subcommand, on the top-level subparsers of `tapis`."""
+    p = sub.add_parser("rules", help="list the rule ids, or explain one (statement, code, page)")
+    p.add_argument("rule_id", nargs="?", metavar="ID", help="a rule id, e.g. IMP-A.E3")
+    p.set_defaults(func=cmd_rules)
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    if args.rule_id is None:
+        _list_all()
+        return 0
+    rule = find_rule(args.rule_id)
+    if rule is None:
+        near = closest_ids(args.rule_id)
+        hint = f"closest: {', '.join(near)}" if near else "`tapis rules` lists them all"
+        print(f"tapis rules: unknown rule id {args.rule_id!r} ({hint})", file=sys.stderr)
+        return 2
+    print(f"{rule.id}: {rule.statement}")
+    print(f"game: {rule.page.title}")
+    if rule.options:
+        print(f"options: {', '.join(rule.options)}")
+    print("engine:")
+    for site in engine_sites(rule.id):
+        print(f"  {site}")
+    print(f"page: {rule.ref}")
+    return 0
+
+
+def _list_all() -> None:
+    width = max(len(rule.id) for rule in RULES)
+    for key, page in PAGES.items():
+        print(f"{page.title} ({page.path})")
+        for rule in RULES:
+            if rule.page_key == key:
+                print(f"  {rule.id:<{width}}  {rule.statement}")
