@@ -35,6 +35,7 @@ __all__ = [
     "engine_sites",
     "find_rule",
     "ids_in_engine",
+    "scan_module",
 ]
 
 ENGINE_DIR = Path(__file__).resolve().parent / "engine"
@@ -346,7 +347,9 @@ def _next_code_line(lines: list[str], line: int) -> int:
     return i
 
 
-def _scan_module(path: Path, module: str) -> Iterator[tuple[str, Site | None]]:
+def scan_module(path: Path, module: str) -> Iterator[tuple[str, Site | None]]:
+    """(id, None) for every mention of an id in the source file at `path` (module name
+    `module`), and (id, site) for each function credited with it."""
     source = path.read_text(encoding="utf-8")
     tree = ast.parse(source, str(path))
     lines = source.splitlines()
@@ -386,7 +389,7 @@ def _scan() -> tuple[dict[str, tuple[Site, ...]], frozenset[str]]:
     sites: dict[str, set[Site]] = {}
     seen: set[str] = set()
     for path, module in _engine_modules():
-        for rule_id, found in _scan_module(path, module):
+        for rule_id, found in scan_module(path, module):
             seen.add(rule_id)
             if found is not None:
                 sites.setdefault(rule_id, set()).add(found)
