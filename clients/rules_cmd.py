@@ -40,8 +40,11 @@ def cmd_rules(args: argparse.Namespace) -> int:
     if rule.options:
         print(f"options: {', '.join(rule.options)}")
     print("engine:")
-    for site in engine_sites(rule.id):
+    sites = engine_sites(rule.id)
+    for site in sites:
         print(f"  {site}")
+    if not sites:  # an install without the engine's .py sources (nothing to read)
+        print("  (not found: the engine's source files are not installed)")
     print(f"page: {rule.ref}")
     return 0
 
