@@ -39,9 +39,9 @@ from referee.engine.cards import (
     FULL_DECK,
     HEARTS,
     QUEEN,
+    R3,
     SPADES,
     SUIT_MASK,
-    SUIT_WORDS,
     card,
     card_str,
     iter_cards,
@@ -49,7 +49,7 @@ from referee.engine.cards import (
 )
 from referee.engine.errors import DealError, IllegalAction
 from referee.engine.options import DamePiqueOptions
-from referee.engine.tricks import follow
+from referee.engine.tricks import Regime, TrickRules, explain, follow
 
 __all__ = ["DamePiqueMatch", "DamePiqueOptions"]
 
@@ -59,6 +59,7 @@ HEARTS_MASK = SUIT_MASK[HEARTS]
 POINT_CARDS = HEARTS_MASK | 1 << QUEEN_SPADES
 _PASS_OFFSETS = (1, 3, 2, 0)  # DP.PASS: left (seat+1), right (seat-1), across, none
 _PASS_NAMES = ("left", "right", "across", "none")
+_FOLLOW = TrickRules(Regime.FOLLOW, R3)  # DP.FOLLOW: follow suit, else any card
 
 
 def _points(taken: int) -> int:
@@ -217,7 +218,8 @@ class DamePiqueHand(Hand):
             why = "hearts are not broken and the leader holds another card"
             return "hearts-not-broken", why, "DP.HEARTS"
         if hand & SUIT_MASK[led]:
-            return "must-follow", f"seat {seat} must follow {SUIT_WORDS[led]}", "DP.FOLLOW"
+            code, duty = explain(_FOLLOW, hand, -1, led, self.mask, c)  # DP.FOLLOW
+            return code, f"seat {seat} {duty}", "DP.FOLLOW"
         why = "no heart or QS on the first trick while holding another card"
         return "no-points-first-trick", why, "DP.FIRST-TRICK"
 

@@ -103,7 +103,7 @@ from referee.engine.cards import (
 )
 from referee.engine.errors import DealError, IllegalAction, RulesError
 from referee.engine.options import GameOptions, ImperialeAcademieOptions, ImperialeModerneOptions
-from referee.engine.tricks import Regime, TrickRules, legal_cards
+from referee.engine.tricks import Regime, TrickRules, explain, legal_cards
 
 __all__ = [
     "ALIASES",
@@ -558,29 +558,11 @@ class ImperialeHand(Hand):
         return self.illegal("wrong-action", seat, action, why, self.play_rule)
 
     def _why_not(self, seat: int, c: int, hand: int, legal: int) -> tuple[str, str, str]:
-        rule = self.play_rule
-        trump = self.trump
         if self.led < 0:
             return "first-lead-trump", "the first lead of the coup must be a trump", "IMP-A.3P"
-        led = self.led
-        trumps_on = self.mask & SUIT_MASK[trump]
-        if legal & SUIT_MASK[led] and led != trump:
-            if c // 13 != led:
-                return "must-follow", f"seat {seat} must follow {SUIT_WORDS[led]}", rule
-            best = R1.best(self.mask & SUIT_MASK[led])
-            return "must-beat", f"seat {seat} must beat {card_str(best)} when able", rule
-        # The legal set is trumps: trump led, or void in the led suit.
-        if c // 13 != trump:
-            if led == trump:
-                why = f"seat {seat} must follow {SUIT_WORDS[trump]} (trump led)"
-                return "must-follow", why, rule
-            if trumps_on and legal & R1.above[R1.best(trumps_on)]:
-                why = f"seat {seat} is void in {SUIT_WORDS[led]} and must overtrump"
-                return "must-overtrump", why, rule
-            return "must-trump", f"seat {seat} is void in {SUIT_WORDS[led]} and must trump", rule
-        best = R1.best(trumps_on)
-        code = "must-beat" if led == trump else "must-overtrump"
-        return code, f"seat {seat} must play a trump above {card_str(best)} when able", rule
+        rules = self.cfg.trick_rules
+        code, duty = explain(rules, hand, self.trump, self.led, self.mask, c, by_card=True)
+        return code, f"seat {seat} {duty}", self.play_rule
 
     # -- the tricks and the end of the coup -----------------------------------------------
 

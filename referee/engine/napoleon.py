@@ -56,13 +56,12 @@ from referee.engine.cards import (
     FULL_DECK,
     R3,
     RANK_NAMES,
-    SUIT_MASK,
     SUIT_WORDS,
     deck_of_ranks,
 )
 from referee.engine.errors import DealError, IllegalAction, RulesError
 from referee.engine.options import GameOptions, NapoleonOptions
-from referee.engine.tricks import Regime, TrickRules, legal_cards
+from referee.engine.tricks import Regime, TrickRules, explain, legal_cards
 
 __all__ = [
     "ALIASES",
@@ -223,9 +222,8 @@ class NapoleonHand(Hand):
         return self._wrong_action(seat, action)
 
     def _why_not(self, seat: int, c: int, hand: int, legal: int) -> tuple[str, str, str]:
-        led = self.led
-        assert led >= 0 and hand & SUIT_MASK[led]
-        return "must-follow", f"seat {seat} must follow {SUIT_WORDS[led]}", "NAP.FOLLOW"
+        code, duty = explain(_TRICK_RULES, hand, self.trump, self.led, self.mask, c)
+        return code, f"seat {seat} {duty}", "NAP.FOLLOW"
 
     def _first_lead(self, seat: int, c: int) -> None:
         # NAP.TRUMP: the suit of the declarer's first card is trump, except in Misère without

@@ -91,7 +91,6 @@ from referee.engine.cards import (
     R2,
     RANK_NAMES,
     SEVEN,
-    SUIT_MASK,
     SUIT_WORDS,
     RankOrder,
     card,
@@ -108,7 +107,7 @@ from referee.engine.options import (
     TriompheIndividuelleOptions,
     TriompheOptions,
 )
-from referee.engine.tricks import Regime, TrickRules, legal_cards
+from referee.engine.tricks import Regime, TrickRules, explain, legal_cards
 
 __all__ = [
     "ALIASES",
@@ -339,50 +338,10 @@ class TriompheHand(Hand):
         return self._out_of_phase(seat, action)
 
     def _why_not(self, seat: int, c: int, hand: int, legal: int) -> tuple[str, str, str]:
-        # Which duty of the regime the card breaks (the legal set itself is the trick
-        # module's; this only puts it into words).
-        led, trump = self.led, self.trump
-        order = self.order
-        lead_suit = SUIT_MASK[led]
-        trumps = SUIT_MASK[trump]
-        trumps_on = self.mask & trumps
-        held_led = hand & lead_suit
-        word = SUIT_WORDS[led]
-        code = "must-play"
-        why = f"seat {seat} must play one of the cards the regime allows"
-        if led == trump:
-            best = order.best(trumps_on)
-            if legal == held_led:
-                code, why = "must-follow", f"seat {seat} must follow {word} (trumps led)"
-            else:
-                code = "must-beat"
-                why = f"seat {seat} must play a trump above {card_str(best)}"
-        elif not legal & ~lead_suit:
-            if legal == held_led:
-                code, why = "must-follow", f"seat {seat} must follow {word}"
-            else:
-                best = order.best(self.mask & lead_suit)
-                code = "must-beat"
-                why = f"seat {seat} must follow {word} and beat {card_str(best)}"
-        elif not legal & ~trumps:
-            if not trumps_on:
-                code = "must-trump"
-                if held_led:
-                    best = order.best(self.mask & lead_suit)
-                    why = f"seat {seat} cannot beat {card_str(best)} in {word}: must trump"
-                else:
-                    why = f"seat {seat} is void in {word}: must trump"
-            else:
-                best = order.best(trumps_on)
-                if legal & order.above[best] == legal:
-                    code = "must-overtrump"
-                    why = f"seat {seat} must overtrump {card_str(best)}"
-                else:
-                    code = "must-undertrump"
-                    why = f"seat {seat} cannot overtrump {card_str(best)}: must undertrump"
-        if self.opts.regime == "plaisant" and len(self.cards) == self.players - 1:
-            why += " (the last to play is under forçat)"
-        return code, why, self.play_rule
+        # The duty of the regime the card breaks, as the trick module words it.
+        is_last = len(self.cards) == self.players - 1
+        code, duty = explain(self.trick_rules, hand, self.trump, self.led, self.mask, c, is_last)
+        return code, f"seat {seat} {duty}", self.play_rule
 
     def _offer_refusal(self, seat: int, action: int) -> IllegalAction | None:
         # TRI.ABANDON: only between two sides, once a coup, before the side's first card.
