@@ -7,8 +7,11 @@
   an action would be refused, changing nothing), `apply(seat, action)` (returns the events it
   caused) or `step(seat, action)` (the same without building events, for replay),
   `view(seat)`, and the outcome (`finished`, `winners`).
-- `Hand`: one deal played out; each game module subclasses it with its phases, and per phase
-  one pure function that says why an action is refused and one that applies it.
+- `Hand`: one deal played out. The base owns the card play (the trick in progress as ints,
+  the fast loop of replay, the refusal of a card, the view); a game module subclasses it with
+  its phases as a phase -> `PhaseRule` table (one function per phase for who acts, the legal
+  actions, the refusal, pure, and the change), a few hooks (`legal_mask`, `_trick_end`,
+  `_first_lead`, `_public`) and its scoring.
 
 Every entry takes any Python ints (seats, dealers, actions, cards, masks, hand numbers):
 each either works or raises a `TapisError` naming the value (`errors.quoted`), in time and
@@ -25,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, NamedTuple, NoReturn
@@ -33,7 +36,7 @@ from typing import Any, ClassVar, NamedTuple, NoReturn
 from mypy_extensions import mypyc_attr
 
 from referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_error, action_str
-from referee.engine.cards import R3, RankOrder, card_str, mask_str
+from referee.engine.cards import R3, RankOrder, card_str, iter_cards, mask_str
 from referee.engine.errors import (
     DealError,
     IllegalAction,
@@ -49,7 +52,7 @@ from referee.engine.options import (
     START_SCORE_MAX,
     GameOptions,
 )
-from referee.engine.tricks import PlayedTrick
+from referee.engine.tricks import PlayedTrick, winning_card
 
 __all__ = [
     "Deal",
@@ -59,6 +62,7 @@ __all__ = [
     "Match",
     "MatchOver",
     "Note",
+    "PhaseRule",
     "Rules",
     "ScoreLine",
     "Start",
@@ -180,9 +184,24 @@ class View:
 # --- a hand -------------------------------------------------------------------------------
 
 
+class PhaseRule(NamedTuple):
+    """What a hand does in one of its phases, one function each (as OpenSpiel's hearts
+    switches on its phase): the seats to act, the legal actions of a seat (sorted), why an
+    action is refused (pure: `None` when it is accepted) and the change an accepted action
+    makes. `plays`: the phase is the card play, whose plays replay may run in one loop."""
+
+    to_act: Callable[[Any], tuple[int, ...]]
+    legal: Callable[[Any, int], list[int]]
+    refuse: Callable[[Any, int, int], IllegalAction | None]
+    apply: Callable[[Any, int, int], None]
+    plays: bool = False
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)  # game modules need not be compiled
 class Hand(ABC):
-    """One deal played out. Subclasses define `Phase`, the legal sets and `_apply`."""
+    """One deal played out. The base keeps the trick in progress and plays the cards; a
+    subclass sets `phases` (its phase -> `PhaseRule` table), `_phase`, `play_rule` and the
+    hooks of its card play."""
 
     def __init__(self, match: Match, number: int, dealer: int, deal: Deal) -> None:
         self.match = match
@@ -200,32 +219,48 @@ class Hand(ABC):
         self.held: list[int] = list(deal.hands)  # each seat's cards now (games update it)
         self.cursor = 0  # 1-based index of the action being applied (0: none yet)
         self.over = False
+        self.phases: dict[Enum, PhaseRule] = {}  # set by each game: its phase table
+        self._phase: Enum  # set by each game
+        self.play_rule = ""  # the rule id of the card play (not-held, and by default turns)
+        self.rank_order: RankOrder = match.order  # CARD.WIN: the rank order of play
+        self.trump = -1  # suit, or -1 for no trump
+        self.turn = -1  # the seat to play a card
+        self.trick_number = 1  # the trick in progress (the last one once the hand is over)
+        # The trick in progress, as ints: its leader, led suit (-1: none yet), its cards as a
+        # mask and in playing order. Once the hand is over it is the last trick, kept on view.
+        self.leader = -1
+        self.led = -1
+        self.mask = 0
+        self.cards: list[int] = []
 
     @property
-    @abstractmethod
-    def phase(self) -> Enum: ...
+    def phase(self) -> Enum:
+        return self._phase
 
-    @abstractmethod
+    # -- the phase table ------------------------------------------------------------------
+
     def to_act(self) -> tuple[int, ...]:
         """The seats that may act now (several during Dame de Pique's exchange)."""
+        if self.over:
+            return ()
+        return self.phases[self._phase].to_act(self)
 
-    @abstractmethod
     def legal_actions(self, seat: int) -> list[int]:
         """The legal actions of `seat`, sorted (empty when it may not act)."""
+        if self.over:
+            return []
+        return self.phases[self._phase].legal(self, seat)
 
-    @abstractmethod
     def refusal(self, seat: int, action: int) -> IllegalAction | None:
         """Why `seat` may not take `action` now, or None when it may: the refusal function of
         the current phase. `Match.refusal` has checked that the action is well formed and not
         a resignation, that the seat exists and that the hand is in progress. Pure: it
         changes nothing."""
+        return self.phases[self._phase].refuse(self, seat, action)
 
-    @abstractmethod
     def _apply(self, seat: int, action: int) -> None:
         """Apply an action `refusal` accepts: the current phase's changes, no checks."""
-
-    @abstractmethod
-    def view(self, seat: int | None) -> View: ...
+        self.phases[self._phase].apply(self, seat, action)
 
     def describe(self) -> list[str]:
         """Short public facts of this hand for a person (exchange, contract, trump...)."""
@@ -239,27 +274,178 @@ class Hand(ABC):
         self.action_seats.append(seat)
 
     def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
-        """Apply the actions from `start` on for as long as a game's fast path can (legal
-        card plays, for a game that has one); return the index of the first not applied.
-        `Match.step` takes each action the run stops at. This one runs `_play_run` while
-        the hand is `_in_play` and keeps the actions it applied."""
-        if not self._in_play():
+        """Apply the actions from `start` on for as long as the fast path can (legal card
+        plays); return the index of the first not applied. `Match.step` takes each action
+        the run stops at. This one runs `_play_run` while the phase `plays` and keeps the
+        actions it applied."""
+        if self.over or not self.phases[self._phase].plays:
             return start
         end = self._play_run(seats, actions, start)
         self.actions.extend(actions[start:end])
         self.action_seats.extend(seats[start:end])
         return end
 
-    def _in_play(self) -> bool:
-        """Whether the hand is in its card play (where `_play_run` may go on)."""
-        return False
+    # -- the card play (the hooks a game supplies) ----------------------------------------
+
+    @abstractmethod
+    def legal_mask(self, hand: int, led: int, mask: int, count: int) -> int:
+        """The cards of `hand` the seat to play may play to the trick in progress: led suit
+        `led` (-1: it leads), the cards on it `mask`, `count` of them. Int arithmetic only:
+        this is the hot path of replay."""
+
+    @abstractmethod
+    def _trick_end(self, winner: int, best: int, led: int, mask: int) -> bool:
+        """The game's part of a completed trick (kept in `tricks`; `winner` leads next and
+        played `best`; the trick's led suit and cards `led`, `mask`): count, score, end the
+        hand or ask for a decision. True when the run of card plays must stop."""
+
+    def _first_lead(self, seat: int, c: int) -> None:
+        """What the first card of the hand does besides being played (Napoléon: trump);
+        nothing by default."""
+        return None
+
+    def _turn_rule(self) -> str:
+        """The rule id of a card played out of turn."""
+        return self.play_rule
+
+    def _not_a_card(self, seat: int, action: int) -> IllegalAction | None:
+        """Why an action that is not a card is refused in the card play."""
+        return self.illegal(
+            "wrong-action", seat, action, "only cards are played now", self.play_rule
+        )
+
+    @abstractmethod
+    def _why_not(self, seat: int, c: int, hand: int, legal: int) -> tuple[str, str, str]:
+        """`(code, reason, rule)` of a card `seat` holds but may not play (`legal`)."""
+
+    def legal_play_mask(self, seat: int) -> int:
+        """The cards `seat` may play now (0 when it may not play)."""
+        if self.over or not self.phases[self._phase].plays or seat != self.turn:
+            return 0
+        return self.legal_mask(self.held[seat], self.led, self.mask, len(self.cards))
+
+    def _turn_to_act(self) -> tuple[int, ...]:
+        return (self.turn,)
+
+    def _play_legal(self, seat: int) -> list[int]:
+        return [c << 3 | PLAY for c in iter_cards(self.legal_play_mask(seat))]
+
+    def _play_refusal(self, seat: int, action: int) -> IllegalAction | None:
+        # A card by the seat to play, held, and in the legal set; else the game says which
+        # of its duties the card breaks.
+        if action & 7 != PLAY:
+            return self._not_a_card(seat, action)
+        if seat != self.turn:
+            return self.not_your_turn(seat, action, self._turn_rule())
+        c = action >> 3
+        hand = self.held[seat]
+        legal = self.legal_mask(hand, self.led, self.mask, len(self.cards))
+        if legal >> c & 1:
+            return None
+        if not hand >> c & 1:
+            why = f"seat {seat} does not hold {card_str(c)}"
+            return self.illegal("not-held", seat, action, why, self.play_rule)
+        code, why, rule = self._why_not(seat, c, hand, legal)
+        return self.illegal(code, seat, action, why, rule)
+
+    def _play_apply(self, seat: int, action: int) -> None:
+        played = self._play_run((seat,), (action,), 0)
+        assert played == 1
 
     def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
         """Play the legal card plays of `actions[start:]` in order, without recording them;
         stop before the first action that is not a legal play by the seat to play, or when
-        the hand stops for anything else. Returns the index of the first action not played.
-        The default plays none."""
-        return start
+        `_trick_end` stops the hand. Returns the index of the first action not played. (The
+        hot path of replay: the trick in progress is kept in locals, ints only.)"""
+        held = self.held
+        n = self.players
+        turn = self.turn
+        leader = self.leader
+        led = self.led
+        mask = self.mask
+        cards = self.cards
+        i = start
+        end = len(actions)
+        while i < end:
+            action = actions[i]
+            seat = seats[i]
+            # A card play (kind 0) of a card id 0..51 by the seat to play, else stop: no
+            # mask is built from an id out of range.
+            if action & 7 or seat != turn or not 0 <= action < 416:
+                break
+            c = action >> 3
+            bit = 1 << c
+            hand = held[seat]
+            if not self.legal_mask(hand, led, mask, len(cards)) & bit:
+                break
+            held[seat] = hand ^ bit
+            if led < 0:
+                leader = seat
+                led = c // 13
+                if self.trick_number == 1:
+                    self._first_lead(seat, c)
+            mask |= bit
+            cards.append(c)
+            i += 1
+            if len(cards) < n:
+                turn = seat + 1 if seat + 1 < n else 0
+                continue
+            best = winning_card(self.rank_order, self.trump, led, mask)  # CARD.WIN
+            turn = leader + cards.index(best)
+            turn = turn - n if turn >= n else turn
+            self.trick_won(leader, cards, turn)
+            self.cursor = len(self.actions) + i - start
+            self.turn = turn
+            self.leader, self.led, self.mask, self.cards = leader, led, mask, cards
+            stop = self._trick_end(turn, best, led, mask)
+            if self.over:
+                return i  # the last trick stays on view
+            self.trick_number += 1
+            leader = led = -1
+            mask = 0
+            cards = []
+            if stop:
+                break
+        self.turn = turn
+        self.leader = leader
+        self.led = led
+        self.mask = mask
+        self.cards = cards
+        return i
+
+    def _trick_view(self) -> tuple[tuple[int, int], ...]:
+        n = self.players
+        return tuple(((self.leader + k) % n, c) for k, c in enumerate(self.cards))
+
+    # -- the view -------------------------------------------------------------------------
+
+    def view(self, seat: int | None) -> View:
+        """What `seat` (None: a spectator) may know now."""
+        return View(
+            seat=seat,
+            phase=self._phase.value,
+            hand_number=self.number,
+            dealer=self.dealer,
+            hand=self.held[seat] if seat is not None else 0,
+            trick=self._trick_view(),
+            trump=self.trump,
+            to_act=self.to_act(),
+            legal=tuple(self.legal_actions(seat)) if seat is not None else (),
+            scores=self._view_scores(),
+            known=self._known(seat),
+            public=self._public(seat),
+        )
+
+    def _public(self, seat: int | None) -> dict[str, Any]:
+        """The game's public facts for `seat`'s view (View.public)."""
+        return {}
+
+    def _known(self, seat: int | None) -> dict[int, int]:
+        """Other seats' cards `seat` may see (View.known)."""
+        return {}
+
+    def _view_scores(self) -> tuple[Score, ...]:
+        return tuple(self.match.scores)
 
     def score(self, seat: int, kind: str, delta: Score, rule: str, note: str = "") -> None:
         line = ScoreLine(seat, kind, delta, rule, note, self.cursor)
@@ -323,6 +509,7 @@ class Match(ABC):
     deal_rule: str  # rule id of dealing and dealers for this game (set by each game)
     pack: int  # the mask of the cards this game is played with (set by each game)
     order: RankOrder = R3  # the rank order of play (RULES.md 0.3), e.g. to show hands
+    lowest_wins: ClassVar[bool] = False  # the lowest total wins (Dame de Pique)
 
     def __init__(self, rules: Rules, start: Start | None = None, log_events: bool = True) -> None:
         start = start or Start()
@@ -366,9 +553,13 @@ class Match(ABC):
     def _end_after_hand(self) -> None:
         """Decide `finished` and `winners` after a hand's scores are added."""
 
-    @abstractmethod
     def _leaders(self, seats: Sequence[int]) -> tuple[int, ...]:
-        """The best placed of `seats` by the current scores (ties share)."""
+        """The best placed of `seats` by the current scores (ties share): the highest score
+        (compared unit by unit), or the lowest where `lowest_wins`."""
+        scores = self.scores
+        pick = min if self.lowest_wins else max
+        best = pick(scores[s] for s in seats)
+        return tuple(s for s in seats if scores[s] == best)
 
     def first_dealers(self) -> tuple[int, ...]:
         """The seats that may deal the first hand (the referee draws one of them)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum
+from typing import Any
 
 from referee.engine.actions import PASS, PLAY, encode, pass_cards, pass_choices
 from referee.engine.base import (
@@ -27,9 +28,9 @@ from referee.engine.base import (
     Hand,
     HandResult,
     Match,
+    PhaseRule,
     Rules,
     Start,
-    View,
     check_cards,
     check_deck,
 )
@@ -41,7 +42,6 @@ from referee.engine.cards import (
     R3,
     SPADES,
     SUIT_MASK,
-    SUIT_WORDS,
     card,
     card_str,
     iter_cards,
@@ -49,7 +49,7 @@ from referee.engine.cards import (
 )
 from referee.engine.errors import DealError, IllegalAction
 from referee.engine.options import DamePiqueOptions
-from referee.engine.tricks import follow, winning_card
+from referee.engine.tricks import Regime, TrickRules, explain, follow
 
 __all__ = ["DamePiqueMatch", "DamePiqueOptions"]
 
@@ -59,6 +59,7 @@ HEARTS_MASK = SUIT_MASK[HEARTS]
 POINT_CARDS = HEARTS_MASK | 1 << QUEEN_SPADES
 _PASS_OFFSETS = (1, 3, 2, 0)  # DP.PASS: left (seat+1), right (seat-1), across, none
 _PASS_NAMES = ("left", "right", "across", "none")
+_FOLLOW = TrickRules(Regime.FOLLOW, R3)  # DP.FOLLOW: follow suit, else any card
 
 
 def _points(taken: int) -> int:
@@ -95,25 +96,21 @@ class Phase(Enum):
 
 
 class DamePiqueHand(Hand):
-    """One manche."""
+    """One manche: the exchange (`Phase.PASS`), then the card play of the base."""
 
     def __init__(self, match: Match, number: int, dealer: int, deal: Deal) -> None:
         super().__init__(match, number, dealer, deal)
         opts = match.rules.options
         assert isinstance(opts, DamePiqueOptions)
         self.opts = opts
+        self.phases = PHASES
+        self.play_rule = "DP.FOLLOW"
         cycle = (number - 1) % 4
         self.pass_offset = _PASS_OFFSETS[cycle]
         self.pass_name = _PASS_NAMES[cycle]
         self.passed: list[int] = [0, 0, 0, 0]
         self.taken = [0, 0, 0, 0]  # cards won in tricks, per seat
-        self.hearts_broken = False
-        self.trick_number = 1
-        # The trick in progress: led suit (-1: none yet), its cards as a mask and in order.
-        self.led = -1
-        self.mask = 0
-        self.cards: list[int] = []
-        self.turn = -1
+        self.broken = False  # DP.HEARTS: hearts broken by an earlier trick
         self.lead_unbroken = lead_mask(opts.qs_counts_as_heart_for_lead)
         self.broken_by_any_heart = opts.hearts_broken_by == "played"
         # The cards whose play may open hearts (DP.HEARTS).
@@ -124,46 +121,33 @@ class DamePiqueHand(Hand):
 
     @property
     def phase(self) -> Phase:
+        assert isinstance(self._phase, Phase)
         return self._phase
+
+    @property
+    def hearts_broken(self) -> bool:
+        """DP.HEARTS: whether hearts are broken, counting the trick in progress."""
+        return self.broken or self._breaks(self.led, self.mask)
+
+    def _breaks(self, led: int, mask: int) -> bool:
+        # DP.HEARTS: what opens hearts for the following tricks (4.2.2, 7): a heart (any, or
+        # only one discarded on another suit), or Q♠ by option.
+        m = mask & self.breaking
+        if m >> QUEEN_SPADES & 1:
+            return True
+        return m & HEARTS_MASK != 0 and (self.broken_by_any_heart or led != HEARTS)
 
     def _start_play(self) -> None:
         self._phase = Phase.PLAY
         self.turn = next(s for s in range(4) if self.held[s] >> TWO_CLUBS & 1)
 
-    # -- legal sets -----------------------------------------------------------------------
+    # -- the exchange (DP.PASS) -----------------------------------------------------------
 
-    def legal_play_mask(self, seat: int) -> int:
-        """The cards `seat` may play now (0 when it may not play)."""
-        if self._phase is not Phase.PLAY or seat != self.turn:
-            return 0
-        return self._legal(self.held[seat])
+    def _pass_to_act(self) -> tuple[int, ...]:
+        return tuple(s for s in range(4) if not self.passed[s])
 
-    def _legal(self, hand: int) -> int:
-        return legal_play(
-            hand, self.led, self.trick_number == 1, self.hearts_broken, self.lead_unbroken
-        )
-
-    def to_act(self) -> tuple[int, ...]:
-        if self._phase is Phase.PASS:
-            return tuple(s for s in range(4) if not self.passed[s])
-        if self._phase is Phase.PLAY:
-            return (self.turn,)
-        return ()
-
-    def legal_actions(self, seat: int) -> list[int]:
-        if self._phase is Phase.PASS:
-            if self.passed[seat]:
-                return []
-            return pass_choices(self.held[seat])
-        return [encode(PLAY, c) for c in iter_cards(self.legal_play_mask(seat))]
-
-    # -- refusals (pure: each says why an action is refused now, changing nothing) -------
-
-    def refusal(self, seat: int, action: int) -> IllegalAction | None:
-        if self._phase is Phase.PASS:
-            return self._pass_refusal(seat, action)
-        assert self._phase is Phase.PLAY
-        return self._play_refusal(seat, action)
+    def _pass_legal(self, seat: int) -> list[int]:
+        return [] if self.passed[seat] else pass_choices(self.held[seat])
 
     def _pass_refusal(self, seat: int, action: int) -> IllegalAction | None:
         # DP.PASS: three cards of the dealt hand, chosen before seeing what is received.
@@ -181,53 +165,8 @@ class DamePiqueHand(Hand):
             return self.illegal("not-held", seat, action, why, "DP.PASS")
         return None
 
-    def _play_refusal(self, seat: int, action: int) -> IllegalAction | None:
-        kind = action & 7
-        if kind == PASS:
-            if self.pass_offset == 0:
-                why = "there is no exchange in this manche"
-            else:
-                why = "the exchange is over"
-            return self.illegal("no-exchange", seat, action, why, "DP.PASS")
-        if kind != PLAY:
-            return self._wrong_action(seat, action)
-        if seat != self.turn:
-            return self.not_your_turn(seat, action, "DP.LEAD")
-        c = action >> 3
-        hand = self.held[seat]
-        if self._legal(hand) >> c & 1:
-            return None
-        led = self.led
-        if not hand >> c & 1:
-            why = f"seat {seat} does not hold {card_str(c)}"
-            return self.illegal("not-held", seat, action, why, "DP.FOLLOW")
-        if led < 0:
-            if self.trick_number == 1:
-                why = "the holder of 2C must lead it to the first trick"
-                return self.illegal("lead-two-of-clubs", seat, action, why, "DP.FIRST-TRICK")
-            why = "hearts are not broken and the leader holds another card"
-            return self.illegal("hearts-not-broken", seat, action, why, "DP.HEARTS")
-        if hand & SUIT_MASK[led]:
-            why = f"seat {seat} must follow {SUIT_WORDS[led]}"
-            return self.illegal("must-follow", seat, action, why, "DP.FOLLOW")
-        why = "no heart or QS on the first trick while holding another card"
-        return self.illegal("no-points-first-trick", seat, action, why, "DP.FIRST-TRICK")
-
-    def _wrong_action(self, seat: int, action: int) -> IllegalAction:
-        why = "Dame de Pique has only pass and play"
-        return self.illegal("wrong-action", seat, action, why, "DP.PASS")
-
-    # -- applying actions -----------------------------------------------------------------
-
-    def _apply(self, seat: int, action: int) -> None:
-        if self._phase is Phase.PASS:
-            self._give(seat, pass_cards(action))
-        else:
-            played = self._play_run((seat,), (action,), 0)
-            assert played == 1
-
-    def _give(self, seat: int, mask: int) -> None:
-        self.passed[seat] = mask
+    def _pass_apply(self, seat: int, action: int) -> None:
+        self.passed[seat] = pass_cards(action)
         if all(self.passed):
             # All transfers happen at once.
             off = self.pass_offset
@@ -247,72 +186,55 @@ class DamePiqueHand(Hand):
             seat, action = seats[end], actions[end]
             if action & 7 != PASS or match.refusal(seat, action) is not None:
                 break
-            self._give(seat, pass_cards(action))
+            self._pass_apply(seat, action)
             self.actions.append(action)
             self.action_seats.append(seat)
             end += 1
         return super().apply_run(seats, actions, end)
 
-    def _in_play(self) -> bool:
-        return self._phase is Phase.PLAY
+    # -- the card play (the base's loop, with these hooks) --------------------------------
 
-    def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
-        """`Hand._play_run`: stops after the last trick. (The hot path of replay: the trick in
-        progress is kept in locals.)"""
-        held = self.held
-        lead_unbroken = self.lead_unbroken
-        turn = self.turn
+    def legal_mask(self, hand: int, led: int, mask: int, count: int) -> int:
+        return legal_play(hand, led, self.trick_number == 1, self.broken, self.lead_unbroken)
+
+    def _turn_rule(self) -> str:
+        return "DP.LEAD"
+
+    def _not_a_card(self, seat: int, action: int) -> IllegalAction | None:
+        if action & 7 == PASS:
+            if self.pass_offset == 0:
+                why = "there is no exchange in this manche"
+            else:
+                why = "the exchange is over"
+            return self.illegal("no-exchange", seat, action, why, "DP.PASS")
+        return self._wrong_action(seat, action)
+
+    def _why_not(self, seat: int, c: int, hand: int, legal: int) -> tuple[str, str, str]:
         led = self.led
-        mask = self.mask
-        cards = self.cards
-        first = self.trick_number == 1
-        broken = self.hearts_broken
-        i = start
-        n = len(actions)
-        while i < n:
-            action = actions[i]
-            seat = seats[i]
-            # A card play (kind 0) of a card id 0..51 by the seat to play, else stop: no
-            # mask is built from an id out of range.
-            if action & 7 or seat != turn or not 0 <= action < 416:
-                break
-            c = action >> 3
-            bit = 1 << c
-            hand = held[seat]
-            if not legal_play(hand, led, first, broken, lead_unbroken) & bit:
-                break
-            held[seat] = hand ^ bit
-            if led < 0:
-                led = c // 13
-            mask |= bit
-            cards.append(c)
-            i += 1
-            # DP.HEARTS: what opens hearts for the following tricks (4.2.2, 7).
-            if not broken and bit & self.breaking:
-                # A heart (any, or only one discarded on another suit), or Q♠ by option.
-                broken = c == QUEEN_SPADES or self.broken_by_any_heart or led != HEARTS
-            if len(cards) < 4:
-                turn = (seat + 1) & 3
-                continue
-            leader = (seat + 1) & 3
-            turn = (leader + cards.index(winning_card(R3, -1, led, mask))) & 3  # CARD.WIN
-            self.taken[turn] |= mask
-            self.trick_won(leader, cards, turn)
-            led = -1
-            mask = 0
-            cards = []
-            if self.trick_number == 13:
-                self.cursor = len(self.actions) + i - start
-                self._score()
-                break
-            self.trick_number += 1
-            first = False
-        self.turn = turn
-        self.led = led
-        self.mask = mask
-        self.cards = cards
-        self.hearts_broken = broken
-        return i
+        if led < 0:
+            if self.trick_number == 1:
+                why = "the holder of 2C must lead it to the first trick"
+                return "lead-two-of-clubs", why, "DP.FIRST-TRICK"
+            why = "hearts are not broken and the leader holds another card"
+            return "hearts-not-broken", why, "DP.HEARTS"
+        if hand & SUIT_MASK[led]:
+            code, duty = explain(_FOLLOW, hand, -1, led, self.mask, c)  # DP.FOLLOW
+            return code, f"seat {seat} {duty}", "DP.FOLLOW"
+        why = "no heart or QS on the first trick while holding another card"
+        return "no-points-first-trick", why, "DP.FIRST-TRICK"
+
+    def _wrong_action(self, seat: int, action: int) -> IllegalAction:
+        why = "Dame de Pique has only pass and play"
+        return self.illegal("wrong-action", seat, action, why, "DP.PASS")
+
+    def _trick_end(self, winner: int, best: int, led: int, mask: int) -> bool:
+        self.taken[winner] |= mask
+        if not self.broken and self._breaks(led, mask):
+            self.broken = True
+        if self.trick_number < 13:
+            return False
+        self._score()
+        return True
 
     def _score(self) -> None:
         self._phase = Phase.OVER
@@ -334,8 +256,8 @@ class DamePiqueHand(Hand):
 
     # -- views ----------------------------------------------------------------------------
 
-    def view(self, seat: int | None) -> View:
-        public: dict[str, object] = {
+    def _public(self, seat: int | None) -> dict[str, Any]:
+        public: dict[str, Any] = {
             "exchange": self.pass_name,
             "passed": tuple(bool(p) for p in self.passed),
             "hearts_broken": self.hearts_broken,
@@ -346,21 +268,20 @@ class DamePiqueHand(Hand):
             public["given"] = mask_str(self.passed[seat])
             if self._phase is not Phase.PASS and self.pass_offset:
                 public["received"] = mask_str(self.passed[(seat - self.pass_offset) % 4])
-        return View(
-            seat=seat,
-            phase=self._phase.value,
-            hand_number=self.number,
-            dealer=self.dealer,
-            hand=self.held[seat] if seat is not None else 0,
-            trick=tuple(
-                ((self.turn - len(self.cards) + k) & 3, c) for k, c in enumerate(self.cards)
-            ),
-            trump=-1,
-            to_act=self.to_act(),
-            legal=tuple(self.legal_actions(seat)) if seat is not None else (),
-            scores=tuple(self.match.scores),
-            public=public,
-        )
+        return public
+
+
+PHASES: dict[Enum, PhaseRule] = {
+    Phase.PASS: PhaseRule(
+        DamePiqueHand._pass_to_act,
+        DamePiqueHand._pass_legal,
+        DamePiqueHand._pass_refusal,
+        DamePiqueHand._pass_apply,
+    ),
+    Phase.PLAY: PhaseRule(
+        Hand._turn_to_act, Hand._play_legal, Hand._play_refusal, Hand._play_apply, plays=True
+    ),
+}
 
 
 def _points_note(taken: int) -> str:
@@ -373,6 +294,8 @@ def _points_note(taken: int) -> str:
 
 class DamePiqueMatch(Match):
     """A match of Dame de Pique: manches until a total reaches the threshold."""
+
+    lowest_wins = True  # DP.END
 
     def __init__(self, rules: Rules, start: Start | None = None, log_events: bool = True) -> None:
         super().__init__(rules, start, log_events)
@@ -417,7 +340,3 @@ class DamePiqueMatch(Match):
             self.finished = True
             self.end_reason = f"a total reached {self.opts.end_threshold}"
             self.winners = self._leaders(range(4))
-
-    def _leaders(self, seats: Sequence[int]) -> tuple[int, ...]:
-        best = min(self.scores[s][0] for s in seats)
-        return tuple(s for s in seats if self.scores[s][0] == best)

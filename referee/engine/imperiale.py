@@ -73,15 +73,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, NamedTuple
 
-from referee.engine.actions import PLAY, encode
 from referee.engine.base import (
     Deal,
     Hand,
     HandResult,
     Match,
+    PhaseRule,
     Rules,
     Start,
-    View,
     check_cards,
     check_deck,
 )
@@ -104,7 +103,7 @@ from referee.engine.cards import (
 )
 from referee.engine.errors import DealError, IllegalAction, RulesError
 from referee.engine.options import GameOptions, ImperialeAcademieOptions, ImperialeModerneOptions
-from referee.engine.tricks import Regime, Trick, TrickRules
+from referee.engine.tricks import Regime, TrickRules, explain, legal_cards
 
 __all__ = [
     "ALIASES",
@@ -320,6 +319,8 @@ class ImperialeHand(Hand):
     def __init__(self, match: ImperialeMatch, number: int, dealer: int, deal: Deal) -> None:
         super().__init__(match, number, dealer, deal)
         self.cfg = match.settings
+        self.phases = PHASES
+        self.play_rule = self.cfg.play_id
         n = self.players
         self.retourne = deal.retourne
         self.trump = deal.retourne // 13
@@ -346,8 +347,6 @@ class ImperialeHand(Hand):
         self.taken = [0] * n  # cards won in tricks per seat
         self.first_to_six = -1  # IMP-M.CARTES: who reached six tricks first
         self.pending_honours: list[tuple[int, int, int]] = []  # (trick, winner, honours)
-        self.trick = Trick(self.trump)
-        self.turn = -1
         self._phase = Phase.ANNOUNCE
         if n == 3:
             self.shown[dealer] |= 1 << self.retourne  # shown, and kept in the dealer's hand
@@ -355,6 +354,7 @@ class ImperialeHand(Hand):
 
     @property
     def phase(self) -> Phase:
+        assert isinstance(self._phase, Phase)
         return self._phase
 
     # -- score keeping (RULES.md 2.1 "Score keeping", shared by both rulesets) -------------
@@ -544,133 +544,37 @@ class ImperialeHand(Hand):
         kind = "couleur" if cfg.moderne else "point"
         self._jetons(winner, 1, kind, cfg.point_id, f"{said[winner]}, against {others}")
 
-    # -- legal sets -----------------------------------------------------------------------
+    # -- the card play (the base's loop, with these hooks) --------------------------------
 
-    def legal_play_mask(self, seat: int) -> int:
-        """The cards `seat` may play now (0 when it may not play)."""
-        if self._phase is not Phase.PLAY or seat != self.turn:
-            return 0
-        return self._legal(self.held[seat])
-
-    def _legal(self, hand: int) -> int:
-        trick = self.trick
-        if trick.led < 0 and self.cfg.first_lead_trump and len(self.tricks) == 0:
+    def legal_mask(self, hand: int, led: int, mask: int, count: int) -> int:
+        if led < 0 and self.cfg.first_lead_trump and self.trick_number == 1:
             # IMP-A.3P (three_player_first_lead_trump): the first lead is a trump if possible.
             return (hand & SUIT_MASK[self.trump]) or hand
-        return trick.legal(self.cfg.trick_rules, hand)  # IMP-A.PLAY / IMP-M.PLAY
+        return legal_cards(self.cfg.trick_rules, hand, self.trump, led, mask)  # IMP-A.PLAY
 
-    def to_act(self) -> tuple[int, ...]:
-        return (self.turn,) if self._phase is Phase.PLAY else ()
-
-    def legal_actions(self, seat: int) -> list[int]:
-        return [encode(PLAY, c) for c in iter_cards(self.legal_play_mask(seat))]
-
-    # -- refusals (pure: says why an action is refused now, changing nothing) -------------
-
-    def refusal(self, seat: int, action: int) -> IllegalAction | None:
+    def _not_a_card(self, seat: int, action: int) -> IllegalAction | None:
         # Cards only: the referee scores the announcements as the hand is dealt.
-        assert self._phase is Phase.PLAY
-        rule = self.cfg.play_id
-        if action & 7 != PLAY:
-            why = "L'Impériale has only play actions (the referee scores the announcements)"
-            return self.illegal("wrong-action", seat, action, why, rule)
-        if seat != self.turn:
-            return self.not_your_turn(seat, action, rule)
-        c = action >> 3
-        hand = self.held[seat]
-        legal = self._legal(hand)
-        if legal >> c & 1:
-            return None
-        trick = self.trick
-        trump = self.trump
-        if not hand >> c & 1:
-            why = f"seat {seat} does not hold {card_str(c)}"
-            return self.illegal("not-held", seat, action, why, rule)
-        if trick.led < 0:
-            why = "the first lead of the coup must be a trump"
-            return self.illegal("first-lead-trump", seat, action, why, "IMP-A.3P")
-        led = trick.led
-        trumps_on = trick.mask & SUIT_MASK[trump]
-        if legal & SUIT_MASK[led] and led != trump:
-            if c // 13 != led:
-                why = f"seat {seat} must follow {SUIT_WORDS[led]}"
-                return self.illegal("must-follow", seat, action, why, rule)
-            best = R1.best(trick.mask & SUIT_MASK[led])
-            why = f"seat {seat} must beat {card_str(best)} when able"
-            return self.illegal("must-beat", seat, action, why, rule)
-        # The legal set is trumps: trump led, or void in the led suit.
-        if c // 13 != trump:
-            if led == trump:
-                why = f"seat {seat} must follow {SUIT_WORDS[trump]} (trump led)"
-                return self.illegal("must-follow", seat, action, why, rule)
-            if trumps_on and legal & R1.above[R1.best(trumps_on)]:
-                why = f"seat {seat} is void in {SUIT_WORDS[led]} and must overtrump"
-                return self.illegal("must-overtrump", seat, action, why, rule)
-            why = f"seat {seat} is void in {SUIT_WORDS[led]} and must trump"
-            return self.illegal("must-trump", seat, action, why, rule)
-        best = R1.best(trumps_on)
-        code = "must-beat" if led == trump else "must-overtrump"
-        why = f"seat {seat} must play a trump above {card_str(best)} when able"
-        return self.illegal(code, seat, action, why, rule)
+        why = "L'Impériale has only play actions (the referee scores the announcements)"
+        return self.illegal("wrong-action", seat, action, why, self.play_rule)
 
-    # -- applying actions -----------------------------------------------------------------
-
-    def _apply(self, seat: int, action: int) -> None:
-        played = self._play_run((seat,), (action,), 0)
-        assert played == 1
-
-    def _in_play(self) -> bool:
-        return self._phase is Phase.PLAY
-
-    def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
-        """`Hand._play_run`: stops when the coup is over."""
-        held = self.held
-        trick = self.trick
-        turn = self.turn
-        n = self.players
-        i = start
-        end = len(actions)
-        while i < end:
-            action = actions[i]
-            seat = seats[i]
-            # A card play (kind 0) of a card id 0..51 by the seat to play, else stop: no
-            # mask is built from an id out of range.
-            if action & 7 or seat != turn or not 0 <= action < 416:
-                break
-            c = action >> 3
-            bit = 1 << c
-            hand = held[seat]
-            if not self._legal(hand) & bit:
-                break
-            held[seat] = hand ^ bit
-            trick.play(seat, c)
-            i += 1
-            if len(trick.cards) < n:
-                turn = (seat + 1) % n
-                continue
-            winner = trick.close(R1)  # CARD.WIN
-            self.cursor = len(self.actions) + i - start
-            self._trick_done(trick, winner)
-            if self.over:
-                break
-            trick = self.trick = Trick(self.trump)
-            turn = winner
-        self.turn = turn
-        return i
+    def _why_not(self, seat: int, c: int, hand: int, legal: int) -> tuple[str, str, str]:
+        if self.led < 0:
+            return "first-lead-trump", "the first lead of the coup must be a trump", "IMP-A.3P"
+        rules = self.cfg.trick_rules
+        code, duty = explain(rules, hand, self.trump, self.led, self.mask, c, by_card=True)
+        return code, f"seat {seat} {duty}", self.play_rule
 
     # -- the tricks and the end of the coup -----------------------------------------------
 
-    def _trick_done(self, trick: Trick, winner: int) -> None:
+    def _trick_end(self, winner: int, best: int, led: int, mask: int) -> bool:
         cfg = self.cfg
-        self.trick_won(trick.seats[0], trick.cards, winner)
         number = len(self.tricks)
         self.won[winner] += 1
-        self.taken[winner] |= trick.mask
+        self.taken[winner] |= mask
         if self.won[winner] == 6 and self.first_to_six < 0:
             self.first_to_six = winner
-        best = trick.cards[trick.seats.index(winner)]
-        majors = trick.mask & self.majors
-        honours = trick.mask & self.honours
+        majors = mask & self.majors
+        honours = mask & self.honours
         if cfg.tombee == "per_trick" and majors >> best & 1 and majors.bit_count() >= 2:
             # IMP-M.TOMBEE: a trump K Q J A takes another: an impériale, no honour jetons.
             took = " ".join(card_str(x) for x in iter_cards(majors & ~(1 << best)))
@@ -686,6 +590,7 @@ class ImperialeHand(Hand):
         if self.winner >= 0 or number == HAND_SIZE:
             self._phase = Phase.OVER
             self.over = True
+        return self.over
 
     def _honours(self, number: int, winner: int, honours: int) -> None:
         # IMP-A.E6 / IMP-M.HONNEURS: a jeton per trump honour in the trick, whoever played it.
@@ -756,13 +661,15 @@ class ImperialeHand(Hand):
             out.append("tricks: " + ", ".join(f"seat {s} {w}" for s, w in enumerate(self.won)))
         return out
 
-    def view(self, seat: int | None) -> View:
-        known = {
+    def _known(self, seat: int | None) -> dict[int, int]:
+        return {
             s: self.shown[s] & self.held[s]
             for s in range(self.players)
             if s != seat and self.shown[s] & self.held[s]
         }
-        public: dict[str, Any] = {
+
+    def _public(self, seat: int | None) -> dict[str, Any]:
+        return {
             "retourne": card_str(self.retourne),
             "trick_number": len(self.tricks) + (1 if self._phase is Phase.PLAY else 0),
             "tricks_won": tuple(self.won),
@@ -771,20 +678,16 @@ class ImperialeHand(Hand):
             "shown": tuple(mask_str(m, R1) for m in self.shown),
             "winner": self.winner,
         }
-        return View(
-            seat=seat,
-            phase=self._phase.value,
-            hand_number=self.number,
-            dealer=self.dealer,
-            hand=self.held[seat] if seat is not None else 0,
-            trick=tuple(zip(self.trick.seats, self.trick.cards, strict=True)),
-            trump=self.trump,
-            to_act=self.to_act(),
-            legal=tuple(self.legal_actions(seat)) if seat is not None else (),
-            scores=tuple(zip(self.fiches, self.jetons, strict=True)),
-            known=known,
-            public=public,
-        )
+
+    def _view_scores(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(zip(self.fiches, self.jetons, strict=True))
+
+
+PHASES: dict[Enum, PhaseRule] = {
+    Phase.PLAY: PhaseRule(
+        Hand._turn_to_act, Hand._play_legal, Hand._play_refusal, Hand._play_apply, plays=True
+    ),
+}
 
 
 class ImperialeMatch(Match):
@@ -872,11 +775,6 @@ class ImperialeMatch(Match):
             self.finished = True
             self.winners = (hand.winner,)
             self.end_reason = f"seat {hand.winner} reached {self.settings.target} impériales"
-
-    def _leaders(self, seats: Sequence[int]) -> tuple[int, ...]:
-        # Fiches first, then jetons (a seat holds at most 5 between events).
-        best = max(self.scores[s] for s in seats)
-        return tuple(s for s in seats if self.scores[s] == best)
 
 
 # The registry entry (registry.py builds the GameSpec from these).

@@ -46,9 +46,9 @@ from referee.engine.base import (
     Hand,
     HandResult,
     Match,
+    PhaseRule,
     Rules,
     Start,
-    View,
     check_cards,
     check_deck,
 )
@@ -56,15 +56,12 @@ from referee.engine.cards import (
     FULL_DECK,
     R3,
     RANK_NAMES,
-    SUIT_MASK,
     SUIT_WORDS,
-    card_str,
     deck_of_ranks,
-    iter_cards,
 )
 from referee.engine.errors import DealError, IllegalAction, RulesError
 from referee.engine.options import GameOptions, NapoleonOptions
-from referee.engine.tricks import Regime, Trick, TrickRules
+from referee.engine.tricks import Regime, TrickRules, explain, legal_cards
 
 __all__ = [
     "ALIASES",
@@ -132,48 +129,27 @@ class NapoleonHand(Hand):
         opts = match.rules.options
         assert isinstance(opts, NapoleonOptions)
         self.opts = opts
+        self.phases = PHASES
+        self.play_rule = "NAP.FOLLOW"
         n = self.players
         self.bids: list[tuple[int, int]] = []  # (seat, contract) in bidding order
         self.highest = BID_PASS
         self.declarer = -1
         self.contract = BID_PASS
-        self.trump = -1  # suit, or -1 (before the first card, or Misère without trump)
         self.won = [0] * n  # tricks won per seat
-        self.trick_number = 1
-        self.trick = Trick(-1)
         self.thrown_in = False
         self.turn = (dealer + 1) % n  # NAP.BID: the dealer's left speaks first
         self._phase = Phase.BID
 
     @property
     def phase(self) -> Phase:
+        assert isinstance(self._phase, Phase)
         return self._phase
 
-    # -- legal sets -----------------------------------------------------------------------
+    # -- the bidding (NAP.BID) ------------------------------------------------------------
 
-    def legal_play_mask(self, seat: int) -> int:
-        """NAP.FOLLOW: the cards `seat` may play now (0 when it is not its turn)."""
-        if self._phase is not Phase.PLAY or seat != self.turn:
-            return 0
-        return self.trick.legal(_TRICK_RULES, self.held[seat])
-
-    def to_act(self) -> tuple[int, ...]:
-        if self._phase is Phase.OVER:
-            return ()
-        return (self.turn,)
-
-    def legal_actions(self, seat: int) -> list[int]:
-        if self._phase is Phase.BID:
-            return list(_LEGAL_BIDS[self.highest]) if seat == self.turn else []
-        return [encode(PLAY, c) for c in iter_cards(self.legal_play_mask(seat))]
-
-    # -- refusals (pure: each says why an action is refused now, changing nothing) -------
-
-    def refusal(self, seat: int, action: int) -> IllegalAction | None:
-        if self._phase is Phase.BID:
-            return self._bid_refusal(seat, action)
-        assert self._phase is Phase.PLAY
-        return self._play_refusal(seat, action)
+    def _bid_legal(self, seat: int) -> list[int]:
+        return list(_LEGAL_BIDS[self.highest]) if seat == self.turn else []
 
     def _bid_refusal(self, seat: int, action: int) -> IllegalAction | None:
         kind = action & 7
@@ -203,43 +179,8 @@ class NapoleonHand(Hand):
             why = f"blucher may only be bid over wellington; the highest bid is {by}"
         return self.illegal(code, seat, action, why, "NAP.BID")
 
-    def _play_refusal(self, seat: int, action: int) -> IllegalAction | None:
-        kind = action & 7
-        if kind == BID:
-            return self.illegal(
-                "bidding-over", seat, action, "the bidding round is over", "NAP.BID"
-            )
-        if kind != PLAY:
-            return self._wrong_action(seat, action)
-        if seat != self.turn:
-            first_lead = self.trick_number == 1 and self.trick.led < 0
-            return self.not_your_turn(seat, action, "NAP.TRUMP" if first_lead else "NAP.FOLLOW")
-        c = action >> 3
-        hand = self.held[seat]
-        if self.trick.legal(_TRICK_RULES, hand) >> c & 1:
-            return None
-        if not hand >> c & 1:
-            why = f"seat {seat} does not hold {card_str(c)}"
-            return self.illegal("not-held", seat, action, why, "NAP.FOLLOW")
-        led = self.trick.led
-        assert led >= 0 and hand & SUIT_MASK[led]
-        why = f"seat {seat} must follow {SUIT_WORDS[led]}"
-        return self.illegal("must-follow", seat, action, why, "NAP.FOLLOW")
-
-    def _wrong_action(self, seat: int, action: int) -> IllegalAction:
-        why = "Napoléon has only bid and play"
-        return self.illegal("wrong-action", seat, action, why, "NAP.BID")
-
-    # -- applying actions -----------------------------------------------------------------
-
-    def _apply(self, seat: int, action: int) -> None:
-        if self._phase is Phase.BID:
-            self._bid(seat, action >> 3)
-        else:
-            played = self._play_run((seat,), (action,), 0)
-            assert played == 1
-
-    def _bid(self, seat: int, bid: int) -> None:
+    def _bid_apply(self, seat: int, action: int) -> None:
+        bid = action >> 3
         self.bids.append((seat, bid))
         if bid != BID_PASS:
             self.highest = bid
@@ -262,59 +203,29 @@ class NapoleonHand(Hand):
             "contract", f"seat {self.declarer} declares {BID_WORDS[self.contract]}", self.declarer
         )
 
-    def _in_play(self) -> bool:
-        return self._phase is Phase.PLAY
+    def _wrong_action(self, seat: int, action: int) -> IllegalAction:
+        why = "Napoléon has only bid and play"
+        return self.illegal("wrong-action", seat, action, why, "NAP.BID")
 
-    def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
-        """`Hand._play_run`: stops when the hand is over (or decided)."""
-        held = self.held
-        trick = self.trick
-        turn = self.turn
-        n = self.players
-        i = start
-        end = len(actions)
-        while i < end:
-            action = actions[i]
-            seat = seats[i]
-            # A card play (kind 0) of a card id 0..51 by the seat to play, else stop: no
-            # mask is built from an id out of range.
-            if action & 7 or seat != turn or not 0 <= action < 416:
-                break
-            c = action >> 3
-            bit = 1 << c
-            hand = held[seat]
-            if not trick.legal(_TRICK_RULES, hand) & bit:  # NAP.FOLLOW
-                break
-            if trick.led < 0 and self.trick_number == 1:
-                trick = self._first_lead(seat, c)
-            held[seat] = hand ^ bit
-            trick.play(seat, c)
-            i += 1
-            if len(trick.cards) < n:
-                turn = (seat + 1) % n
-                continue
-            winner = trick.close(R3)  # CARD.WIN
-            self.won[winner] += 1
-            self.trick_won(trick.seats[0], trick.cards, winner)
-            last = self.trick_number == HAND_SIZE
-            if last or (self.opts.stop_when_decided and self._is_decided()):
-                self.cursor = len(self.actions) + i - start
-                if not last:
-                    # stop_when_decided (5.2.11): the remaining tricks cannot change the score.
-                    self.note(
-                        "decided",
-                        f"{BID_WORDS[self.contract]} is settled after trick {self.trick_number}",
-                        self.declarer,
-                    )
-                self._score()
-                break
-            self.trick_number += 1
-            trick = self.trick = Trick(self.trump)
-            turn = winner
-        self.turn = turn
-        return i
+    # -- the card play (the base's loop, with these hooks) --------------------------------
 
-    def _first_lead(self, seat: int, c: int) -> Trick:
+    def legal_mask(self, hand: int, led: int, mask: int, count: int) -> int:
+        return legal_cards(_TRICK_RULES, hand, self.trump, led, mask)  # NAP.FOLLOW
+
+    def _turn_rule(self) -> str:
+        return "NAP.TRUMP" if self.trick_number == 1 and self.led < 0 else "NAP.FOLLOW"
+
+    def _not_a_card(self, seat: int, action: int) -> IllegalAction | None:
+        if action & 7 == BID:
+            why = "the bidding round is over"
+            return self.illegal("bidding-over", seat, action, why, "NAP.BID")
+        return self._wrong_action(seat, action)
+
+    def _why_not(self, seat: int, c: int, hand: int, legal: int) -> tuple[str, str, str]:
+        code, duty = explain(_TRICK_RULES, hand, self.trump, self.led, self.mask, c)
+        return code, f"seat {seat} {duty}", "NAP.FOLLOW"
+
+    def _first_lead(self, seat: int, c: int) -> None:
         # NAP.TRUMP: the suit of the declarer's first card is trump, except in Misère without
         # trump (5.2.1).
         if self.contract == BID_MISERE and self.opts.misere_trump == "none":
@@ -323,8 +234,21 @@ class NapoleonHand(Hand):
             self.trump = c // 13
             text = f"trump is {SUIT_WORDS[self.trump]}"
         self.note("trump", text, seat)
-        self.trick = Trick(self.trump)
-        return self.trick
+
+    def _trick_end(self, winner: int, best: int, led: int, mask: int) -> bool:
+        self.won[winner] += 1
+        last = self.trick_number == HAND_SIZE
+        if not last and not (self.opts.stop_when_decided and self._is_decided()):
+            return False
+        if not last:
+            # stop_when_decided (5.2.11): the remaining tricks cannot change the score.
+            self.note(
+                "decided",
+                f"{BID_WORDS[self.contract]} is settled after trick {self.trick_number}",
+                self.declarer,
+            )
+        self._score()
+        return True
 
     # -- the result -----------------------------------------------------------------------
 
@@ -372,12 +296,12 @@ class NapoleonHand(Hand):
         if self.declarer < 0:
             return []
         trump = "no trump" if self.trump < 0 else f"trump {SUIT_WORDS[self.trump]}"
-        if self.trick_number == 1 and not self.trick.cards and self.trump < 0:
+        if self.trick_number == 1 and not self.cards and self.trump < 0:
             trump = "trump set by the first card"
         return [f"contract: {BID_WORDS[self.contract]} by seat {self.declarer}, {trump}"]
 
-    def view(self, seat: int | None) -> View:
-        public: dict[str, Any] = {
+    def _public(self, seat: int | None) -> dict[str, Any]:
+        return {
             "bids": tuple((s, BID_WORDS[b]) for s, b in self.bids),
             "contract": BID_WORDS[self.contract] if self.contract else None,
             "declarer": self.declarer if self._phase is not Phase.BID else -1,
@@ -386,19 +310,19 @@ class NapoleonHand(Hand):
             "trick_number": self.trick_number,
             "tricks_won": tuple(self.won),
         }
-        return View(
-            seat=seat,
-            phase=self._phase.value,
-            hand_number=self.number,
-            dealer=self.dealer,
-            hand=self.held[seat] if seat is not None else 0,
-            trick=tuple(zip(self.trick.seats, self.trick.cards, strict=True)),
-            trump=self.trump,
-            to_act=self.to_act(),
-            legal=tuple(self.legal_actions(seat)) if seat is not None else (),
-            scores=tuple(self.match.scores),
-            public=public,
-        )
+
+
+PHASES: dict[Enum, PhaseRule] = {
+    Phase.BID: PhaseRule(
+        Hand._turn_to_act,
+        NapoleonHand._bid_legal,
+        NapoleonHand._bid_refusal,
+        NapoleonHand._bid_apply,
+    ),
+    Phase.PLAY: PhaseRule(
+        Hand._turn_to_act, Hand._play_legal, Hand._play_refusal, Hand._play_apply, plays=True
+    ),
+}
 
 
 class NapoleonMatch(Match):
@@ -461,10 +385,6 @@ class NapoleonMatch(Match):
             self.finished = True
             self.end_reason = f"{self.deals} deals played"
             self.winners = self._leaders(range(self.players))
-
-    def _leaders(self, seats: Sequence[int]) -> tuple[int, ...]:
-        best = max(self.scores[s][0] for s in seats)
-        return tuple(s for s in seats if self.scores[s][0] == best)
 
 
 # The registry entry (registry.py builds the GameSpec from these: this module does not

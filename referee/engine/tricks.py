@@ -15,9 +15,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from referee.engine.cards import SUIT_MASK, RankOrder
+from referee.engine.cards import SUIT_MASK, SUIT_WORDS, RankOrder, card_str
 
-__all__ = ["PlayedTrick", "Regime", "Trick", "TrickRules", "follow", "legal_cards", "winning_card"]
+__all__ = [
+    "PlayedTrick",
+    "Regime",
+    "Trick",
+    "TrickRules",
+    "explain",
+    "follow",
+    "legal_cards",
+    "winning_card",
+]
 
 
 class Regime(Enum):
@@ -113,6 +122,75 @@ def legal_cards(
             return up  # must overtrump
         return ht if rules.undertrump_duty else hand  # cannot overtrump: free by default
     return hand
+
+
+def explain(
+    rules: TrickRules,
+    hand: int,
+    trump: int,
+    led: int,
+    mask: int,
+    c: int,
+    is_last: bool = False,
+    by_card: bool = False,
+) -> tuple[str, str]:
+    """Why card `c` of `hand` may not be played where `legal_cards` (same arguments) leaves
+    it out: `(code, duty)`, the duty worded for "seat N ..." (`must follow spades`). The
+    duty is read from the legal set `legal_cards` computed, never decided again. `by_card`
+    names the duty the card itself breaks, its suit or its height (L'Impériale's wording);
+    by default it names what the legal set demands (La Triomphe's, Dame de Pique's and
+    Napoléon's)."""
+    legal = legal_cards(rules, hand, trump, led, mask, is_last)
+    assert led >= 0 and hand >> c & 1 and not legal >> c & 1
+    order = rules.order
+    lead_suit = SUIT_MASK[led]
+    word = SUIT_WORDS[led]
+    trumps = SUIT_MASK[trump] if trump >= 0 else 0
+    trumps_on = mask & trumps
+    if by_card:
+        if legal & lead_suit and led != trump:
+            if c // 13 != led:
+                return "must-follow", f"must follow {word}"
+            return "must-beat", f"must beat {card_str(order.best(mask & lead_suit))} when able"
+        # The legal set is trumps: trump led, or void in the led suit.
+        if c // 13 != trump:
+            if led == trump:
+                return "must-follow", f"must follow {word} (trump led)"
+            if trumps_on and legal & order.above[order.best(trumps_on)]:
+                return "must-overtrump", f"is void in {word} and must overtrump"
+            return "must-trump", f"is void in {word} and must trump"
+        code = "must-beat" if led == trump else "must-overtrump"
+        return code, f"must play a trump above {card_str(order.best(trumps_on))} when able"
+    held_led = hand & lead_suit
+    code, why = "must-play", "must play one of the cards the regime allows"
+    if led == trump:
+        if legal == held_led:
+            code, why = "must-follow", f"must follow {word} (trumps led)"
+        else:
+            code, why = "must-beat", f"must play a trump above {card_str(order.best(trumps_on))}"
+    elif not legal & ~lead_suit:
+        if legal == held_led:
+            code, why = "must-follow", f"must follow {word}"
+        else:
+            best = order.best(mask & lead_suit)
+            code, why = "must-beat", f"must follow {word} and beat {card_str(best)}"
+    elif not legal & ~trumps:
+        if not trumps_on:
+            code = "must-trump"
+            if held_led:
+                best = order.best(mask & lead_suit)
+                why = f"cannot beat {card_str(best)} in {word}: must trump"
+            else:
+                why = f"is void in {word}: must trump"
+        else:
+            best = order.best(trumps_on)
+            if legal & order.above[best] == legal:
+                code, why = "must-overtrump", f"must overtrump {card_str(best)}"
+            else:
+                code, why = "must-undertrump", f"cannot overtrump {card_str(best)}: must undertrump"
+    if rules.regime is Regime.PLAISANT and is_last:
+        why += " (the last to play is under forçat)"
+    return code, why
 
 
 class PlayedTrick:

@@ -71,7 +71,6 @@ from referee.engine.actions import (
     ABANDON_WORDS,
     PILLE,
     PILLE_STOP,
-    PLAY,
     VOLE,
     encode,
 )
@@ -80,9 +79,9 @@ from referee.engine.base import (
     Hand,
     HandResult,
     Match,
+    PhaseRule,
     Rules,
     Start,
-    View,
     check_cards,
     check_deck,
 )
@@ -92,7 +91,6 @@ from referee.engine.cards import (
     R2,
     RANK_NAMES,
     SEVEN,
-    SUIT_MASK,
     SUIT_WORDS,
     RankOrder,
     card,
@@ -109,7 +107,7 @@ from referee.engine.options import (
     TriompheIndividuelleOptions,
     TriompheOptions,
 )
-from referee.engine.tricks import Regime, Trick, TrickRules
+from referee.engine.tricks import Regime, TrickRules, explain, legal_cards
 
 __all__ = [
     "ALIASES",
@@ -159,6 +157,7 @@ class TriompheHand(Hand):
         n = self.players
         self.order = match.order
         self.trick_rules = TrickRules(_REGIMES[opts.regime], self.order)
+        self.phases = PHASES
         self.play_rule = _REGIME_RULES[opts.regime]
         self.hand_size = opts.hand_size
         self.side = match.side  # the side of each seat
@@ -168,9 +167,6 @@ class TriompheHand(Hand):
         self.trump = deal.retourne // 13  # TRI.DEAL: the suit of the retourne
         self.won = [0] * n  # tricks per seat
         self.side_won = [0] * len(self.members)  # tricks per side
-        self.played_side = [False] * len(self.members)  # whether a side has played a card
-        self.trick_number = 1
-        self.trick = Trick(self.trump)
         self.turn = (dealer + 1) % n  # the premier en cartes leads trick 1
         # TRI.ABANDON
         self.offerer = -1
@@ -196,6 +192,7 @@ class TriompheHand(Hand):
 
     @property
     def phase(self) -> Phase:
+        assert isinstance(self._phase, Phase)
         return self._phase
 
     def _tell(self, kind: str, text: str, seat: int = -1) -> None:
@@ -269,14 +266,7 @@ class TriompheHand(Hand):
         self.story.append(f"pillage by seat {self.robber}: {'; '.join(self.pillage_steps)}")
         self.note("pillage", f"the pillage ends ({how})", self.robber)
 
-    # -- legal sets -----------------------------------------------------------------------
-
-    def legal_play_mask(self, seat: int) -> int:
-        """The cards `seat` may play now (0 when it may not play): the regime's legal set."""
-        if self._phase is not Phase.PLAY or seat != self.turn:
-            return 0
-        trick = self.trick
-        return trick.legal(self.trick_rules, self.held[seat], len(trick) == self.players - 1)
+    # -- who acts and what is legal, per phase ---------------------------------------------
 
     def can_offer(self, seat: int) -> bool:
         """TRI.ABANDON: whether `seat` may offer to abandon the point now."""
@@ -286,49 +276,41 @@ class TriompheHand(Hand):
             and self.two_sides
             and self.opts.abandon_allowed
             and self.offerer < 0
-            and not self.played_side[self.side[seat]]
+            and not self._has_played(self.side[seat])
         )
 
-    def to_act(self) -> tuple[int, ...]:
-        phase = self._phase
-        if phase is Phase.OVER:
-            return ()
-        if phase is Phase.PILLAGE:
-            return (self.robber,)
-        if phase is Phase.ANSWER:
-            return (self.answerer,)
-        return (self.turn,)
+    def _has_played(self, side: int) -> bool:
+        # Whether a seat of `side` has played a card this coup (every seat plays to trick 1).
+        if self.trick_number > 1:
+            return True
+        n = self.players
+        return any(self.side[(self.leader + k) % n] == side for k in range(len(self.cards)))
 
-    def legal_actions(self, seat: int) -> list[int]:
-        phase = self._phase
-        if phase is Phase.PILLAGE:
-            if seat != self.robber:
-                return []
-            choices = self.held[seat] | 1 << self.face_up
-            return [*(encode(PILLE, c) for c in iter_cards(choices)), encode(PILLE, PILLE_STOP)]
-        if phase is Phase.ANSWER:
-            return (
-                [encode(ABANDON, ACCEPT), encode(ABANDON, REFUSE)] if seat == self.answerer else []
-            )
-        if phase is Phase.VOLE:
-            return [encode(VOLE, STOP), encode(VOLE, CONTINUE)] if seat == self.turn else []
-        plays = [encode(PLAY, c) for c in iter_cards(self.legal_play_mask(seat))]
+    def _pillage_to_act(self) -> tuple[int, ...]:
+        return (self.robber,)
+
+    def _pillage_legal(self, seat: int) -> list[int]:
+        if seat != self.robber:
+            return []
+        choices = self.held[seat] | 1 << self.face_up
+        return [*(encode(PILLE, c) for c in iter_cards(choices)), encode(PILLE, PILLE_STOP)]
+
+    def _answer_to_act(self) -> tuple[int, ...]:
+        return (self.answerer,)
+
+    def _answer_legal(self, seat: int) -> list[int]:
+        return [encode(ABANDON, ACCEPT), encode(ABANDON, REFUSE)] if seat == self.answerer else []
+
+    def _vole_legal(self, seat: int) -> list[int]:
+        return [encode(VOLE, STOP), encode(VOLE, CONTINUE)] if seat == self.turn else []
+
+    def _cards_legal(self, seat: int) -> list[int]:
+        plays = self._play_legal(seat)
         if plays and self.can_offer(seat):
             plays.insert(0, encode(ABANDON, OFFER))  # 4 sorts before every card of the pack
         return plays
 
     # -- refusals (pure: each says why an action is refused now, changing nothing) -------
-
-    def refusal(self, seat: int, action: int) -> IllegalAction | None:
-        phase = self._phase
-        if phase is Phase.PILLAGE:
-            return self._pillage_refusal(seat, action)
-        if phase is Phase.ANSWER:
-            return self._answer_refusal(seat, action)
-        if phase is Phase.VOLE:
-            return self._vole_refusal(seat, action)
-        assert phase is Phase.PLAY
-        return self._play_refusal(seat, action)
 
     def _pillage_refusal(self, seat: int, action: int) -> IllegalAction | None:
         # TRI.PILLE: the robber discards a card of his hand or the face-up trump, or stops.
@@ -346,69 +328,20 @@ class TriompheHand(Hand):
         )
         return self.illegal("not-held", seat, action, why, "TRI.PILLE")
 
-    def _play_refusal(self, seat: int, action: int) -> IllegalAction | None:
-        # A card, or (before the side's first card) the abandon offer.
-        kind = action & 7
-        if kind == ABANDON:
+    def _cards_refusal(self, seat: int, action: int) -> IllegalAction | None:
+        # A card (the base's refusal), or (before the side's first card) the abandon offer.
+        if action & 7 == ABANDON:
             return self._offer_refusal(seat, action)
-        if kind != PLAY:
-            return self._out_of_phase(seat, action)
-        if seat != self.turn:
-            return self.not_your_turn(seat, action, self.play_rule)
-        c = action >> 3
-        legal = self.legal_play_mask(seat)
-        if legal >> c & 1:
-            return None
-        # Which duty of the regime the card breaks (the legal set itself is the trick
-        # module's; this only puts it into words).
-        rule = self.play_rule
-        hand = self.held[seat]
-        if not hand >> c & 1:
-            why = f"seat {seat} does not hold {card_str(c)}"
-            return self.illegal("not-held", seat, action, why, rule)
-        trick = self.trick
-        led, trump = trick.led, self.trump
-        order = self.order
-        lead_suit = SUIT_MASK[led]
-        trumps = SUIT_MASK[trump]
-        trumps_on = trick.mask & trumps
-        held_led = hand & lead_suit
-        word = SUIT_WORDS[led]
-        code = "must-play"
-        why = f"seat {seat} must play one of the cards the regime allows"
-        if led == trump:
-            best = order.best(trumps_on)
-            if legal == held_led:
-                code, why = "must-follow", f"seat {seat} must follow {word} (trumps led)"
-            else:
-                code = "must-beat"
-                why = f"seat {seat} must play a trump above {card_str(best)}"
-        elif not legal & ~lead_suit:
-            if legal == held_led:
-                code, why = "must-follow", f"seat {seat} must follow {word}"
-            else:
-                best = order.best(trick.mask & lead_suit)
-                code = "must-beat"
-                why = f"seat {seat} must follow {word} and beat {card_str(best)}"
-        elif not legal & ~trumps:
-            if not trumps_on:
-                code = "must-trump"
-                if held_led:
-                    best = order.best(trick.mask & lead_suit)
-                    why = f"seat {seat} cannot beat {card_str(best)} in {word}: must trump"
-                else:
-                    why = f"seat {seat} is void in {word}: must trump"
-            else:
-                best = order.best(trumps_on)
-                if legal & order.above[best] == legal:
-                    code = "must-overtrump"
-                    why = f"seat {seat} must overtrump {card_str(best)}"
-                else:
-                    code = "must-undertrump"
-                    why = f"seat {seat} cannot overtrump {card_str(best)}: must undertrump"
-        if self.opts.regime == "plaisant" and len(trick) == self.players - 1:
-            why += " (the last to play is under forçat)"
-        return self.illegal(code, seat, action, why, rule)
+        return self._play_refusal(seat, action)
+
+    def _not_a_card(self, seat: int, action: int) -> IllegalAction | None:
+        return self._out_of_phase(seat, action)
+
+    def _why_not(self, seat: int, c: int, hand: int, legal: int) -> tuple[str, str, str]:
+        # The duty of the regime the card breaks, as the trick module words it.
+        is_last = len(self.cards) == self.players - 1
+        code, duty = explain(self.trick_rules, hand, self.trump, self.led, self.mask, c, is_last)
+        return code, f"seat {seat} {duty}", self.play_rule
 
     def _offer_refusal(self, seat: int, action: int) -> IllegalAction | None:
         # TRI.ABANDON: only between two sides, once a coup, before the side's first card.
@@ -429,7 +362,7 @@ class TriompheHand(Hand):
         if self.offerer >= 0:
             why = f"one offer per coup: seat {self.offerer} has offered already"
             return self.illegal("abandon-once", seat, action, why, "TRI.ABANDON")
-        if self.played_side[self.side[seat]]:
+        if self._has_played(self.side[seat]):
             why = f"a side offers only before its first card; {self._side_name(self.side[seat])}"
             why += " has played"
             return self.illegal("abandon-too-late", seat, action, why, "TRI.ABANDON")
@@ -489,20 +422,20 @@ class TriompheHand(Hand):
 
     # -- applying actions -----------------------------------------------------------------
 
-    def _apply(self, seat: int, action: int) -> None:
-        kind, payload = action & 7, action >> 3
-        phase = self._phase
-        if phase is Phase.PILLAGE:
-            self._pillage(seat, payload)
-        elif phase is Phase.ANSWER:
-            self._answer(seat, payload)
-        elif phase is Phase.VOLE:
-            self._vole(seat, payload)
-        elif kind == ABANDON:
+    def _cards_apply(self, seat: int, action: int) -> None:
+        if action & 7 == ABANDON:
             self._offer(seat)
         else:
-            played = self._play_run((seat,), (action,), 0)
-            assert played == 1
+            self._play_apply(seat, action)
+
+    def _pillage_apply(self, seat: int, action: int) -> None:
+        self._pillage(seat, action >> 3)
+
+    def _answer_apply(self, seat: int, action: int) -> None:
+        self._answer(seat, action >> 3)
+
+    def _vole_apply(self, seat: int, action: int) -> None:
+        self._vole(seat, action >> 3)
 
     def _offer(self, seat: int) -> None:
         n = self.players
@@ -552,50 +485,13 @@ class TriompheHand(Hand):
         self._phase = Phase.PLAY
         self._tell("vole", f"{who} continues: the vole is engaged")
 
-    def _in_play(self) -> bool:
-        return self._phase is Phase.PLAY
+    # -- the card play (the base's loop, with these hooks) --------------------------------
 
-    def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
-        """`Hand._play_run`: stops when the coup stops for a decision or ends."""
-        held = self.held
-        trick = self.trick
-        turn = self.turn
-        rules = self.trick_rules
-        side = self.side
-        played_side = self.played_side
-        last = self.players - 1
-        i = start
-        end = len(actions)
-        while i < end:
-            action = actions[i]
-            seat = seats[i]
-            # A card play (kind 0) of a card id 0..51 by the seat to play, else stop: no
-            # mask is built from an id out of range.
-            if action & 7 or seat != turn or not 0 <= action < 416:
-                break
-            bit = 1 << (action >> 3)
-            hand = held[seat]
-            if not trick.legal(rules, hand, len(trick.cards) == last) & bit:  # the regime
-                break
-            held[seat] = hand ^ bit
-            trick.play(seat, action >> 3)
-            played_side[side[seat]] = True
-            i += 1
-            if len(trick.cards) <= last:
-                turn = seat + 1 if seat < last else 0
-                continue
-            winner = trick.close(self.order)  # CARD.WIN
-            self.trick_won(trick.seats[0], trick.cards, winner)
-            self.cursor = len(self.actions) + i - start
-            turn = winner
-            stop = self._after_trick(winner)
-            trick = self.trick
-            if stop:
-                break
-        self.turn = turn
-        return i
+    def legal_mask(self, hand: int, led: int, mask: int, count: int) -> int:
+        # The regime's legal set (TRI.FORCEE, TRI.FORCAT, TRI.PLAISANT).
+        return legal_cards(self.trick_rules, hand, self.trump, led, mask, count == self.players - 1)
 
-    def _after_trick(self, winner: int) -> bool:
+    def _trick_end(self, winner: int, best: int, led: int, mask: int) -> bool:
         """Count the trick; score and end the coup, or ask for the vole decision, as the
         rules say. True when the run of card plays must stop."""
         w = self.side[winner]
@@ -622,8 +518,6 @@ class TriompheHand(Hand):
         if k == self.hand_size:
             self._score_end()
             return True
-        self.trick_number = k + 1
-        self.trick = Trick(self.trump)
         if bound < 0 and self.side_won[w] == k and k > self.hand_size - k:
             # TRI.VOLE: every trick so far and a majority: stop or continue.
             self._phase = Phase.VOLE
@@ -688,7 +582,7 @@ class TriompheHand(Hand):
         out.extend(self.story)
         return out
 
-    def view(self, seat: int | None) -> View:
+    def _public(self, seat: int | None) -> dict[str, Any]:
         public: dict[str, Any] = {
             "retourne": card_str(self.deal.retourne),
             "trick_number": self.trick_number,
@@ -704,14 +598,17 @@ class TriompheHand(Hand):
             "turned": tuple(card_str(c) for c in self.turned),
             "discards": self.discarded.bit_count(),
         }
+        if seat is not None and seat == self.robber:
+            public["discarded"] = mask_str(self.discarded, self.order)
+        return public
+
+    def _known(self, seat: int | None) -> dict[int, int]:
         known: dict[int, int] = {}
-        if seat is not None:
-            if seat == self.robber:
-                public["discarded"] = mask_str(self.discarded, self.order)
-            if isinstance(self.opts, TriompheEquipeOptions) and self.opts.partners_see_hands:
-                for p in self.members[self.side[seat]]:
-                    if p != seat:
-                        known[p] = self.held[p]
+        opts = self.opts
+        if seat is not None and isinstance(opts, TriompheEquipeOptions) and opts.partners_see_hands:
+            for p in self.members[self.side[seat]]:
+                if p != seat:
+                    known[p] = self.held[p]
         robber = self.robber
         if robber >= 0 and robber != seat:
             # What the robber took face up, and the ace he showed, while he holds them.
@@ -719,20 +616,36 @@ class TriompheHand(Hand):
             shown &= self.held[robber]
             if shown:
                 known[robber] = known.get(robber, 0) | shown
-        return View(
-            seat=seat,
-            phase=self._phase.value,
-            hand_number=self.number,
-            dealer=self.dealer,
-            hand=self.held[seat] if seat is not None else 0,
-            trick=tuple(zip(self.trick.seats, self.trick.cards, strict=True)),
-            trump=self.trump,
-            to_act=self.to_act(),
-            legal=tuple(self.legal_actions(seat)) if seat is not None else (),
-            scores=tuple(self.match.scores),
-            known=known,
-            public=public,
-        )
+        return known
+
+
+PHASES: dict[Enum, PhaseRule] = {
+    Phase.PILLAGE: PhaseRule(
+        TriompheHand._pillage_to_act,
+        TriompheHand._pillage_legal,
+        TriompheHand._pillage_refusal,
+        TriompheHand._pillage_apply,
+    ),
+    Phase.PLAY: PhaseRule(
+        Hand._turn_to_act,
+        TriompheHand._cards_legal,
+        TriompheHand._cards_refusal,
+        TriompheHand._cards_apply,
+        plays=True,
+    ),
+    Phase.ANSWER: PhaseRule(
+        TriompheHand._answer_to_act,
+        TriompheHand._answer_legal,
+        TriompheHand._answer_refusal,
+        TriompheHand._answer_apply,
+    ),
+    Phase.VOLE: PhaseRule(
+        Hand._turn_to_act,
+        TriompheHand._vole_legal,
+        TriompheHand._vole_refusal,
+        TriompheHand._vole_apply,
+    ),
+}
 
 
 class TriompheMatch(Match):
@@ -852,10 +765,6 @@ class TriompheMatch(Match):
                 who = f"team {side}" if self.is_team else f"seat {side}"
                 self.end_reason = f"{who} reached {target} point{'s' if target != 1 else ''}"
                 return
-
-    def _leaders(self, seats: Sequence[int]) -> tuple[int, ...]:
-        best = max(self.scores[s][0] for s in seats)
-        return tuple(s for s in seats if self.scores[s][0] == best)
 
     def _resign_winners(self, seat: int) -> tuple[int, ...]:
         # A seat that concedes concedes for its team: the other team wins.

@@ -33,6 +33,7 @@ from referee.engine.tricks import (
     Regime,
     Trick,
     TrickRules,
+    explain,
     legal_cards,
     winning_card,
 )
@@ -600,3 +601,60 @@ def test_winner_is_a_card_of_the_trick_following_rules_0_4(spot: Spot) -> None:
     trumps = [c for c in spot.trick if c // 13 == spot.trump]
     pool = trumps or [c for c in spot.trick if c // 13 == spot.led]
     assert w == max(pool, key=spot.order.strength.__getitem__)
+
+
+@pytest.mark.parametrize(
+    ("regime", "trick", "hand", "card", "by_card", "code", "duty"),
+    [
+        (Regime.FOLLOW, "KS", "8S JH", "JH", False, "must-follow", "must follow spades"),
+        (
+            Regime.FORCEE,
+            "9S",
+            "10S 8S JH",
+            "8S",
+            False,
+            "must-beat",
+            "must follow spades and beat 9S",
+        ),
+        (
+            Regime.FORCEE,
+            "9S",
+            "10S 8S JH",
+            "JH",
+            False,
+            "must-beat",
+            "must follow spades and beat 9S",
+        ),
+        (Regime.FORCEE, "9S", "10S 8S JH", "JH", True, "must-follow", "must follow spades"),
+        (Regime.FORCEE, "9S", "10S 8S JH", "8S", True, "must-beat", "must beat 9S when able"),
+        (Regime.FORCEE, "KS JH", "QH 8H 7D", "8H", False, "must-overtrump", "must overtrump JH"),
+        (
+            Regime.FORCEE,
+            "QD",
+            "KS JH 8H",
+            "KS",
+            False,
+            "must-trump",
+            "is void in diamonds: must trump",
+        ),
+        (
+            Regime.FORCEE,
+            "QD",
+            "KS JH 8H",
+            "KS",
+            True,
+            "must-trump",
+            "is void in diamonds and must trump",
+        ),
+    ],
+)
+def test_explain_names_the_duty_of_the_legal_set(
+    regime: Regime, trick: str, hand: str, card: str, by_card: bool, code: str, duty: str
+) -> None:
+    # `explain` words what `legal_cards` computed: the card is refused, and why.
+    rules = TrickRules(regime, R1)
+    cards = [parse_card(t) for t in trick.split()]
+    c = parse_card(card)
+    args = (rules, mask(hand), HEARTS, cards[0] // 13, mask_of(cards))
+    assert not legal_cards(*args) >> c & 1
+    assert explain(*args, c, by_card=by_card) == (code, duty)
