@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from clients import openspiel_hearts as osh
 from records.codec import (
     Provenance,
     build_record,
@@ -53,7 +54,6 @@ from records.verify import verify_envelope
 from referee.engine import COMPILED as ENGINE_COMPILED
 from referee.engine import Match, Rules, make_rules, new_match
 from referee.engine.actions import PASS, PLAY, pass_cards
-from scripts import openspiel_hearts as osh
 from tapis.v1 import record_pb2 as pb
 
 NAMES = ("Nord", "Est", "Sud", "Ouest")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from clients.corpus import make_corpus
 from records.codec import (
     MAGIC,
     canonical_bytes,
@@ -26,7 +27,6 @@ from records.codec import (
 )
 from records.verify import replay_record
 from referee.engine import RecordError, make_rules
-from scripts.corpus import make_corpus
 from tapis.v1 import record_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[2]

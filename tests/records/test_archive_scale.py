@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from clients.corpus import make_corpus
 from records.archive import (
     AddTask,
     ArchiveError,
@@ -33,7 +34,6 @@ from records.codec import (
 from records.executors import LocalPoolExecutor, SerialExecutor
 from records.verify import replay_record
 from referee.engine import RecordError, make_rules
-from scripts.corpus import make_corpus
 from tapis.v1 import record_pb2 as pb
 from tests.records.test_archive import ROOT, copy_of, rows, tampered, tapis
 
@@ -315,7 +315,7 @@ def test_runs_lists_each_run_and_its_changed_records(archive: Path, tmp_path: Pa
 
 
 def test_query_by_date_played(archive: Path) -> None:
-    """The corpus's match g was played at 2026-01-01 00:00 + g minutes (scripts/corpus.py)."""
+    """The corpus's match g was played at 2026-01-01 00:00 + g minutes (clients/corpus.py)."""
 
     def count(*args: str) -> int:
         done = tapis("archive", "query", archive, *args, "--json")

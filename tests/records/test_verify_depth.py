@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clients.corpus import make_corpus
 from records.codec import MAGIC, encode_file, envelope
 from records.signing import (
     KeyFileError,
@@ -34,7 +35,6 @@ from records.verify import (
     verify_file,
     verify_frame,
 )
-from scripts.corpus import make_corpus
 from tapis.v1 import record_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[2]
