@@ -16,7 +16,7 @@ from records.codec import Provenance, build_record, canonical_bytes, decode_reco
 from records.verify import replay_record
 from referee.engine.actions import PLAY, encode, pass_action
 from referee.engine.base import Deal, Start
-from referee.engine.cards import FULL_DECK, SUIT_MASK, iter_cards, parse_card
+from referee.engine.cards import FULL_DECK, SUIT_MASK, iter_cards
 from referee.engine.dame_de_pique import (
     DamePiqueHand,
     DamePiqueMatch,
@@ -25,19 +25,9 @@ from referee.engine.dame_de_pique import (
 )
 from referee.engine.errors import DealError, IllegalAction, NotYourTurn
 from referee.engine.registry import make_rules, new_match
+from tests.cards import mask, play
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "records" / "examples" / "dame-de-pique.json"
-
-
-def mask(text: str) -> int:
-    m = 0
-    for t in text.split():
-        m |= 1 << parse_card(t)
-    return m
-
-
-def play(text: str) -> int:
-    return encode(PLAY, parse_card(text))
 
 
 def give(text: str) -> int:

@@ -30,21 +30,11 @@ from referee.engine.imperiale import (
 from referee.engine.options import ImperialeAcademieOptions, ImperialeModerneOptions
 from referee.engine.registry import find_game, make_rules, new_match
 from referee.engine.tricks import Regime, TrickRules
+from tests.cards import mask, play
 
 # --- helpers ------------------------------------------------------------------------------
 
 Line = tuple[int, str, tuple[int, int], str]
-
-
-def mask(text: str) -> int:
-    m = 0
-    for t in text.split():
-        m |= 1 << parse_card(t)
-    return m
-
-
-def play(text: str) -> int:
-    return encode(PLAY, parse_card(text))
 
 
 def deal2(e: str, d: str, retourne: str) -> Deal:

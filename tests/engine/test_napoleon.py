@@ -16,6 +16,7 @@ from referee.engine.errors import DealError, IllegalAction, InvalidAction, NotYo
 from referee.engine.napoleon import NapoleonHand, NapoleonMatch, pack_of
 from referee.engine.options import NapoleonOptions
 from referee.engine.registry import find_game, make_rules, new_match
+from tests.cards import deal_of, mask, play
 
 VALUES = {"two": 2, "three": 3, "misere": 3, "four": 4, "nap": 5, "wellington": 10, "blucher": 20}
 GOALS = {"two": 2, "three": 3, "misere": 0, "four": 4, "nap": 5, "wellington": 5, "blucher": 5}
@@ -24,29 +25,14 @@ GOALS = {"two": 2, "three": 3, "misere": 0, "four": 4, "nap": 5, "wellington": 5
 # --- helpers ------------------------------------------------------------------------------
 
 
-def mask(text: str) -> int:
-    m = 0
-    for t in text.split():
-        m |= 1 << parse_card(t)
-    return m
-
-
 def bid(word: str) -> int:
     return encode(BID, BID_WORDS.index(word))
-
-
-def play(text: str) -> int:
-    return encode(PLAY, parse_card(text))
 
 
 def match_of(options: dict[str, Any] | None = None, start: Start | None = None) -> NapoleonMatch:
     m = new_match(make_rules("nap", options=options or {}), start)
     assert isinstance(m, NapoleonMatch)
     return m
-
-
-def deal_of(*hands: str) -> Deal:
-    return Deal(tuple(mask(h) for h in hands))
 
 
 def run(m: NapoleonMatch, script: Sequence[tuple[int, int]]) -> list[Any]:

@@ -46,12 +46,9 @@ from referee.engine.options import (
 from referee.engine.registry import find_game, make_rules, new_match
 from referee.engine.tricks import Regime, TrickRules, legal_cards
 from referee.engine.triomphe import PACK, PILLE_HIDDEN, TriompheHand, TriompheMatch
+from tests.cards import mask
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def mask(text: str) -> int:
-    return mask_of(parse_card(t) for t in text.split())
 
 
 def act(text: str) -> int:

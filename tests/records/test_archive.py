@@ -19,31 +19,17 @@ from records.codec import (
     canonical_bytes,
     decode_record,
     envelope,
-    options_from_pb,
     record_id,
-    rules_to_pb,
     score_from_pb,
     write_envelopes,
 )
-from records.verify import replay_record
-from referee.engine import RecordError, make_rules
 from tapis.v1 import record_pb2 as pb
+from tests.commands import ROOT, tapis
+from tests.records.replaying import replayed_with
 
-ROOT = Path(__file__).resolve().parents[2]
 CHANGES: dict[str, bool | int | str] = {"moon_mode": "subtract_self", "end_threshold": 60}
 SET = ["--set", "moon_mode=subtract_self", "--set", "end_threshold=60"]
 N = 24  # Dame de Pique matches in the corpus (about 10 hands each)
-
-
-def tapis(*args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "clients.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **env},
-    )
 
 
 @pytest.fixture(scope="module")
@@ -205,19 +191,8 @@ def test_show_by_prefix(archive: Path, corpus: list[pb.RecordEnvelope]) -> None:
 def expected_outcome(
     env: pb.RecordEnvelope, changes: dict[str, bool | int | str]
 ) -> tuple[list[list[int]], list[int]]:
-    """Independently: the record with its rules replaced, replayed by records.verify (cut at
-    the hand the new rules no longer deal: the match is over)."""
-    rec = decode_record(env.record)
-    options = options_from_pb(rec.rules.options)
-    options.pop("players", None)
-    rules = make_rules(rec.rules.game, rec.rules.ruleset, options | changes, rec.rules.players)
-    rec.rules.CopyFrom(rules_to_pb(rules))
-    try:
-        match = replay_record(rec, check=False)
-    except RecordError as exc:
-        assert exc.code == "deal:match-over" and exc.hand is not None
-        del rec.hands[exc.hand - 1 :]
-        match = replay_record(rec, check=False)
+    """Independently: the record with its rules replaced, replayed by records.verify."""
+    match = replayed_with(env, changes)
     return [list(s) for s in match.scores], list(match.winners)
 
 

@@ -27,15 +27,13 @@ from records.archive import (
 from records.codec import (
     decode_record,
     encode_file,
-    options_from_pb,
-    rules_to_pb,
     write_envelopes,
 )
 from records.executors import LocalPoolExecutor, SerialExecutor
-from records.verify import replay_record
-from referee.engine import RecordError, make_rules
 from tapis.v1 import record_pb2 as pb
-from tests.records.test_archive import ROOT, copy_of, rows, tampered, tapis
+from tests.commands import ROOT, tapis
+from tests.records.replaying import replayed_with
+from tests.records.test_archive import copy_of, rows, tampered
 
 N = 30  # Dame de Pique matches, random bots
 SET = ["--set", "moon_mode=subtract_self", "--set", "end_threshold=60"]
@@ -127,19 +125,8 @@ def test_a_damaged_file_keeps_the_records_before_the_damage(
 def _replayed(env: pb.RecordEnvelope, changes: dict[str, bool | int | str]) -> tuple[bool, bool]:
     """Independently (records.verify's replay): (finished as recorded, finished under the
     changed options)."""
-    rec = decode_record(env.record)
-    options = options_from_pb(rec.rules.options)
-    options.pop("players", None)
-    rules = make_rules(rec.rules.game, rec.rules.ruleset, options | changes, rec.rules.players)
-    was = rec.outcome.finished
-    rec.rules.CopyFrom(rules_to_pb(rules))
-    try:
-        match = replay_record(rec, check=False)
-    except RecordError as exc:
-        assert exc.code == "deal:match-over" and exc.hand is not None
-        del rec.hands[exc.hand - 1 :]
-        match = replay_record(rec, check=False)
-    return was, match.finished
+    was = decode_record(env.record).outcome.finished
+    return was, replayed_with(env, changes).finished
 
 
 def test_rescore_counts_matches_no_longer_finished(

@@ -8,28 +8,24 @@ rule or the record format changed on purpose) and the records are made again."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from records.codec import (
-    Provenance,
-    build_record,
     canonical_bytes,
-    deal_from_pb,
     decode_record,
     encode_file,
-    options_from_pb,
     read_envelopes,
     record_id,
-    start_from_pb,
 )
 from records.score import score_json
 from records.verify import verify_envelope
-from referee.engine import GAMES, find_game, make_rules, new_match
+from referee.engine import GAMES
 from tapis.v1 import record_pb2 as pb
+from tests.commands import DATA
+from tests.records.replaying import rebuilt, rules_of
 
-GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
+GOLDEN = DATA / "golden"
 NAMES = sorted(p.name.removesuffix(".tapis") for p in GOLDEN.glob("*.tapis"))
 
 
@@ -72,26 +68,8 @@ def test_golden_record_is_rebuilt_from_its_deals_and_actions(name: str) -> None:
     record's free fields (names, provenance, packs, deal source), make the same bytes."""
     _, env = _record(name)
     rec = decode_record(env.record)
-    r = rec.rules
-    rules = make_rules(r.game, r.ruleset, options_from_pb(r.options), r.players)
-    assert rules.digest == r.digest
-    units = find_game(rules.game).units
-    match = new_match(rules, start_from_pb(units, rec.start))
-    for hand in rec.hands:
-        assert hand.number == match.hand_number
-        match.start_hand(hand.dealer, deal_from_pb(hand.deal))
-        match.step_many(hand.seats, hand.actions)
-    p = rec.provenance
-    built = build_record(
-        match,
-        [s.name for s in rec.seats],
-        Provenance(p.source, p.reference, p.played_at),
-        [h.deal.deck or None for h in rec.hands],
-        rec.deal_source if rec.HasField("deal_source") else None,
-    )
-    if not match.finished:
-        built.outcome.reason = rec.outcome.reason  # a stopped match: the referee's words
-    assert canonical_bytes(built) == env.record
+    assert rules_of(rec.rules).digest == rec.rules.digest
+    assert rebuilt(rec) == env.record
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -32,9 +32,9 @@ from records.verify import (
     verify_task,
 )
 from tapis.v1 import record_pb2 as pb
-from tests.records.test_archive import tapis as archive_tapis
+from tests.commands import ROOT
+from tests.commands import tapis as archive_tapis
 
-ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 7  # records per task: many chunks in flight
 
 
