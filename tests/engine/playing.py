@@ -11,7 +11,7 @@ from typing import Any
 
 from records.codec import Provenance, build_record, canonical_bytes, decode_record, envelope
 from records.verify import verify_envelope
-from referee.engine import GAMES, Deal, Match, Rules, Start, make_rules, new_match
+from referee.engine import GAMES, Deal, Match, Rules, Start, View, make_rules, new_match
 from referee.engine.cards import iter_cards
 from referee.engine.errors import RulesError
 from referee.engine.options import int_range
@@ -120,6 +120,21 @@ def play_to_end(match: Match, rng: random.Random, max_hands: int) -> int:
             seat = rng.choice(to_act)
             match.step(seat, rng.choice(match.legal_actions(seat)))
     return hands
+
+
+def one_to_act(m: Match) -> tuple[int, list[int], View]:
+    """In a game where one seat acts at a time: that seat, its legal actions and its view,
+    once the legal set is sorted, without repeats and not empty, no other seat has a legal
+    action, and the view shows the same legal set and seat to act."""
+    to_act = m.to_act()
+    assert len(to_act) == 1
+    (seat,) = to_act
+    legal = m.legal_actions(seat)
+    assert legal and legal == sorted(set(legal))
+    assert all(m.legal_actions(s) == [] for s in range(m.players) if s != seat)
+    view = m.view(seat)
+    assert view is not None and view.legal == tuple(legal) and view.to_act == (seat,)
+    return seat, legal, view
 
 
 def replay_of(

@@ -31,7 +31,7 @@ from referee.engine.options import ImperialeAcademieOptions, ImperialeModerneOpt
 from referee.engine.registry import find_game, make_rules, new_match
 from referee.engine.tricks import Regime, TrickRules
 from tests.cards import mask, play
-from tests.engine.playing import assert_record_round_trips, assert_replay_equals_live
+from tests.engine.playing import assert_record_round_trips, assert_replay_equals_live, one_to_act
 
 # --- helpers ------------------------------------------------------------------------------
 
@@ -1589,12 +1589,7 @@ def random_match(
         m.start_hand(dealer, deal)
         actions: list[tuple[int, int]] = []
         while m.to_act():
-            (seat,) = m.to_act()
-            view = m.view(seat)
-            assert view is not None
-            legal = m.legal_actions(seat)
-            assert legal and legal == sorted(set(legal)) and view.legal == tuple(legal)
-            assert all(m.legal_actions(s) == [] for s in range(players) if s != seat)
+            seat, legal, view = one_to_act(m)
             got = sum(1 << (a >> 3) for a in legal)
             hand = hand_of(m)
             if not (hand.tricks == [] and not view.trick and hand.cfg.first_lead_trump):

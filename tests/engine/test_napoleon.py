@@ -17,7 +17,7 @@ from referee.engine.napoleon import NapoleonHand, NapoleonMatch, pack_of
 from referee.engine.options import NapoleonOptions
 from referee.engine.registry import find_game, make_rules, new_match
 from tests.cards import deal_of, mask, play
-from tests.engine.playing import assert_replay_equals_live
+from tests.engine.playing import assert_replay_equals_live, one_to_act
 
 VALUES = {"two": 2, "three": 3, "misere": 3, "four": 4, "nap": 5, "wellington": 10, "blucher": 20}
 GOALS = {"two": 2, "three": 3, "misere": 0, "four": 4, "nap": 5, "wellington": 5, "blucher": 5}
@@ -698,14 +698,7 @@ def random_match(
         deals.append((dealer, deal))
         m.start_hand(dealer, deal)
         while m.to_act():
-            to_act = m.to_act()
-            assert len(to_act) == 1
-            (seat,) = to_act
-            legal = m.legal_actions(seat)
-            assert legal and legal == sorted(set(legal))
-            assert all(m.legal_actions(s) == [] for s in range(n) if s != seat)
-            view = m.view(seat)
-            assert view is not None and view.legal == tuple(legal) and view.to_act == (seat,)
+            seat, legal, view = one_to_act(m)
             if legal[0] & 7 == BID:
                 # Pass often, so that thrown-in deals happen too.
                 action = legal[0] if rng.random() < 0.55 else rng.choice(legal)

@@ -45,7 +45,7 @@ from referee.engine.registry import find_game, make_rules, new_match
 from referee.engine.tricks import Regime, TrickRules, legal_cards
 from referee.engine.triomphe import PACK, PILLE_HIDDEN, TriompheHand, TriompheMatch
 from tests.cards import mask
-from tests.engine.playing import assert_record_round_trips, assert_replay_equals_live
+from tests.engine.playing import assert_record_round_trips, assert_replay_equals_live, one_to_act
 
 # --- helpers ------------------------------------------------------------------------------
 
@@ -1161,14 +1161,7 @@ def random_match(
         m.start_hand(dealer, deal)
         seen = 0
         while m.to_act():
-            to_act = m.to_act()
-            assert len(to_act) == 1
-            (seat,) = to_act
-            legal = m.legal_actions(seat)
-            assert legal and legal == sorted(set(legal))
-            assert all(m.legal_actions(s) == [] for s in range(n) if s != seat)
-            view = m.view(seat)
-            assert view is not None and view.legal == tuple(legal) and view.to_act == (seat,)
+            seat, legal, view = one_to_act(m)
             cards = [a >> 3 for a in legal if a & 7 == PLAY]
             if cards:
                 # The regime's set from the shared trick module, on what the view shows.
