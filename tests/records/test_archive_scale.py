@@ -32,11 +32,18 @@ from records.codec import (
 from records.executors import LocalPoolExecutor, SerialExecutor
 from tapis.v1 import record_pb2 as pb
 from tests.commands import ROOT, tapis
+from tests.records.archives import (
+    CHANGES,
+    SET,
+    archive_of,
+    copy_of,
+    expected_outcome,
+    rows,
+    tampered,
+)
 from tests.records.replaying import replayed_with
-from tests.records.test_archive import copy_of, rows, tampered
 
 N = 30  # Dame de Pique matches, random bots
-SET = ["--set", "moon_mode=subtract_self", "--set", "end_threshold=60"]
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +53,7 @@ def corpus() -> list[pb.RecordEnvelope]:
 
 @pytest.fixture(scope="module")
 def archive(corpus: list[pb.RecordEnvelope], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("scale")
-    write_envelopes(folder / "corpus.tapis", corpus)
-    db = folder / "archive.db"
-    done = tapis("archive", "add", db, folder / "corpus.tapis", "--workers", "2")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0] == f"{N} added, 0 duplicates, 0 refused"
-    return db
+    return archive_of(corpus, tmp_path_factory.mktemp("scale"), "--workers", "2")
 
 
 # --- adding in chunks -----------------------------------------------------------------------
@@ -324,8 +325,6 @@ def test_query_by_date_played(archive: Path) -> None:
 def test_record_score_under_other_options(corpus: list[pb.RecordEnvelope], tmp_path: Path) -> None:
     """`tapis record score --set`: the same account as an independent replay, and as
     `archive rescore` of the same records."""
-    from tests.records.test_archive import CHANGES, expected_outcome
-
     path = tmp_path / "some.tapis"
     write_envelopes(path, corpus[:8])
     sets = [a for k, v in CHANGES.items() for a in ("--set", f"{k}={v}")]
