@@ -40,7 +40,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from clients import openspiel_hearts as osh
 from records.codec import (
     Provenance,
     build_record,
@@ -55,6 +54,7 @@ from referee.engine import COMPILED as ENGINE_COMPILED
 from referee.engine import Match, Rules, make_rules, new_match
 from referee.engine.actions import PASS, PLAY, pass_cards
 from tapis.v1 import record_pb2 as pb
+from tests.engine import openspiel_hearts as osh
 
 NAMES = ("Nord", "Est", "Sud", "Ouest")
 TARGET = 1.5  # Tapis hands/s must be at least this multiple of OpenSpiel's

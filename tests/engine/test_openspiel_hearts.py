@@ -1,6 +1,6 @@
 """Dame de Pique against OpenSpiel's Hearts, an independent implementation of the same rules.
 
-`clients/openspiel_hearts.py` bridges the encodings (cards, seats, pass directions). Two
+`tests/engine/openspiel_hearts.py` bridges the encodings (cards, seats, pass directions). Two
 directions, thousands of random hands each, every exchange direction:
 
 - OpenSpiel plays (uniformly random legal actions, seeded); our engine replays the hand and
@@ -29,12 +29,12 @@ import pytest
 
 pyspiel = pytest.importorskip("pyspiel")
 
-from clients import openspiel_hearts as osh  # noqa: E402
 from referee.engine.actions import PASS, PLAY, encode, pass_action, pass_cards  # noqa: E402
 from referee.engine.base import Deal, HandResult, Match, Rules, Start  # noqa: E402
 from referee.engine.cards import iter_cards, parse_card  # noqa: E402
 from referee.engine.dame_de_pique import DamePiqueHand  # noqa: E402
 from referee.engine.registry import make_rules, new_match  # noqa: E402
+from tests.engine import openspiel_hearts as osh  # noqa: E402
 
 HANDS = 5000  # per direction; 1250 of each exchange direction (left, right, across, none)
 # The option sets both implementations share: ours, OpenSpiel's parameters (on top of the

@@ -2,7 +2,8 @@
 
 OpenSpiel's ``hearts`` game (``open_spiel/games/hearts/hearts.{h,cc}``) is used as
 an independent reference to cross-check our engine (tests/engine/test_openspiel_hearts.py,
-scripts/bench_verify.py; it needs ``open-spiel``, of the ``dev`` extra).  This module
+scripts/bench_verify.py; it needs ``open-spiel``, of the ``dev`` extra, so it stays with the
+tests and out of the installed package).  This module
 translates our encodings into OpenSpiel actions and back, replays a recorded hand inside
 OpenSpiel, and generates random reference hands; ``python scripts/openspiel_hearts.py``
 runs its self-check.
