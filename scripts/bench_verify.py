@@ -53,8 +53,8 @@ from records.verify import verify_envelope
 from referee.engine import COMPILED as ENGINE_COMPILED
 from referee.engine import Match, Rules, make_rules, new_match
 from referee.engine.actions import PASS, PLAY, pass_cards
-from scripts import openspiel_hearts as osh
 from tapis.v1 import record_pb2 as pb
+from tests.engine import openspiel_hearts as osh
 
 NAMES = ("Nord", "Est", "Sud", "Ouest")
 TARGET = 1.5  # Tapis hands/s must be at least this multiple of OpenSpiel's

@@ -4,141 +4,25 @@
         [--archive archive.db] [--bots heuristic|random] [--option KEY=VALUE ...]
         [--seed TEXT] [--players N] [--jobs N]
 
-The matches are held as in clients/arena.py (the referee's own Table: the same dealing from a
-seed, the same engine); match g is dealt from the seed "<seed>-<g>", so a corpus is the same
-from run to run, whatever `--jobs` (processes playing chunks of matches in parallel). Random
-bots choose among the table's legal actions directly (no seat view is built for them), so a
-large corpus is quick to make: about 200 Dame de Pique matches a second per process.
-The records are unsigned but carry their deal source, so `tapis record verify` recomputes
-every deal. For tests and benchmarks (`tapis archive ...`).
+The command line of clients/corpus.py (how matches are played and dealt there): match g is
+dealt from the seed "<seed>-<g>", so a corpus is the same from run to run, whatever `--jobs`
+(processes playing chunks of matches in parallel). For tests and benchmarks
+(`tapis archive ...`).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import multiprocessing
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from clients.bots import Bot, RandomBot, make_bot
-from records.codec import (
-    Provenance,
-    build_record,
-    canonical_bytes,
-    envelope,
-    write_frames,
-)
-from records.dealing import ALGORITHM
-from referee.engine import find_game, make_rules, new_match
-from referee.server.service import seat_view
-from referee.server.tables import Seat, Table, token_hash
+from clients.corpus import CHUNK, corpus_chunks, make_corpus, play_record
+from records.codec import write_frames
 from tapis.v1 import record_pb2 as pb
 
-__all__ = ["make_corpus", "play_record"]
-
-EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-NAMES = ("Ann", "Bob", "Cat", "Dan", "Eve", "Fay", "Gus")
-
-
-def play_record(
-    game: str,
-    bots: Sequence[Bot],
-    seed: str,
-    ruleset: str = "",
-    options: Mapping[str, bool | int | str] | None = None,
-    names: Sequence[str] = NAMES,
-    played_at: str = "",
-) -> pb.RecordEnvelope:
-    """Play one match with one bot per seat and return its record's envelope (unsigned);
-    `played_at` defaults to now."""
-    played_at = played_at or datetime.now(UTC).isoformat(timespec="seconds")
-    seed_bytes = hashlib.sha256(seed.encode()).digest()
-    opts = dict(options or {})
-    rules = make_rules(game, ruleset or None, opts, len(bots))
-    table = Table(
-        id=seed,
-        rules=rules,
-        options=opts,
-        seed=seed_bytes,
-        created=0.0,
-        creator="corpus",
-        seats=[Seat(names[i % len(names)], False) for i in range(len(bots))],
-        match=new_match(rules),
-    )
-    for i, seat in enumerate(table.seats):
-        table.take(i, seat.name, token_hash(str(i)))
-    match = table.match
-    while not match.finished:
-        s = match.to_act()[0]
-        bot = bots[s]
-        if isinstance(bot, RandomBot):
-            table.apply(s, bot.choose_among(table.legal(s)))
-        else:
-            table.apply(s, bot.choose(seat_view(table, s, match.view(s))))
-    rec = build_record(
-        match,
-        [s.name for s in table.seats],
-        Provenance("corpus", seed, played_at),
-        table.decks,
-        pb.DealSource(algorithm=ALGORITHM, commitment=table.commitment, seed=table.seed),
-    )
-    return envelope(canonical_bytes(rec))
-
-
-def make_corpus(
-    game: str,
-    count: int,
-    seed: str = "corpus",
-    kind: str = "heuristic",
-    ruleset: str = "",
-    options: Mapping[str, bool | int | str] | None = None,
-    players: int | None = None,
-    start: int = 0,
-) -> list[pb.RecordEnvelope]:
-    """`count` records of `game`, matches start .. start+count-1; match g dealt from
-    "<seed>-<g>", bot g*7+i at seat i."""
-    spec = find_game(game)
-    opts = dict(options or {})
-    n = players or spec.fixed_players or int(opts.get("players", 4))
-    out = []
-    for g in range(start, start + count):
-        bots = [make_bot(kind, spec.name, ruleset, g * 7 + i, opts) for i in range(n)]
-        # a date from the match number, so the same corpus has the same record ids
-        played_at = (EPOCH + timedelta(minutes=g)).isoformat(timespec="seconds")
-        out.append(play_record(spec.name, bots, f"{seed}-{g}", ruleset, opts, played_at=played_at))
-    return out
-
-
-CHUNK = 250  # matches per task with --jobs
-Job = tuple[str, int, int, str, str, str, dict[str, bool | int | str], int | None]
-
-
-def _chunk(job: Job) -> list[bytes]:
-    """A chunk of matches, each as its envelope's bytes."""
-    game, start, count, seed, kind, ruleset, opts, players = job
-    envs = make_corpus(game, count, seed, kind, ruleset, opts, players, start)
-    return [e.SerializeToString(deterministic=True) for e in envs]
-
-
-def _chunks(args: argparse.Namespace, opts: dict[str, bool | int | str]) -> Iterator[list[bytes]]:
-    """The corpus's envelopes, chunk by chunk, in match order (played by `args.jobs`
-    processes)."""
-    jobs: list[Job] = [
-        (args.game, g, min(CHUNK, args.count - g), args.seed, args.bots, args.ruleset, opts,
-         args.players)
-        for g in range(0, args.count, CHUNK)
-    ]  # fmt: skip
-    if args.jobs <= 1:
-        yield from map(_chunk, jobs)
-        return
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
-        yield from pool.map(_chunk, jobs)
+__all__ = ["CHUNK", "main", "make_corpus", "play_record"]  # the library: clients/corpus.py
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -165,7 +49,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def frames() -> Iterator[bytes]:
         nonlocal hands
-        for chunk in _chunks(args, opts):
+        chunks = corpus_chunks(
+            args.game, args.count, args.seed, args.bots, args.ruleset, opts, args.players,
+            args.jobs,
+        )  # fmt: skip
+        for chunk in chunks:
             for frame in chunk:
                 hands += len(
                     pb.GameRecord.FromString(pb.RecordEnvelope.FromString(frame).record).hands

@@ -4,25 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from records.codec import decode_record, envelope, read_envelopes, write_envelopes
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "tests" / "data"
-
-
-def tapis(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "clients.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd or ROOT,
-        timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-    )
+from tests.commands import DATA, tapis
 
 
 def bad_transcript(tmp_path: Path) -> Path:

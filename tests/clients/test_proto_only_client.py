@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.test_crash import Server
+from tests.server.util import Server
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).resolve().parent / "node" / "play.mjs"

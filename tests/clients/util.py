@@ -10,17 +10,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from clients.sdk import RefereeClient
 from records.verify import VerifyResult, verify_envelope
-from referee.server.app import RunningServer, create_server
+from referee.server.app import RunningServer
 from tapis.v1 import referee_pb2 as pb
-
-
-@asynccontextmanager
-async def referee(tmp_path: Path, port: int = 0) -> AsyncIterator[RunningServer]:
-    server = await create_server(f"127.0.0.1:{port}", db=tmp_path / "t.db", key=tmp_path / "k.key")
-    try:
-        yield server
-    finally:
-        await server.stop(0)
+from tests.server.util import referee
 
 
 @asynccontextmanager

@@ -1,16 +1,21 @@
 """Shared by the engine suites that run over every game × ruleset: the configurations to
-play (each ruleset at the ends of its `players` range), a seeded random legal play, and a
-match that can be copied by replaying what was done to it."""
+play (each ruleset at the ends of its `players` range), a seeded random legal play, a match
+that can be copied by replaying what was done to it, and the checks every random playout
+makes at its end (replay equals live play; the record round-trips and verifies)."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
-from referee.engine import GAMES, Deal, Match, Rules, Start, make_rules, new_match
+from records.codec import Provenance, build_record, canonical_bytes, decode_record, envelope
+from records.verify import verify_envelope
+from referee.engine import GAMES, Deal, Match, Rules, Start, View, make_rules, new_match
 from referee.engine.cards import iter_cards
 from referee.engine.errors import RulesError
 from referee.engine.options import int_range
+from tapis.v1 import record_pb2 as pb
 
 Config = tuple[str, str, int, dict[str, Any]]
 
@@ -115,3 +120,75 @@ def play_to_end(match: Match, rng: random.Random, max_hands: int) -> int:
             seat = rng.choice(to_act)
             match.step(seat, rng.choice(match.legal_actions(seat)))
     return hands
+
+
+def one_to_act(m: Match) -> tuple[int, list[int], View]:
+    """In a game where one seat acts at a time: that seat, its legal actions and its view,
+    once the legal set is sorted, without repeats and not empty, no other seat has a legal
+    action, and the view shows the same legal set and seat to act."""
+    to_act = m.to_act()
+    assert len(to_act) == 1
+    (seat,) = to_act
+    legal = m.legal_actions(seat)
+    assert legal and legal == sorted(set(legal))
+    assert all(m.legal_actions(s) == [] for s in range(m.players) if s != seat)
+    view = m.view(seat)
+    assert view is not None and view.legal == tuple(legal) and view.to_act == (seat,)
+    return seat, legal, view
+
+
+def replay_of(
+    match: Match,
+    deals: Sequence[tuple[int, Deal]],
+    actions: Sequence[tuple[int, int]],
+    log_events: bool,
+    start: Start | None = None,
+) -> Match:
+    """A new match of `match`'s rules given the same deals and (seat, action) list, hand by
+    hand: one `apply` at a time (events built) with `log_events`, else `step_many` (the fast
+    path of a replay)."""
+    again = new_match(match.rules, start, log_events)
+    assert type(again) is type(match)
+    i = 0
+    for dealer, deal in deals:
+        hand = len(again.results)
+        again.start_hand(dealer, deal)  # may end the hand (and the match) at once
+        count = len(match.results[hand].actions)
+        chunk = actions[i : i + count]
+        if log_events:
+            for seat, action in chunk:
+                again.apply(seat, action)
+        else:
+            again.step_many([s for s, _ in chunk], [a for _, a in chunk])
+        i += count
+    assert i == len(actions)
+    return again
+
+
+def assert_replay_equals_live(
+    match: Match,
+    deals: Sequence[tuple[int, Deal]],
+    actions: Sequence[tuple[int, int]],
+    start: Start | None = None,
+) -> None:
+    """Replaying the deals and actions, live and by the fast path, gives the same match:
+    scores, winners, end and every score line."""
+    for log_events in (True, False):
+        again = replay_of(match, deals, actions, log_events, start)
+        assert again.scores == match.scores and again.winners == match.winners
+        assert again.finished == match.finished
+        assert [r.lines for r in again.results] == [r.lines for r in match.results]
+
+
+def assert_record_round_trips(match: Match, reference: str) -> tuple[pb.GameRecord, bytes]:
+    """The match's record: its bytes decode to the same record and encode to the same bytes,
+    and it verifies (every hand replayed). Returns the decoded record and its bytes."""
+    names = [f"P{i}" for i in range(match.players)]
+    record = build_record(match, names, Provenance("test", reference))
+    data = canonical_bytes(record)
+    back = decode_record(data)
+    assert back == record and canonical_bytes(back) == data
+    result = verify_envelope(envelope(data))
+    assert result.ok, result.error
+    assert result.hands == len(match.results)
+    return back, data

@@ -37,12 +37,9 @@ from referee.engine.cards import (
     suit_of,
 )
 from referee.engine.errors import InvalidAction, TapisError
+from tests.cards import mask
 
 TWO, SIX, SEVEN, EIGHT, NINE, TEN = 0, 4, 5, 6, 7, 8
-
-
-def mask(text: str) -> int:
-    return mask_of(parse_card(t) for t in text.split())
 
 
 # --- ids ----------------------------------------------------------------------------------

@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from records.codec import Provenance, build_record, canonical_bytes, decode_record
 from records.verify import replay_record
 from referee.engine.actions import PLAY, encode, pass_action
 from referee.engine.base import Deal, Start
-from referee.engine.cards import FULL_DECK, SUIT_MASK, iter_cards, parse_card
+from referee.engine.cards import FULL_DECK, SUIT_MASK, iter_cards
 from referee.engine.dame_de_pique import (
     DamePiqueHand,
     DamePiqueMatch,
@@ -25,19 +24,10 @@ from referee.engine.dame_de_pique import (
 )
 from referee.engine.errors import DealError, IllegalAction, NotYourTurn
 from referee.engine.registry import make_rules, new_match
+from tests.cards import mask, play
+from tests.engine.playing import assert_record_round_trips
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "records" / "examples" / "dame-de-pique.json"
-
-
-def mask(text: str) -> int:
-    m = 0
-    for t in text.split():
-        m |= 1 << parse_card(t)
-    return m
-
-
-def play(text: str) -> int:
-    return encode(PLAY, parse_card(text))
 
 
 def give(text: str) -> int:
@@ -423,11 +413,7 @@ def test_random_playouts_invariants(options: dict[str, Any]) -> None:
         taken = sum(line.delta[0] for line in result.lines)
         assert taken in (26, 78, -26)
     # Replay equals live play; record -> bytes -> record identical.
-    record = build_record(m, ["A", "B", "C", "D"], Provenance("test"))
-    data = canonical_bytes(record)
-    again = decode_record(data)
-    assert again == record
-    assert canonical_bytes(again) == data
+    again, _ = assert_record_round_trips(m, "dame-de-pique playout")
     replayed = replay_record(again)  # checks every line, score and the outcome
     assert replayed.scores == m.scores
     assert replayed.winners == m.winners

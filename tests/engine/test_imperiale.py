@@ -30,21 +30,12 @@ from referee.engine.imperiale import (
 from referee.engine.options import ImperialeAcademieOptions, ImperialeModerneOptions
 from referee.engine.registry import find_game, make_rules, new_match
 from referee.engine.tricks import Regime, TrickRules
+from tests.cards import mask, play
+from tests.engine.playing import assert_record_round_trips, assert_replay_equals_live, one_to_act
 
 # --- helpers ------------------------------------------------------------------------------
 
 Line = tuple[int, str, tuple[int, int], str]
-
-
-def mask(text: str) -> int:
-    m = 0
-    for t in text.split():
-        m |= 1 << parse_card(t)
-    return m
-
-
-def play(text: str) -> int:
-    return encode(PLAY, parse_card(text))
 
 
 def deal2(e: str, d: str, retourne: str) -> Deal:
@@ -1598,12 +1589,7 @@ def random_match(
         m.start_hand(dealer, deal)
         actions: list[tuple[int, int]] = []
         while m.to_act():
-            (seat,) = m.to_act()
-            view = m.view(seat)
-            assert view is not None
-            legal = m.legal_actions(seat)
-            assert legal and legal == sorted(set(legal)) and view.legal == tuple(legal)
-            assert all(m.legal_actions(s) == [] for s in range(players) if s != seat)
+            seat, legal, view = one_to_act(m)
             got = sum(1 << (a >> 3) for a in legal)
             hand = hand_of(m)
             if not (hand.tricks == [] and not view.trick and hand.cfg.first_lead_trump):
@@ -1631,26 +1617,10 @@ def test_random_playouts(index: int) -> None:
         assert m.scores[w][0] >= m.settings.target
         assert all(s[0] < m.settings.target for i, s in enumerate(m.scores) if i != w)
         # Replay: live with events, then the fast path without.
-        for log_events in (True, False):
-            replay = new_match(m.rules, None, log_events)
-            for (dealer, deal), actions in zip(deals, plays, strict=True):
-                replay.start_hand(dealer, deal)
-                if log_events:
-                    for seat, action in actions:
-                        replay.apply(seat, action)
-                else:
-                    replay.step_many([s for s, _ in actions], [a for _, a in actions])
-            assert replay.scores == m.scores and replay.winners == m.winners
-            assert [r.lines for r in replay.results] == [r.lines for r in m.results]
+        assert [len(actions) for actions in plays] == [len(r.actions) for r in m.results]
+        assert_replay_equals_live(m, deals, [a for actions in plays for a in actions])
         # The record round-trips byte for byte and verifies.
-        names = [f"P{i}" for i in range(players)]
-        record = build_record(m, names, Provenance("test", "imperiale playout"))
-        data = canonical_bytes(record)
-        back = decode_record(data)
-        assert back == record and canonical_bytes(back) == data
-        result = verify_envelope(envelope(data))
-        assert result.ok, result.error
-        assert result.hands == len(m.results)
+        back, _ = assert_record_round_trips(m, "imperiale playout")
         doc = score_json(back)
         assert doc["finished"] is True and doc["winners"] == list(m.winners)
         assert [(s["imperiales"], s["jetons"]) for s in doc["scores"]] == m.scores

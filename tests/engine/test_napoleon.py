@@ -16,6 +16,8 @@ from referee.engine.errors import DealError, IllegalAction, InvalidAction, NotYo
 from referee.engine.napoleon import NapoleonHand, NapoleonMatch, pack_of
 from referee.engine.options import NapoleonOptions
 from referee.engine.registry import find_game, make_rules, new_match
+from tests.cards import deal_of, mask, play
+from tests.engine.playing import assert_replay_equals_live, one_to_act
 
 VALUES = {"two": 2, "three": 3, "misere": 3, "four": 4, "nap": 5, "wellington": 10, "blucher": 20}
 GOALS = {"two": 2, "three": 3, "misere": 0, "four": 4, "nap": 5, "wellington": 5, "blucher": 5}
@@ -24,29 +26,14 @@ GOALS = {"two": 2, "three": 3, "misere": 0, "four": 4, "nap": 5, "wellington": 5
 # --- helpers ------------------------------------------------------------------------------
 
 
-def mask(text: str) -> int:
-    m = 0
-    for t in text.split():
-        m |= 1 << parse_card(t)
-    return m
-
-
 def bid(word: str) -> int:
     return encode(BID, BID_WORDS.index(word))
-
-
-def play(text: str) -> int:
-    return encode(PLAY, parse_card(text))
 
 
 def match_of(options: dict[str, Any] | None = None, start: Start | None = None) -> NapoleonMatch:
     m = new_match(make_rules("nap", options=options or {}), start)
     assert isinstance(m, NapoleonMatch)
     return m
-
-
-def deal_of(*hands: str) -> Deal:
-    return Deal(tuple(mask(h) for h in hands))
 
 
 def run(m: NapoleonMatch, script: Sequence[tuple[int, int]]) -> list[Any]:
@@ -711,14 +698,7 @@ def random_match(
         deals.append((dealer, deal))
         m.start_hand(dealer, deal)
         while m.to_act():
-            to_act = m.to_act()
-            assert len(to_act) == 1
-            (seat,) = to_act
-            legal = m.legal_actions(seat)
-            assert legal and legal == sorted(set(legal))
-            assert all(m.legal_actions(s) == [] for s in range(n) if s != seat)
-            view = m.view(seat)
-            assert view is not None and view.legal == tuple(legal) and view.to_act == (seat,)
+            seat, legal, view = one_to_act(m)
             if legal[0] & 7 == BID:
                 # Pass often, so that thrown-in deals happen too.
                 action = legal[0] if rng.random() < 0.55 else rng.choice(legal)
@@ -754,21 +734,5 @@ def test_random_playouts(index: int, n: int) -> None:
             assert min(totals(m)) >= 0
         assert [(r.dealer, r.deal) for r in m.results] == deals
         # Replay the recorded (seat, action) list: live, then the fast path without events.
-        for log_events in (True, False):
-            replay = new_match(m.rules, None, log_events)
-            assert isinstance(replay, NapoleonMatch)
-            i = 0
-            for dealer, deal in deals:
-                replay.start_hand(dealer, deal)
-                count = len(m.results[len(replay.results)].actions)
-                chunk = actions[i : i + count]
-                if log_events:
-                    for seat, action in chunk:
-                        replay.apply(seat, action)
-                else:
-                    replay.step_many([s for s, _ in chunk], [a for _, a in chunk])
-                i += count
-            assert i == len(actions)
-            assert replay.scores == m.scores
-            assert replay.finished and replay.winners == m.winners
-            assert [r.lines for r in replay.results] == [r.lines for r in m.results]
+        assert m.finished
+        assert_replay_equals_live(m, deals, actions)

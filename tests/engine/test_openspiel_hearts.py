@@ -1,6 +1,6 @@
 """Dame de Pique against OpenSpiel's Hearts, an independent implementation of the same rules.
 
-`scripts/openspiel_hearts.py` bridges the encodings (cards, seats, pass directions). Two
+`tests/engine/openspiel_hearts.py` bridges the encodings (cards, seats, pass directions). Two
 directions, thousands of random hands each, every exchange direction:
 
 - OpenSpiel plays (uniformly random legal actions, seeded); our engine replays the hand and
@@ -34,7 +34,7 @@ from referee.engine.base import Deal, HandResult, Match, Rules, Start  # noqa: E
 from referee.engine.cards import iter_cards, parse_card  # noqa: E402
 from referee.engine.dame_de_pique import DamePiqueHand  # noqa: E402
 from referee.engine.registry import make_rules, new_match  # noqa: E402
-from scripts import openspiel_hearts as osh  # noqa: E402
+from tests.engine import openspiel_hearts as osh  # noqa: E402
 
 HANDS = 5000  # per direction; 1250 of each exchange direction (left, right, across, none)
 # The option sets both implementations share: ours, OpenSpiel's parameters (on top of the

@@ -37,13 +37,10 @@ from referee.engine.tricks import (
     legal_cards,
     winning_card,
 )
+from tests.cards import mask
 
 NO_TRUMP = -1
 PACK32 = deck_of_ranks(range(5, 13))  # 7 to A
-
-
-def mask(text: str) -> int:
-    return mask_of(parse_card(t) for t in text.split())
 
 
 def legal(
@@ -118,50 +115,47 @@ def test_vector_table_covers_every_column() -> None:
 # --- RULES.md 2.1 / 2.3 items 7-8: the IMPERIALE_1725 options, three players -----------------
 
 
-@pytest.mark.parametrize(
-    ("trick", "hand", "default", "with_duty"),
-    [
-        # K♠ led, J♥ ruffed; the third seat is void in ♠ and cannot overtrump.
-        pytest.param("K♠ J♥", "Q♦ 8♥", "Q♦ 8♥", "8♥", id="cannot-overtrump"),
-        pytest.param("K♠ J♥", "Q♦ 9♦ 8♥ 7♥", "Q♦ 9♦ 8♥ 7♥", "8♥ 7♥", id="two-low-trumps"),
-        # Able to overtrump: must, either way.
-        pytest.param("K♠ J♥", "Q♦ Q♥ 8♥", "Q♥", "Q♥", id="can-overtrump"),
-        # No trump at all: free either way.
-        pytest.param("K♠ J♥", "Q♦ 9♦", "Q♦ 9♦", "Q♦ 9♦", id="no-trump"),
-        # Holding the led suit: follow, either way.
-        pytest.param("K♠ J♥", "9♠ 8♥", "9♠", "9♠", id="holds-led-suit"),
-    ],
-)
-def test_imperiale_1725_undertrump_duty(
-    trick: str, hand: str, default: str, with_duty: str
-) -> None:
-    got = legal(Regime.IMPERIALE_1725, trick, hand)
-    assert show(got) == show(mask(default))
-    got = legal(Regime.IMPERIALE_1725, trick, hand, undertrump_duty=True)
-    assert show(got) == show(mask(with_duty))
+# (option, trick, hand, legal by default, legal with the option)
+IMPERIALE_1725_OPTIONS = [
+    # undertrump_duty. K♠ led, J♥ ruffed; the third seat is void in ♠ and cannot overtrump.
+    pytest.param("undertrump_duty", "K♠ J♥", "Q♦ 8♥", "Q♦ 8♥", "8♥", id="cannot-overtrump"),
+    pytest.param(
+        "undertrump_duty", "K♠ J♥", "Q♦ 9♦ 8♥ 7♥", "Q♦ 9♦ 8♥ 7♥", "8♥ 7♥", id="two-low-trumps"
+    ),
+    # Able to overtrump: must, either way.
+    pytest.param("undertrump_duty", "K♠ J♥", "Q♦ Q♥ 8♥", "Q♥", "Q♥", id="can-overtrump"),
+    # No trump at all: free either way.
+    pytest.param("undertrump_duty", "K♠ J♥", "Q♦ 9♦", "Q♦ 9♦", "Q♦ 9♦", id="no-trump"),
+    # Holding the led suit: follow, either way.
+    pytest.param("undertrump_duty", "K♠ J♥", "9♠ 8♥", "9♠", "9♠", id="holds-led-suit"),
+    # force_after_ruff. 10♠ led, J♥ ruffed; the third seat holds ♠ and could beat 10♠ with K♠.
+    pytest.param("force_after_ruff", "10♠ J♥", "K♠ 9♠ 7♦", "K♠ 9♠", "K♠", id="ruffed-can-beat"),
+    pytest.param(
+        "force_after_ruff", "10♠ J♥", "A♠ 8♠ Q♥", "A♠ 8♠", "A♠", id="ruffed-r1-ace-beats-ten"
+    ),
+    # Nothing beats the best ♠ card: any ♠, either way.
+    pytest.param(
+        "force_after_ruff", "10♠ J♥", "9♠ 8♠ Q♥", "9♠ 8♠", "9♠ 8♠", id="ruffed-cannot-beat"
+    ),
+    # Not ruffed: must beat anyway (follow and force), either way.
+    pytest.param("force_after_ruff", "10♠ 9♠", "K♠ 8♠", "K♠", "K♠", id="not-ruffed"),
+    # The best led card is the second one (J♠ after 10♠), then a ruff.
+    pytest.param(
+        "force_after_ruff", "10♠ J♠ 7♥", "A♠ Q♠ 8♠", "A♠ Q♠ 8♠", "Q♠", id="beat-best-led-card"
+    ),
+]
 
 
 @pytest.mark.parametrize(
-    ("trick", "hand", "default", "with_force"),
-    [
-        # 10♠ led, J♥ ruffed; the third seat holds ♠ and could beat 10♠ with K♠.
-        pytest.param("10♠ J♥", "K♠ 9♠ 7♦", "K♠ 9♠", "K♠", id="ruffed-can-beat"),
-        pytest.param("10♠ J♥", "A♠ 8♠ Q♥", "A♠ 8♠", "A♠", id="ruffed-r1-ace-beats-ten"),
-        # Nothing beats the best ♠ card: any ♠, either way.
-        pytest.param("10♠ J♥", "9♠ 8♠ Q♥", "9♠ 8♠", "9♠ 8♠", id="ruffed-cannot-beat"),
-        # Not ruffed: must beat anyway (follow and force), either way.
-        pytest.param("10♠ 9♠", "K♠ 8♠", "K♠", "K♠", id="not-ruffed"),
-        # The best led card is the second one (J♠ after 10♠), then a ruff.
-        pytest.param("10♠ J♠ 7♥", "A♠ Q♠ 8♠", "A♠ Q♠ 8♠", "Q♠", id="beat-best-led-card"),
-    ],
+    ("option", "trick", "hand", "default", "with_option"), IMPERIALE_1725_OPTIONS
 )
-def test_imperiale_1725_force_after_ruff(
-    trick: str, hand: str, default: str, with_force: str
+def test_imperiale_1725_undertrump_duty_and_force_after_ruff(
+    option: str, trick: str, hand: str, default: str, with_option: str
 ) -> None:
     got = legal(Regime.IMPERIALE_1725, trick, hand)
     assert show(got) == show(mask(default))
-    got = legal(Regime.IMPERIALE_1725, trick, hand, force_after_ruff=True)
-    assert show(got) == show(mask(with_force))
+    got = legal(Regime.IMPERIALE_1725, trick, hand, **{option: True})
+    assert show(got) == show(mask(with_option))
 
 
 def test_imperiale_1725_must_overtrump_holding_no_led_card() -> None:

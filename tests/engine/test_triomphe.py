@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 
-from records.codec import Provenance, build_record, canonical_bytes, decode_record, envelope
 from records.render import render_record
-from records.verify import verify_envelope
 from referee.engine.actions import (
     ABANDON,
     BID,
@@ -46,12 +44,10 @@ from referee.engine.options import (
 from referee.engine.registry import find_game, make_rules, new_match
 from referee.engine.tricks import Regime, TrickRules, legal_cards
 from referee.engine.triomphe import PACK, PILLE_HIDDEN, TriompheHand, TriompheMatch
+from tests.cards import mask
+from tests.engine.playing import assert_record_round_trips, assert_replay_equals_live, one_to_act
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def mask(text: str) -> int:
-    return mask_of(parse_card(t) for t in text.split())
 
 
 def act(text: str) -> int:
@@ -1165,14 +1161,7 @@ def random_match(
         m.start_hand(dealer, deal)
         seen = 0
         while m.to_act():
-            to_act = m.to_act()
-            assert len(to_act) == 1
-            (seat,) = to_act
-            legal = m.legal_actions(seat)
-            assert legal and legal == sorted(set(legal))
-            assert all(m.legal_actions(s) == [] for s in range(n) if s != seat)
-            view = m.view(seat)
-            assert view is not None and view.legal == tuple(legal) and view.to_act == (seat,)
+            seat, legal, view = one_to_act(m)
             cards = [a >> 3 for a in legal if a & 7 == PLAY]
             if cards:
                 # The regime's set from the shared trick module, on what the view shows.
@@ -1207,29 +1196,6 @@ def random_match(
     return m, deals, actions
 
 
-def replay(
-    m: TriompheMatch,
-    deals: Sequence[tuple[int, Deal]],
-    actions: Sequence[tuple[int, int]],
-    log_events: bool,
-) -> TriompheMatch:
-    again = new_match(m.rules, None, log_events)
-    assert isinstance(again, TriompheMatch)
-    i = 0
-    for dealer, deal in deals:
-        again.start_hand(dealer, deal)
-        count = len(m.results[len(again.results)].actions)
-        chunk = actions[i : i + count]
-        if log_events:
-            for seat, action in chunk:
-                again.apply(seat, action)
-        else:
-            again.step_many([s for s, _ in chunk], [a for _, a in chunk])
-        i += count
-    assert i == len(actions)
-    return again
-
-
 @pytest.mark.parametrize(
     ("ruleset", "regime", "n", "options"),
     [pytest.param(*p, id=f"{p[0]}-{p[1]}-{p[2]}p-{i}") for i, p in enumerate(PLAYOUTS)],
@@ -1242,19 +1208,9 @@ def test_random_playouts(ruleset: str, regime: str, n: int, options: dict[str, A
         target = m.opts.target
         assert all(m.scores[s][0] >= target for s in m.winners)
         assert [(r.dealer, r.deal) for r in m.results] == deals
-        for log_events in (True, False):
-            again = replay(m, deals, actions, log_events)
-            assert again.scores == m.scores and again.winners == m.winners
-            assert [r.lines for r in again.results] == [r.lines for r in m.results]
-        names = [f"P{i}" for i in range(n)]
-        record = build_record(m, names, Provenance("test", "triomphe playout"))
-        data = canonical_bytes(record)
-        back = decode_record(data)
-        assert back == record and canonical_bytes(back) == data
+        assert_replay_equals_live(m, deals, actions)
+        back, data = assert_record_round_trips(m, "triomphe playout")
         assert [s.team for s in back.seats] == [m.team_of(s) for s in range(n)]
-        check = verify_envelope(envelope(data))
-        assert check.ok, check.error
-        assert check.hands == len(m.results)
         assert render_record(back, data).count("\nHand ") == len(m.results)
 
 

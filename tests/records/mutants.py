@@ -52,16 +52,13 @@ from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
 from records.export import record_to_transcript
 from records.transcript import record_of
 from referee.engine import (
-    Deal,
-    Rules,
-    Start,
     TapisError,
-    find_game,
     make_rules,
     new_match,
 )
 from referee.engine.actions import RESIGN, encode
 from tapis.v1 import record_pb2 as pb
+from tests.records.replaying import rebuilt, rules_of
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -598,13 +595,6 @@ def _without_free_fields(rec: pb.GameRecord) -> bytes:
     return out.SerializeToString(deterministic=True)
 
 
-def _rules_of(r: pb.Rules) -> Rules:
-    """The rules a record names, as its options say (`RulesError` if they do not hold)."""
-    options = {o.key: getattr(o, o.WhichOneof("value") or "string_value") for o in r.options}
-    options.pop("players", None)
-    return make_rules(r.game, r.ruleset, options, r.players)
-
-
 def _seed_gives_packs(rec: pb.GameRecord) -> bool:
     """Every pack of a refereed record is the one its seed gives (records.dealing)."""
     source = rec.deal_source
@@ -613,7 +603,7 @@ def _seed_gives_packs(rec: pb.GameRecord) -> bool:
     if source.algorithm != ALGORITHM or commitment(source.seed) != source.commitment:
         return False
     try:
-        match = new_match(_rules_of(rec.rules))
+        match = new_match(rules_of(rec.rules))
     except TapisError:
         return False
     dealers = match.first_dealers()
@@ -646,37 +636,12 @@ def _reimported(rec: pb.GameRecord) -> bytes | None:
 
 def _replayed(rec: pb.GameRecord) -> bytes | None:
     """The record its rules, deals and actions make when played again one action at a time
-    through the engine's public interface (`Match.step`), with the record's free fields; the
-    way for a match stopped in the middle of a hand, which no transcript holds. None when the
-    engine refuses it."""
+    through the engine's public interface (`replaying.rebuilt`); the way for a match stopped
+    in the middle of a hand, which no transcript holds. None when the engine refuses it."""
     try:
-        rules = _rules_of(rec.rules)
-        units = find_game(rules.game).units
-        scores = tuple(tuple(getattr(s, u) for u in units) for s in rec.start.scores)
-        match = new_match(rules, Start(rec.start.hand_number, scores or None))
-        for hand in rec.hands:
-            d = hand.deal
-            if d.deck:
-                deal = match.deal_deck(hand.dealer, list(d.deck))
-            else:
-                retourne = d.retourne if d.HasField("retourne") else -1
-                deal = Deal(tuple(d.hands), retourne, tuple(d.talon))
-            match.start_hand(hand.dealer, deal)
-            for seat, action in zip(hand.seats, hand.actions, strict=True):
-                match.step(seat, action)
-        p = rec.provenance
-        again = build_record(
-            match,
-            [s.name for s in rec.seats],
-            Provenance(p.source, p.reference, p.played_at),
-            [h.deal.deck or None for h in rec.hands],
-            rec.deal_source if rec.HasField("deal_source") else None,
-        )
+        return rebuilt(rec)
     except (TapisError, ValueError):
         return None
-    if not match.finished:
-        again.outcome.reason = rec.outcome.reason
-    return canonical_bytes(again)
 
 
 def _stopped_earlier(original: pb.GameRecord, mutant: pb.GameRecord) -> bool:

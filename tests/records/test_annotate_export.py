@@ -25,9 +25,8 @@ from records.verify import verify_envelope
 from referee.engine.actions import PLAY, encode
 from referee.engine.cards import parse_card
 from tapis.v1 import record_pb2 as pb
-from tests.test_cli import tapis
+from tests.commands import DATA, tapis
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 DP1 = DATA / "dame-de-pique-dp1.tapis"
 TRANSCRIPTS = sorted(DATA.glob("*.json"))
 FORCED_DP1 = {5, 26, 30, 31, 32, 38, 39, 40, 46, 53, 54, 55, 56}

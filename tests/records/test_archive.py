@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -13,37 +12,27 @@ from typing import Any
 
 import pytest
 
+from clients.corpus import make_corpus
 from records.codec import (
     MAGIC,
-    canonical_bytes,
     decode_record,
-    envelope,
-    options_from_pb,
     record_id,
-    rules_to_pb,
     score_from_pb,
     write_envelopes,
 )
-from records.verify import replay_record
-from referee.engine import RecordError, make_rules
-from scripts.corpus import make_corpus
 from tapis.v1 import record_pb2 as pb
+from tests.commands import ROOT, tapis
+from tests.records.archives import (
+    CHANGES,
+    SET,
+    archive_of,
+    copy_of,
+    expected_outcome,
+    rows,
+    tampered,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-CHANGES: dict[str, bool | int | str] = {"moon_mode": "subtract_self", "end_threshold": 60}
-SET = ["--set", "moon_mode=subtract_self", "--set", "end_threshold=60"]
 N = 24  # Dame de Pique matches in the corpus (about 10 hands each)
-
-
-def tapis(*args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "clients.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **env},
-    )
 
 
 @pytest.fixture(scope="module")
@@ -54,38 +43,7 @@ def corpus() -> list[pb.RecordEnvelope]:
 @pytest.fixture(scope="module")
 def archive(corpus: list[pb.RecordEnvelope], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An archive of the whole corpus (copy it before changing it)."""
-    folder = tmp_path_factory.mktemp("archive")
-    write_envelopes(folder / "corpus.tapis", corpus)
-    db = folder / "archive.db"
-    done = tapis("archive", "add", db, folder / "corpus.tapis")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0] == f"{N} added, 0 duplicates, 0 refused"
-    return db
-
-
-def copy_of(db: Path, tmp_path: Path) -> Path:
-    out = tmp_path / "copy.db"
-    src = sqlite3.connect(db)
-    dst = sqlite3.connect(out)
-    src.backup(dst)  # the WAL included
-    src.close()
-    dst.close()
-    return out
-
-
-def rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(db)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
-
-
-def tampered(env: pb.RecordEnvelope) -> pb.RecordEnvelope:
-    rec = decode_record(env.record)
-    line = rec.hands[0].lines[0]
-    line.delta.points += 1
-    return envelope(canonical_bytes(rec))
+    return archive_of(corpus, tmp_path_factory.mktemp("archive"))
 
 
 # --- add ------------------------------------------------------------------------------------
@@ -200,25 +158,6 @@ def test_show_by_prefix(archive: Path, corpus: list[pb.RecordEnvelope]) -> None:
 
 
 # --- rescore --------------------------------------------------------------------------------
-
-
-def expected_outcome(
-    env: pb.RecordEnvelope, changes: dict[str, bool | int | str]
-) -> tuple[list[list[int]], list[int]]:
-    """Independently: the record with its rules replaced, replayed by records.verify (cut at
-    the hand the new rules no longer deal: the match is over)."""
-    rec = decode_record(env.record)
-    options = options_from_pb(rec.rules.options)
-    options.pop("players", None)
-    rules = make_rules(rec.rules.game, rec.rules.ruleset, options | changes, rec.rules.players)
-    rec.rules.CopyFrom(rules_to_pb(rules))
-    try:
-        match = replay_record(rec, check=False)
-    except RecordError as exc:
-        assert exc.code == "deal:match-over" and exc.hand is not None
-        del rec.hands[exc.hand - 1 :]
-        match = replay_record(rec, check=False)
-    return [list(s) for s in match.scores], list(match.winners)
 
 
 def expected_counts(corpus: list[pb.RecordEnvelope]) -> dict[str, int]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from clients.corpus import make_corpus
 from records.archive import (
     AddTask,
     ArchiveError,
@@ -26,19 +27,23 @@ from records.archive import (
 from records.codec import (
     decode_record,
     encode_file,
-    options_from_pb,
-    rules_to_pb,
     write_envelopes,
 )
 from records.executors import LocalPoolExecutor, SerialExecutor
-from records.verify import replay_record
-from referee.engine import RecordError, make_rules
-from scripts.corpus import make_corpus
 from tapis.v1 import record_pb2 as pb
-from tests.records.test_archive import ROOT, copy_of, rows, tampered, tapis
+from tests.commands import ROOT, tapis
+from tests.records.archives import (
+    CHANGES,
+    SET,
+    archive_of,
+    copy_of,
+    expected_outcome,
+    rows,
+    tampered,
+)
+from tests.records.replaying import replayed_with
 
 N = 30  # Dame de Pique matches, random bots
-SET = ["--set", "moon_mode=subtract_self", "--set", "end_threshold=60"]
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +53,7 @@ def corpus() -> list[pb.RecordEnvelope]:
 
 @pytest.fixture(scope="module")
 def archive(corpus: list[pb.RecordEnvelope], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("scale")
-    write_envelopes(folder / "corpus.tapis", corpus)
-    db = folder / "archive.db"
-    done = tapis("archive", "add", db, folder / "corpus.tapis", "--workers", "2")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0] == f"{N} added, 0 duplicates, 0 refused"
-    return db
+    return archive_of(corpus, tmp_path_factory.mktemp("scale"), "--workers", "2")
 
 
 # --- adding in chunks -----------------------------------------------------------------------
@@ -127,19 +126,8 @@ def test_a_damaged_file_keeps_the_records_before_the_damage(
 def _replayed(env: pb.RecordEnvelope, changes: dict[str, bool | int | str]) -> tuple[bool, bool]:
     """Independently (records.verify's replay): (finished as recorded, finished under the
     changed options)."""
-    rec = decode_record(env.record)
-    options = options_from_pb(rec.rules.options)
-    options.pop("players", None)
-    rules = make_rules(rec.rules.game, rec.rules.ruleset, options | changes, rec.rules.players)
-    was = rec.outcome.finished
-    rec.rules.CopyFrom(rules_to_pb(rules))
-    try:
-        match = replay_record(rec, check=False)
-    except RecordError as exc:
-        assert exc.code == "deal:match-over" and exc.hand is not None
-        del rec.hands[exc.hand - 1 :]
-        match = replay_record(rec, check=False)
-    return was, match.finished
+    was = decode_record(env.record).outcome.finished
+    return was, replayed_with(env, changes).finished
 
 
 def test_rescore_counts_matches_no_longer_finished(
@@ -315,7 +303,7 @@ def test_runs_lists_each_run_and_its_changed_records(archive: Path, tmp_path: Pa
 
 
 def test_query_by_date_played(archive: Path) -> None:
-    """The corpus's match g was played at 2026-01-01 00:00 + g minutes (scripts/corpus.py)."""
+    """The corpus's match g was played at 2026-01-01 00:00 + g minutes (clients/corpus.py)."""
 
     def count(*args: str) -> int:
         done = tapis("archive", "query", archive, *args, "--json")
@@ -337,8 +325,6 @@ def test_query_by_date_played(archive: Path) -> None:
 def test_record_score_under_other_options(corpus: list[pb.RecordEnvelope], tmp_path: Path) -> None:
     """`tapis record score --set`: the same account as an independent replay, and as
     `archive rescore` of the same records."""
-    from tests.records.test_archive import CHANGES, expected_outcome
-
     path = tmp_path / "some.tapis"
     write_envelopes(path, corpus[:8])
     sets = [a for k, v in CHANGES.items() for a in ("--set", f"{k}={v}")]

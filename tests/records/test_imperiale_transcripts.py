@@ -5,8 +5,6 @@ a match won in the middle of a hand; refusals with the hand, the action and the 
 from __future__ import annotations
 
 import copy
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,22 +14,12 @@ from records.render import render_record
 from records.score import score_json
 from records.transcript import import_transcript
 from records.verify import verify_envelope
-from referee.engine import TapisError, TranscriptError, make_rules, new_match
+from referee.engine import TapisError, make_rules, new_match
 from referee.engine.actions import action_to_json
 from referee.engine.cards import card_str, iter_cards
 from referee.engine.imperiale import PACK_36
-
-DATA = Path(__file__).resolve().parents[1] / "data"
-
-
-def load(name: str) -> dict[str, Any]:
-    return json.loads((DATA / f"{name}.json").read_text())
-
-
-def refused(doc: dict[str, Any]) -> str:
-    with pytest.raises(TranscriptError) as exc:
-        import_transcript(doc)
-    return str(exc.value)
+from tests.commands import DATA
+from tests.records.transcripts import load, refused
 
 
 def lines(doc: dict[str, Any], hand: int = 0) -> list[tuple[int, str, int, int, str]]:

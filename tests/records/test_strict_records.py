@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import random
-import resource
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +45,8 @@ from referee.engine.actions import (
 )
 from referee.engine.cards import iter_cards
 from tapis.v1 import record_pb2 as pb
+from tests.commands import DATA
+from tests.commands import tapis as run_tapis
 from tests.records.mutants import (
     MEMORY_LIMIT,
     Wire,
@@ -59,8 +59,6 @@ from tests.records.mutants import (
     verify_in_subprocess,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "tests" / "data"
 MUTANTS = 400  # mutants in the suite; scripts/fuzz_records.py runs as many as asked
 
 
@@ -70,14 +68,9 @@ def records() -> list[tuple[str, bytes]]:
 
 
 @pytest.fixture(scope="module")
-def key() -> Ed25519PrivateKey:
-    return Ed25519PrivateKey.generate()
-
-
-@pytest.fixture(scope="module")
-def key_file(key: Ed25519PrivateKey, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def key_file(signing_key: Ed25519PrivateKey, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("keys") / "referee.pub"
-    path.write_text(public_pem(key.public_key()))
+    path.write_text(public_pem(signing_key.public_key()))
     return path
 
 
@@ -110,7 +103,7 @@ def by_label(records: list[tuple[str, bytes]], prefix: str) -> bytes:
 
 
 def test_every_record_tapis_writes_verifies(
-    records: list[tuple[str, bytes]], key: Ed25519PrivateKey, tmp_path: Path
+    records: list[tuple[str, bytes]], signing_key: Ed25519PrivateKey, tmp_path: Path
 ) -> None:
     """The golden records, and matches of every game and ruleset (finished, resigned,
     stopped in a hand, dealt from a seed); and each after export to JSON and back, export to
@@ -122,11 +115,13 @@ def test_every_record_tapis_writes_verifies(
     envs = []
     for label, data in records:
         assert verify_record(data) == len(decode_record(data).hands), label
-        env = sign(data, key)
+        env = sign(data, signing_key)
         comments = [(1, 1, "a comment")] if decode_record(data).hands[0].actions else []
         env.annotations.CopyFrom(annotate(decode_record(data), comments))
         envs.append(env)
-        assert verify_frame(env.SerializeToString(deterministic=True), [key.public_key()]).ok
+        assert verify_frame(
+            env.SerializeToString(deterministic=True), [signing_key.public_key()]
+        ).ok
         rec = decode_record(data)
         if all(h.scores_after for h in rec.hands):  # every hand over: a transcript holds it
             again = decode_record(
@@ -143,13 +138,13 @@ def test_every_record_tapis_writes_verifies(
     write_envelopes(tmp_path / "all.tapis", envs)
     db = open_archive(tmp_path / "a.db")
     try:
-        report = add_files(db, [tmp_path / "all.tapis"], keys=[key.public_key()])
+        report = add_files(db, [tmp_path / "all.tapis"], keys=[signing_key.public_key()])
         assert (report.added, report.refused, report.untrusted) == (len(envs), [], [])
         exported = list(iter_envelopes(db, archive_module.Selection()))
     finally:
         db.close()
     for frame in exported:
-        assert verify_frame(frame, [key.public_key()]).ok
+        assert verify_frame(frame, [signing_key.public_key()]).ok
 
 
 # --- named hostile records: the faults of the issue and their codes ------------------------
@@ -234,13 +229,13 @@ def test_named_hostile_record(
 
 
 def test_named_hostile_records_in_bounded_memory(
-    records: list[tuple[str, bytes]], key: Ed25519PrivateKey, key_file: Path, tmp_path: Path
+    records: list[tuple[str, bytes]], signing_key: Ed25519PrivateKey, key_file: Path, tmp_path: Path
 ) -> None:
     """The same records, re-signed, verified in a child limited to 1 GiB: a card id of 2^34
     or a retourne of 2^32-1 once made the verifier allocate gigabytes and die."""
     cases = CASES + KIN
     datas = [changed(by_label(records, label), change) for _, label, change, *_ in cases]
-    assert verified(tmp_path, key, key_file, datas) == [code for *_, code, _, _ in cases]
+    assert verified(tmp_path, signing_key, key_file, datas) == [code for *_, code, _, _ in cases]
 
 
 def test_the_first_difference_is_named(records: list[tuple[str, bytes]]) -> None:
@@ -345,14 +340,14 @@ def test_a_card_id_of_2_34_in_a_32_bit_varint_is_not_canonical(
 
 
 def test_mutants_are_refused_or_genuine(
-    records: list[tuple[str, bytes]], key: Ed25519PrivateKey, key_file: Path, tmp_path: Path
+    records: list[tuple[str, bytes]], signing_key: Ed25519PrivateKey, key_file: Path, tmp_path: Path
 ) -> None:
     """A few hundred structured mutations of records of every game and ruleset, re-signed,
     verified in a child limited to 1 GiB of address space: no crash, no `internal`, memory
     bounded; each accepted mutant is one the oracle finds genuine without the verifier."""
     batch = list(mutants(records, MUTANTS, seed=2026))
     path = tmp_path / "mutants.tapis"
-    write_frames(path, frames_of(key, [m for *_, m in batch]))
+    write_frames(path, frames_of(signing_key, [m for *_, m in batch]))
     got = verify_in_subprocess(path, len(batch), key_file)
     assert not got.crashes, got.crashes
     assert got.peak_kb * 1024 < MEMORY_LIMIT // 4, got.peak_kb
@@ -380,21 +375,8 @@ def test_mutants_are_refused_or_genuine(
 
 
 def tapis(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """The command line, in a child limited to 1 GiB (a hostile record cannot take the
-    machine down with it)."""
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-
-    return subprocess.run(
-        [sys.executable, "-m", "clients.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        preexec_fn=limit,
-    )
+    """The command line, in a child limited to 1 GiB."""
+    return run_tapis(*args, memory_limit=MEMORY_LIMIT)
 
 
 def count(db: Path) -> int:
@@ -406,7 +388,7 @@ def count(db: Path) -> int:
 
 
 def test_archive_add_takes_the_good_records_of_a_hostile_file(
-    records: list[tuple[str, bytes]], key: Ed25519PrivateKey, tmp_path: Path
+    records: list[tuple[str, bytes]], signing_key: Ed25519PrivateKey, tmp_path: Path
 ) -> None:
     """Good records mixed with hostile ones (a card id of 2^34, a retourne of 2^32-1, a team
     in Dame de Pique, a non-canonical encoding), all validly signed: exactly the good ones go
@@ -421,7 +403,7 @@ def test_archive_add_takes_the_good_records_of_a_hostile_file(
     mixed = [good[0], hostile[0], good[1], hostile[1], *good[2:5], hostile[2], hostile[3]]
     mixed += good[5:]
     path = tmp_path / "mixed.tapis"
-    write_frames(path, frames_of(key, mixed))
+    write_frames(path, frames_of(signing_key, mixed))
     db = tmp_path / "a.db"
     done = tapis("archive", "add", db, path)
     assert done.returncode == 1, done.stderr
@@ -435,21 +417,21 @@ def test_archive_add_takes_the_good_records_of_a_hostile_file(
 
 
 def test_archive_add_with_trusted_keys(
-    records: list[tuple[str, bytes]], key: Ed25519PrivateKey, key_file: Path, tmp_path: Path
+    records: list[tuple[str, bytes]], signing_key: Ed25519PrivateKey, key_file: Path, tmp_path: Path
 ) -> None:
     """`--key`/`--trusted-keys`: only records signed by one of the keys go in; the unsigned
     ones and those of another key are counted apart; a signature that claims a trusted key
     and does not hold is refused."""
     other = Ed25519PrivateKey.generate()
     datas = [data for _, data in records[:6]]
-    forged = envelope(datas[4], other.sign(datas[4]), key_id(key.public_key()))
+    forged = envelope(datas[4], other.sign(datas[4]), key_id(signing_key.public_key()))
     envs = [
-        sign(datas[0], key),
+        sign(datas[0], signing_key),
         sign(datas[1], other),
         envelope(datas[2]),
-        sign(datas[3], key),
+        sign(datas[3], signing_key),
         forged,
-        sign(datas[5], key),
+        sign(datas[5], signing_key),
     ]
     path = tmp_path / "signed.tapis"
     write_envelopes(path, envs)
@@ -466,7 +448,7 @@ def test_archive_add_with_trusted_keys(
     # A trusted-keys file naming both keys: the other key's record goes in too.
     trusted = tmp_path / "trusted.txt"
     trusted.write_text(
-        f"# Club\n{public_pem(key.public_key())}# Visitor\n{public_pem(other.public_key())}"
+        f"# Club\n{public_pem(signing_key.public_key())}# Visitor\n{public_pem(other.public_key())}"
     )
     done = tapis("archive", "add", db, path, "--trusted-keys", trusted)
     assert done.stdout.splitlines()[0] == (

@@ -14,8 +14,8 @@ from records.codec import decode_record
 from records.score import score_json
 from records.transcript import import_transcript, load_transcript
 from referee.engine import TranscriptError
-
-DATA = Path(__file__).resolve().parents[1] / "data"
+from tests.commands import DATA
+from tests.records.transcripts import refused
 
 
 def dp1() -> dict[str, Any]:
@@ -24,12 +24,6 @@ def dp1() -> dict[str, Any]:
 
 def n1() -> dict[str, Any]:
     return json.loads((DATA / "napoleon-n1.json").read_text())
-
-
-def refused(doc: dict[str, Any]) -> str:
-    with pytest.raises(TranscriptError) as exc:
-        import_transcript(doc)
-    return str(exc.value)
 
 
 def test_dp1_scores() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,23 +17,14 @@ from records.render import render_record
 from records.score import score_json
 from records.transcript import import_transcript
 from records.verify import verify_envelope
-from referee.engine import TranscriptError, make_rules, new_match
+from referee.engine import make_rules, new_match
 from referee.engine.actions import action_to_json, encode
 from referee.engine.cards import card_str, iter_cards, parse_card
 from referee.engine.triomphe import PACK, TriompheMatch
+from tests.commands import DATA
+from tests.records.transcripts import load, refused
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDEN = ("triomphe-tr2", "triomphe-as-qui-pille")
-
-
-def load(name: str) -> dict[str, Any]:
-    return json.loads((DATA / f"{name}.json").read_text())
-
-
-def refused(doc: dict[str, Any]) -> str:
-    with pytest.raises(TranscriptError) as exc:
-        import_transcript(doc)
-    return str(exc.value)
 
 
 # --- example TR-2 -------------------------------------------------------------------------

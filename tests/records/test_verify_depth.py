@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clients.corpus import make_corpus
 from records.codec import MAGIC, encode_file, envelope
 from records.signing import (
     KeyFileError,
@@ -34,7 +35,6 @@ from records.verify import (
     verify_file,
     verify_frame,
 )
-from scripts.corpus import make_corpus
 from tapis.v1 import record_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,16 +50,11 @@ CORPUS = (
 
 
 @pytest.fixture(scope="module")
-def referee_key() -> Ed25519PrivateKey:
-    return Ed25519PrivateKey.generate()
-
-
-@pytest.fixture(scope="module")
-def signed_envelopes(referee_key: Ed25519PrivateKey) -> list[pb.RecordEnvelope]:
+def signed_envelopes(signing_key: Ed25519PrivateKey) -> list[pb.RecordEnvelope]:
     out = []
     for game, options, players in CORPUS:
         (env,) = make_corpus(game, 1, seed="depth", kind="random", options=options, players=players)
-        out.append(sign(env.record, referee_key))
+        out.append(sign(env.record, signing_key))
     return out
 
 
@@ -85,9 +80,9 @@ def results(data: bytes, keys: object = ()) -> list[tuple[int | None, VerifyResu
 
 
 def test_signed_file_verifies_and_names_its_signer(
-    signed_file: bytes, referee_key: Ed25519PrivateKey
+    signed_file: bytes, signing_key: Ed25519PrivateKey
 ) -> None:
-    pub = referee_key.public_key()
+    pub = signing_key.public_key()
     got = results(signed_file, [TrustedKey.from_key(pub, "club referee")])
     assert [i for i, _ in got] == [1, 2, 3, 4]
     for _, r in got:
@@ -105,9 +100,9 @@ def _code(env: pb.RecordEnvelope, keys: object = ()) -> tuple[str | None, str]:
 
 
 def test_signature_codes(
-    signed_envelopes: list[pb.RecordEnvelope], referee_key: Ed25519PrivateKey
+    signed_envelopes: list[pb.RecordEnvelope], signing_key: Ed25519PrivateKey
 ) -> None:
-    pub = referee_key.public_key()
+    pub = signing_key.public_key()
     other = Ed25519PrivateKey.generate()
     env = signed_envelopes[0]
     unsigned = envelope(env.record)
@@ -130,7 +125,7 @@ def test_signature_codes(
     # A signed record must still replay: a valid signature over a tampered record.
     rec = pb.GameRecord.FromString(env.record)
     rec.outcome.scores[0].points += 1
-    bad = sign(rec.SerializeToString(deterministic=True), referee_key)
+    bad = sign(rec.SerializeToString(deterministic=True), signing_key)
     r = verify_envelope(bad, [pub])
     assert r.error is not None and r.error.code == "outcome" and r.signature == "valid"
     # Without keys, only the form of a signature is checked.
@@ -147,9 +142,9 @@ def test_signature_codes(
 
 
 def test_envelope_unknown_field_and_noncanonical_form(
-    signed_envelopes: list[pb.RecordEnvelope], referee_key: Ed25519PrivateKey
+    signed_envelopes: list[pb.RecordEnvelope], signing_key: Ed25519PrivateKey
 ) -> None:
-    keys = [referee_key.public_key()]
+    keys = [signing_key.public_key()]
     frame = signed_envelopes[1].SerializeToString(deterministic=True)
     assert verify_frame(frame, keys).ok
     unknown = frame + b"\x28\x01"  # field 5, varint 1
@@ -198,8 +193,8 @@ def test_file_problems_are_results_after_the_records_before_them(
     assert "missing.tapis" in r.error.message
 
 
-def test_result_json_shape(signed_file: bytes, referee_key: Ed25519PrivateKey) -> None:
-    keys = [TrustedKey.from_key(referee_key.public_key(), "club")]
+def test_result_json_shape(signed_file: bytes, signing_key: Ed25519PrivateKey) -> None:
+    keys = [TrustedKey.from_key(signing_key.public_key(), "club")]
     for index, r in results(signed_file[:-3], keys):
         doc = json.loads(json.dumps(result_json("games.tapis", index, r)))
         assert set(doc) == {
@@ -246,11 +241,11 @@ def _assert_reported(data: bytes, keys: object, what: str) -> list[tuple[int | N
 
 
 def test_every_byte_flip_of_a_signed_file_is_reported(
-    signed_file: bytes, referee_key: Ed25519PrivateKey
+    signed_file: bytes, signing_key: Ed25519PrivateKey
 ) -> None:
     """Each byte of a signed record file of four games, flipped two ways (XOR 0xFF and 0x01):
     the verifier, given the key, never raises and never reports every record valid."""
-    keys = [referee_key.public_key()]
+    keys = [signing_key.public_key()]
     assert all(r.ok for _, r in results(signed_file, keys))
     codes: set[str] = set()
     for i in range(len(signed_file)):
@@ -270,12 +265,12 @@ def test_every_byte_flip_of_a_signed_file_is_reported(
 
 
 def test_every_cut_of_a_signed_file_is_reported(
-    signed_file: bytes, referee_key: Ed25519PrivateKey
+    signed_file: bytes, signing_key: Ed25519PrivateKey
 ) -> None:
     """Each truncation: the records before the cut are reported valid, and a cut inside a
     record is reported. A cut exactly between two records leaves a whole (shorter) record
     file, which the format cannot tell apart: its records are all valid."""
-    keys = [referee_key.public_key()]
+    keys = [signing_key.public_key()]
     ends = _frame_ends(signed_file)
     for cut in range(len(signed_file)):
         data = signed_file[:cut]
@@ -298,7 +293,7 @@ def test_every_cut_of_a_signed_file_is_reported(
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.data())
 def test_mutated_files_stream_well_formed_results(
-    signed_file: bytes, referee_key: Ed25519PrivateKey, data: st.DataObject
+    signed_file: bytes, signing_key: Ed25519PrivateKey, data: st.DataObject
 ) -> None:
     blob = bytearray(signed_file)
     for _ in range(data.draw(st.integers(0, 6))):
@@ -309,7 +304,7 @@ def test_mutated_files_stream_well_formed_results(
         at = data.draw(st.integers(len(MAGIC), len(blob)))
         blob[at:at] = data.draw(st.binary(max_size=40))
     blob = blob[: data.draw(st.integers(0, len(blob)))]
-    keys = data.draw(st.sampled_from([(), (referee_key.public_key(),)]))
+    keys = data.draw(st.sampled_from([(), (signing_key.public_key(),)]))
     last = 0
     for index, r in verify_data(bytes(blob), "fuzz", keys):
         doc = json.loads(json.dumps(result_json("fuzz", index, r)))

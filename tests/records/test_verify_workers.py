@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from clients.corpus import make_corpus
 from records.codec import MAGIC, decode_record, encode_file, envelope, iter_frames
 from records.signing import TrustedKey, public_pem, sign
 from records.verify import (
@@ -30,11 +31,10 @@ from records.verify import (
     verify_files,
     verify_task,
 )
-from scripts.corpus import make_corpus
 from tapis.v1 import record_pb2 as pb
-from tests.records.test_archive import tapis as archive_tapis
+from tests.commands import ROOT
+from tests.commands import tapis as archive_tapis
 
-ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 7  # records per task: many chunks in flight
 
 

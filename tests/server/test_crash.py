@@ -4,17 +4,10 @@ and every game still finishes with a record that verifies."""
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from records.codec import decode_record
 from records.signing import load_public_key
@@ -23,67 +16,7 @@ from referee.engine import GAMES
 from tapis.v1 import record_pb2
 from tapis.v1 import referee_pb2 as pb
 from tapis.v1 import referee_pb2_grpc as rpc
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """`tapis serve` as a real subprocess."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.port = free_port()
-        self.tmp = tmp
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        cmd = [sys.executable, "-m", "clients.cli", "serve", "--listen",
-               f"127.0.0.1:{self.port}", "--db", str(self.tmp / "t.db"),
-               "--key", str(self.tmp / "k.key")]  # fmt: skip
-        with (self.tmp / f"server-{self.starts}.log").open("wb") as log:
-            self.proc = subprocess.Popen(
-                cmd,
-                cwd=ROOT,
-                stdout=log,
-                stderr=log,
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
-            )
-        self.starts += 1
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def terminate(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(20)
-
-    async def serving(self, channel: grpc.aio.Channel) -> None:
-        health = health_pb2_grpc.HealthStub(channel)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                reply = await health.Check(
-                    health_pb2.HealthCheckRequest(service="tapis.v1.RefereeService"), timeout=1
-                )
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.aio.AioRpcError:
-                pass
-            await asyncio.sleep(0.05)
-        raise AssertionError("the referee did not come back")
-
-
-def auth(token: str) -> tuple[tuple[str, str], ...]:
-    return (("authorization", f"Bearer {token}"),)
+from tests.server.util import Server, auth
 
 
 def test_sigkill_at_random_points_loses_no_acknowledged_action(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ import json
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 from tapis.v1 import referee_pb2_grpc as rpc
 
-from .util import auth, new_table, play_random, run
+from .util import auth, free_port, new_table, play_random, run
 
 METHODS = [m.name for m in pb.DESCRIPTOR.services_by_name["RefereeService"].methods]
 
@@ -280,7 +279,7 @@ def test_requests_during_the_reload_are_unavailable(
 
     monkeypatch.setattr(tables.Referee, "_reload", slow_reload)
 
-    port = _free_port()
+    port = free_port()
 
     async def main() -> None:
         starting = asyncio.create_task(
@@ -307,12 +306,6 @@ def test_requests_during_the_reload_are_unavailable(
                 await server.stop(0)
 
     asyncio.run(main())
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_one_referee_per_store_and_per_port(tmp_path: Path) -> None:
@@ -555,7 +548,7 @@ def test_tapis_serve_refuses_a_second_referee_a_used_port_and_a_bad_address(
     tmp_path: Path,
 ) -> None:
     root = Path(__file__).resolve().parents[2]
-    port = _free_port()
+    port = free_port()
 
     def serve(*args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
@@ -572,7 +565,7 @@ def test_tapis_serve_refuses_a_second_referee_a_used_port_and_a_bad_address(
         assert first.stdout is not None
         assert "listening" in first.stdout.readline()
         for args, said in [
-            (("--listen", f"127.0.0.1:{_free_port()}"), "in use by another referee"),
+            (("--listen", f"127.0.0.1:{free_port()}"), "in use by another referee"),
             (("--listen", f"127.0.0.1:{port}", "--db", "other.db"), "cannot listen"),
             (("--listen", "nonsense", "--db", "x.db", "--key", "x.key"), "cannot listen"),
         ]:

@@ -1,32 +1,111 @@
-"""Helpers of the referee tests: a real referee on a free port, tables, random play."""
+"""Helpers of the referee tests: a real referee on a free port (in the test's event loop, or
+`tapis serve` as a subprocess), tables, random play."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
-from collections.abc import Awaitable, Callable
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from clients.sdk import option_messages
-from referee.server.app import Limits, create_server
+from referee.server.app import Limits, RunningServer, create_server
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 from tapis.v1 import referee_pb2_grpc as rpc
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """`tapis serve` as a real subprocess."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.port = free_port()
+        self.tmp = tmp
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        cmd = [sys.executable, "-m", "clients.cli", "serve", "--listen",
+               f"127.0.0.1:{self.port}", "--db", str(self.tmp / "t.db"),
+               "--key", str(self.tmp / "k.key")]  # fmt: skip
+        with (self.tmp / f"server-{self.starts}.log").open("wb") as log:
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                stdout=log,
+                stderr=log,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+        self.starts += 1
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(20)
+
+    async def serving(self, channel: grpc.aio.Channel) -> None:
+        health = health_pb2_grpc.HealthStub(channel)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                reply = await health.Check(
+                    health_pb2.HealthCheckRequest(service="tapis.v1.RefereeService"), timeout=1
+                )
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.aio.AioRpcError:
+                pass
+            await asyncio.sleep(0.05)
+        raise AssertionError("the referee did not come back")
+
+
+@asynccontextmanager
+async def referee(
+    tmp_path: Path, port: int = 0, limits: Limits | None = None
+) -> AsyncIterator[RunningServer]:
+    """A referee in this event loop, its store and key in `tmp_path` (port 0: a free one)."""
+    server = await create_server(
+        f"127.0.0.1:{port}", tmp_path / "t.db", tmp_path / "k.key", limits or Limits()
+    )
+    try:
+        yield server
+    finally:
+        await server.stop(0)
+
 
 def run(coro_fn: Callable[..., Awaitable[Any]], tmp_path: Path, **limits: Any) -> Any:
+    """`coro_fn(server, stub, channel)` against a referee with these limits."""
+
     async def main() -> Any:
-        server = await create_server(
-            "127.0.0.1:0", tmp_path / "t.db", tmp_path / "k.key", Limits(**limits)
-        )
-        try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-                return await coro_fn(server, rpc.RefereeServiceStub(channel), channel)
-        finally:
-            await server.stop(0)
+        async with (
+            referee(tmp_path, limits=Limits(**limits)) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            return await coro_fn(server, rpc.RefereeServiceStub(channel), channel)
 
     return asyncio.run(main())
 

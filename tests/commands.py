@@ -1,0 +1,34 @@
+"""The `tapis` command line as the tests run it: a child process of this Python, on the
+working tree, with nothing of the caller's environment but what it is given."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+
+
+def tapis(
+    *args: str | Path, cwd: Path | None = None, memory_limit: int | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run `tapis ARGS...` (text output captured, two minutes at most); `memory_limit`
+    bounds the child's address space in bytes (a hostile record cannot take the machine down
+    with it); `env` adds environment variables."""
+
+    def limit() -> None:
+        assert memory_limit is not None
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+
+    return subprocess.run(
+        [sys.executable, "-m", "clients.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **env},
+        preexec_fn=None if memory_limit is None else limit,
+    )
