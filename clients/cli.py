@@ -47,7 +47,6 @@ from records.codec import (
     decode_record,
     envelope,
     read_envelopes,
-    score_from_pb,
     write_envelopes,
 )
 from records.executors import make_executor
@@ -58,7 +57,8 @@ from records.export import (
     transcript_text,
 )
 from records.render import render_record
-from records.score import diff_text, first_diff, replay_changed, score_json, score_sheet
+from records.rescore import changes_text, rescored
+from records.score import replay_changed, score_json, score_sheet
 from records.signing import (
     key_id,
     load_or_create_private_key,
@@ -76,7 +76,7 @@ from records.verify import (
     verify_envelope,
     verify_files,
 )
-from referee.engine import Match, RecordError, TapisError, find_game
+from referee.engine import RecordError, TapisError
 from referee.engine.errors import quoted
 from tapis.v1 import record_pb2 as pb
 
@@ -150,9 +150,10 @@ def _where(path: str, index: int, count: int) -> str:
 
 def _rescored(
     rec: pb.GameRecord, changes: dict[str, bool | int | str]
-) -> tuple[pb.GameRecord, Match]:
+) -> tuple[pb.GameRecord, str]:
     """The record as its match goes under the changed options (the same deals and actions;
-    unsigned), and that match; `NotReplayable` when the new rules refuse them."""
+    unsigned), and the report of what changes (records/rescore.py); `NotReplayable` when the
+    new rules refuse them."""
     match = replay_changed(rec, changes)
     p = rec.provenance
     new = build_record(
@@ -162,26 +163,7 @@ def _rescored(
         [list(h.deal.deck) or None for h in rec.hands],
         rec.deal_source if rec.HasField("deal_source") else None,
     )
-    return new, match
-
-
-def _changes_text(rec: pb.GameRecord, new: pb.GameRecord, match: Match) -> str:
-    """What the changed options changed, for a person."""
-    units = find_game(rec.rules.game).units
-    names = [s.name for s in rec.seats]
-    old_scores = [list(score_from_pb(units, s)) for s in rec.outcome.scores]
-    new_scores = [list(score_from_pb(units, s)) for s in new.outcome.scores]
-    parts = [f"scores {old_scores} -> {new_scores}" if old_scores != new_scores else "same scores"]
-    if list(rec.outcome.winners) != list(new.outcome.winners):
-        won = [[names[w] for w in o.winners] for o in (rec.outcome, new.outcome)]
-        parts.append(f"winners {won[0]} -> {won[1]}")
-    if rec.outcome.finished != new.outcome.finished:
-        parts.append("no longer finished" if rec.outcome.finished else "now finished")
-    diff = first_diff(units, rec, [r.lines for r in match.results])
-    if diff is None and len(parts) == 1 and old_scores == new_scores:
-        return "compared with the record: nothing changes"
-    parts.append("first differing line: " + diff_text(diff))
-    return "compared with the record: " + "; ".join(parts)
+    return new, changes_text(rescored("", rec, match), [s.name for s in rec.seats])
 
 
 def cmd_score(args: argparse.Namespace) -> int:
@@ -203,7 +185,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         try:
             rec = decode_record(env.record)
             match_for_record(rec)  # every field fits its game before anything is shown
-            shown, match = _rescored(rec, changes) if changes else (rec, None)
+            shown, report = _rescored(rec, changes) if changes else (rec, None)
         except TapisError as exc:  # RecordError, NotReplayable
             _err(f"{where}: {exc}")
             status = 1
@@ -214,8 +196,8 @@ def cmd_score(args: argparse.Namespace) -> int:
             if len(loaded) > 1 or changes:
                 print(f"== {where}" + (f" under {under}" if changes else ""))
             print(score_sheet(shown))
-            if match is not None:
-                print(_changes_text(rec, shown, match))
+            if report is not None:
+                print(report)
     return status
 
 

@@ -41,10 +41,9 @@ from records.codec import (
     decode_record,
     file_chunks,
     options_from_pb,
-    score_from_pb,
 )
 from records.executors import Executor, SerialExecutor, make_executor, map_in_order
-from records.score import NotReplayable, first_diff, replay_changed
+from records.rescore import Rescored, RescoreSummary, record_scores, rescore_record
 from records.signing import TrustedKey
 from records.verify import (
     Keys,
@@ -204,11 +203,6 @@ _INSERT_RECORD = (
 )
 
 
-def _scores(rec: pb.GameRecord) -> list[list[int]]:
-    units = find_game(rec.rules.game).units
-    return [list(score_from_pb(units, s)) for s in rec.outcome.scores]
-
-
 def _summary(rid: str, rec: pb.GameRecord, env_bytes: bytes, added_at: str) -> tuple[Any, ...]:
     """A `records` row, in the order of `_COLUMNS`."""
     return (
@@ -221,7 +215,7 @@ def _summary(rid: str, rec: pb.GameRecord, env_bytes: bytes, added_at: str) -> t
         len(rec.hands),
         int(rec.outcome.finished),
         _json(list(rec.outcome.winners)),
-        _json(_scores(rec)),
+        _json(record_scores(rec)),
         rec.provenance.source,
         rec.provenance.played_at,
         added_at,
@@ -565,67 +559,7 @@ def find_record(db: sqlite_utils.Database, prefix: str) -> tuple[str, pb.RecordE
     return rows[0][0], pb.RecordEnvelope.FromString(rows[0][1])
 
 
-# --- re-scoring one record ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Rescored:
-    record_id: str
-    status: str  # "ok" or "not-replayable"
-    rule: str  # the rule that refused the replay (not-replayable)
-    detail: str
-    old_scores: list[list[int]]
-    new_scores: list[list[int]] | None
-    old_winners: list[int]
-    new_winners: list[int] | None
-    first_diff: dict[str, Any] | None  # the first score line that differs
-    old_finished: bool = True
-    new_finished: bool | None = None
-
-
-def rescore_record(rid: str, rec: pb.GameRecord, changes: Mapping[str, Option]) -> Rescored:
-    """Replay `rec` with its options changed by `changes`, hand by hand with the recorded deals
-    and actions, stopping when the match ends; never raises for a record that does not fit."""
-    spec = find_game(rec.rules.game)
-    units = spec.units
-    old_scores = _scores(rec)
-    old_winners = list(rec.outcome.winners)
-    old_finished = rec.outcome.finished
-
-    def refused(rule: str, detail: str) -> Rescored:
-        return Rescored(
-            rid,
-            "not-replayable",
-            rule,
-            detail,
-            old_scores,
-            None,
-            old_winners,
-            None,
-            None,
-            old_finished,
-        )
-
-    try:
-        match = replay_changed(rec, changes)
-    except NotReplayable as exc:
-        return refused(exc.rule, exc.detail)
-    new_scores = [list(s) for s in match.scores]
-    new_winners = list(match.winners)
-    diff = first_diff(units, rec, [r.lines for r in match.results])
-    return Rescored(
-        rid,
-        "ok",
-        "",
-        "",
-        old_scores,
-        new_scores,
-        old_winners,
-        new_winners,
-        diff,
-        old_finished,
-        match.finished,
-    )
+# --- re-scoring one record (records/rescore.py) -----------------------------------------
 
 
 def _result_row(run_id: int, r: Rescored) -> tuple[Any, ...]:
@@ -694,42 +628,6 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
 
 
 # --- re-scoring the archive -----------------------------------------------------------------
-
-
-@dataclass
-class RescoreSummary:
-    run_id: int
-    options: dict[str, Option]
-    game: str
-    total: int
-    scored: int
-    not_replayable: int
-    scores_changed: int
-    winners_changed: int
-    no_longer_finished: int  # finished as recorded, unfinished under the new options
-    now_finished: int  # unfinished as recorded, finished under the new options
-    resumed: int  # records already done by an earlier, interrupted call
-    finished: bool
-    samples: list[dict[str, Any]]  # up to 5 changed records and their first differing line
-    refusals: dict[str, int]  # not replayable, by rule
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "options": self.options,
-            "game": self.game,
-            "total": self.total,
-            "scored": self.scored,
-            "not_replayable": self.not_replayable,
-            "scores_changed": self.scores_changed,
-            "winners_changed": self.winners_changed,
-            "no_longer_finished": self.no_longer_finished,
-            "now_finished": self.now_finished,
-            "resumed": self.resumed,
-            "finished": self.finished,
-            "samples": self.samples,
-            "refusals": self.refusals,
-        }
 
 
 def _run_for(db: sqlite_utils.Database, options: str, game: str) -> tuple[int, bool]:
