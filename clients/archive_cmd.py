@@ -1,4 +1,4 @@
-"""`tapis archive ...`: records in one SQLite file (records/archive.py).
+"""`tapis archive ...`: records in one SQLite file (records/archive/).
 
     tapis archive add DB FILES... [--key KEY ...] [--trusted-keys FILE ...] [--workers N]
     tapis archive query DB [--game G] [--ruleset R] [--player NAME] [--since DATE]
