@@ -1,4 +1,4 @@
-"""`tapis archive`: add, query, show, rescore (records/archive/), on real SQLite files and
+"""`tapis archive`: add, query, show, rescore (records/archive.py), on real SQLite files and
 through the real command line (subprocesses)."""
 
 from __future__ import annotations
