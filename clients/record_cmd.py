@@ -21,7 +21,6 @@ import argparse
 import itertools
 import json
 import operator
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -54,7 +53,6 @@ from records.score import replay_changed, score_json, score_sheet
 from records.signing import key_id, load_private_key, sign
 from records.transcript import import_transcript, load_transcript
 from records.verify import (
-    VERIFY_CHUNK,
     VerifyResult,
     result_json,
     verify_envelope,
@@ -233,18 +231,15 @@ def _is_file_error(result: VerifyResult) -> bool:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify every record of the files, here or with `--workers N` on a local process pool
-    (the same output either way, in file and record order). A test may set
-    TAPIS_VERIFY_CHUNK=N, the records per task (default `VERIFY_CHUNK`)."""
-
+    (the same output either way, in file and record order)."""
     try:
         keys = keys_given(args)
     except TapisError as exc:
         _err(str(exc))
         return 2
-    chunk = max(1, int(os.environ.get("TAPIS_VERIFY_CHUNK") or VERIFY_CHUNK))
     tally = _VerifyTally()
     t0 = time.perf_counter()
-    results = verify_files(args.records, keys, make_executor("local", args.workers), chunk)
+    results = verify_files(args.records, keys, make_executor("local", args.workers))
     try:
         for file, found in itertools.groupby(results, key=operator.itemgetter(0)):
             path = args.records[file]

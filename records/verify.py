@@ -325,13 +325,15 @@ def verify_files(
     paths: Iterable[str | Path],
     keys: Keys = (),
     executor: Executor | None = None,
-    chunk: int = VERIFY_CHUNK,
+    chunk: int | None = None,
 ) -> Generator[tuple[int, int | None, VerifyResult], None, None]:
     """(file, index, result) per record of each record file, `file` being its position in
     `paths`: the results of `verify_file`, file after file, in that order. The records are
-    verified in chunks of `chunk`, tasks of `executor` (default: here, one after another),
-    the results given in the order of the tasks (`map_in_order`)."""
+    verified in chunks of `chunk` (default `VERIFY_CHUNK`), tasks of `executor` (default:
+    here, one after another), the results given in the order of the tasks
+    (`map_in_order`)."""
     ring = tuple(keyring(keys).values())
+    size = max(1, chunk or VERIFY_CHUNK)
 
     def tasks() -> Iterator[VerifyTask]:
         # Pulled by the executor as it has room; a file problem is a task too, in its place.
@@ -339,7 +341,7 @@ def verify_files(
             name = str(Path(path))
             index = 1  # the next record
             try:
-                for first, frames in file_chunks(path, chunk):
+                for first, frames in file_chunks(path, size):
                     index = first + len(frames)
                     yield VerifyTask(file, name, first, frames, ring)
             except RecordFileError as exc:

@@ -6,14 +6,14 @@ One module per concern, their public names importable from here:
 - `add`: `add_files`, `add_envelopes`: records verified, then stored in chunks
   (`AddTask`/`check_task`, run by an executor);
 - `query`: `Selection`, `query_records`, `iter_envelopes`, `find_record`;
-- `rescore`: `rescore` of a whole archive in shards (`Shard`/`run_shard`), continued when
+- `rescoring`: `rescore` of a whole archive in shards (`Shard`/`run_shard`), continued when
   interrupted (one record's report is records/rescore.py's `rescore_record`);
 - `summary`: the counts of a run, `list_runs`, `run_results`.
 """
 
 from records.archive.add import ADD_CHUNK, AddReport, AddTask, add_envelopes, add_files, check_task
 from records.archive.query import Selection, find_record, iter_envelopes, query_records
-from records.archive.rescore import Shard, check_changes, rescore, run_shard
+from records.archive.rescoring import Shard, check_changes, rescore, run_shard
 from records.archive.schema import ArchiveError, Option, open_archive
 from records.archive.summary import list_runs, run_results
 from records.rescore import RescoreSummary, rescore_record

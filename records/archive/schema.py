@@ -4,7 +4,7 @@ every part of the archive writes with.
 - Table `records`: one row per record, summary columns plus the envelope bytes; table
   `record_players` (record_id, seat, name) to find a player's records.
 - Tables `rescore_runs` and `rescore_results`: the re-scoring runs and their per-record
-  results (records/archive/rescore.py).
+  results (records/archive/rescoring.py).
 
 Scores are stored as JSON lists, one list per seat of the game's units (`[[26], [0], ...]`).
 """

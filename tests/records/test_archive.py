@@ -35,15 +35,35 @@ SET = ["--set", "moon_mode=subtract_self", "--set", "end_threshold=60"]
 N = 24  # Dame de Pique matches in the corpus (about 10 hands each)
 
 
-def tapis(*args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
+def tapis(*args: str | Path, setup: str = "") -> subprocess.CompletedProcess[str]:
+    """The command line in a child; `setup`: Python run in the child before it (to inject)."""
     return subprocess.run(
-        [sys.executable, "-m", "clients.cli", *map(str, args)],
+        cli_command(setup, *args),
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **env},
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
+
+
+def cli_command(setup: str, *args: str | Path) -> list[str]:
+    """The child's command: `tapis ARGS...`, after `setup` if any."""
+    if not setup:
+        return [sys.executable, "-m", "clients.cli", *map(str, args)]
+    main = "import sys\nfrom clients.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    return [sys.executable, "-c", setup + "\n" + main, *map(str, args)]
+
+
+# Injected in a child: `archive rescore` stops (as Ctrl-C would) once its first shard is stored.
+STOP_AFTER_ONE_SHARD = """
+import records.archive.rescoring as rescoring
+store = rescoring.store_shard
+def store_then_stop(db, rows):
+    store(db, rows)
+    raise KeyboardInterrupt
+rescoring.store_shard = store_then_stop
+"""
 
 
 @pytest.fixture(scope="module")
@@ -311,7 +331,7 @@ def test_interrupted_rescore_continues(
 ) -> None:
     db = copy_of(archive, tmp_path)
     stopped = tapis(
-        "archive", "rescore", db, *SET, "--workers", workers, TAPIS_RESCORE_STOP_AFTER="1"
+        "archive", "rescore", db, *SET, "--workers", workers, setup=STOP_AFTER_ONE_SHARD
     )
     assert stopped.returncode == 130
     assert "run the same command to continue" in stopped.stderr

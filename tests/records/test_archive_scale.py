@@ -35,7 +35,14 @@ from records.verify import replay_record
 from referee.engine import RecordError, make_rules
 from scripts.corpus import make_corpus
 from tapis.v1 import record_pb2 as pb
-from tests.records.test_archive import ROOT, copy_of, rows, tampered, tapis
+from tests.records.test_archive import (
+    ROOT,
+    STOP_AFTER_ONE_SHARD,
+    copy_of,
+    rows,
+    tampered,
+    tapis,
+)
 
 N = 30  # Dame de Pique matches, random bots
 SET = ["--set", "moon_mode=subtract_self", "--set", "end_threshold=60"]
@@ -255,7 +262,7 @@ def test_dask_rescore_equals_the_local_pool(archive: Path, scheduler: str, tmp_p
 def test_interrupted_dask_rescore_continues(archive: Path, scheduler: str, tmp_path: Path) -> None:
     db = copy_of(archive, tmp_path)
     dask = ("--engine", "dask", "--scheduler", scheduler)
-    stopped = tapis("archive", "rescore", db, *SET, *dask, TAPIS_RESCORE_STOP_AFTER="1")
+    stopped = tapis("archive", "rescore", db, *SET, *dask, setup=STOP_AFTER_ONE_SHARD)
     assert stopped.returncode == 130, stopped.stderr
     assert rows(db, "PRAGMA integrity_check") == [("ok",)]
     ((run_id, finished),) = rows(db, "SELECT run_id, finished_at FROM rescore_runs")

@@ -9,7 +9,6 @@ own transaction. An interrupted run is continued by the same call.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from records.rescore import Rescored, RescoreSummary, rescore_record
 from referee.engine import RulesError, find_game, make_rules
 from tapis.v1 import record_pb2 as pb
 
-__all__ = ["Shard", "check_changes", "rescore", "run_shard"]
+__all__ = ["Shard", "check_changes", "rescore", "run_shard", "store_shard"]
 
 
 def _result_row(run_id: int, r: Rescored) -> tuple[Any, ...]:
@@ -110,7 +109,8 @@ def _run_for(db: sqlite_utils.Database, options: str, game: str) -> tuple[int, b
     return int(cur.lastrowid), False
 
 
-def _store(db: sqlite_utils.Database, rows: Sequence[tuple[Any, ...]]) -> None:
+def store_shard(db: sqlite_utils.Database, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Store a shard's `rescore_results` rows, in one transaction."""
     with db.atomic():
         db.conn.executemany(
             "INSERT OR REPLACE INTO rescore_results (run_id, record_id, status, rule, detail, "
@@ -152,8 +152,7 @@ def rescore(
 ) -> RescoreSummary:
     """Re-score the selected records with `changes` applied to their options. Continues the
     unfinished run with the same options and selection, if any. `progress(done, total)` is
-    called after each stored shard. A test may set TAPIS_RESCORE_STOP_AFTER=N to stop (as
-    Ctrl-C would) after N shards are stored."""
+    called after each stored shard."""
     db = open_archive(db_path, create=False)
     try:
         game_name = ""
@@ -184,22 +183,17 @@ def rescore(
             size,
             lambda lo, hi: Shard(path, run_id, lo, hi, game_name, frozen),
         )
-        stop_after = int(os.environ.get("TAPIS_RESCORE_STOP_AFTER", "0") or 0)
         executor = executor or make_executor("local", workers)
         done = resumed
-        stored = 0
         if progress is not None:
             progress(done, total)
         results_of = executor.map_tasks(run_shard, shards)
         try:
             for _, results in results_of:
-                _store(db, results)  # one transaction per shard
+                store_shard(db, results)  # one transaction per shard
                 done += len(results)
-                stored += 1
                 if progress is not None:
                     progress(done, total)
-                if stop_after and stored >= stop_after:
-                    raise KeyboardInterrupt
         finally:
             close = getattr(results_of, "close", None)
             if close is not None:
