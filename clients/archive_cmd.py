@@ -1,4 +1,4 @@
-"""`tapis archive ...`: records in one SQLite file (records/archive.py).
+"""`tapis archive ...`: records in one SQLite file (records/archive/).
 
     tapis archive add DB FILES... [--key KEY ...] [--trusted-keys FILE ...] [--workers N]
     tapis archive query DB [--game G] [--ruleset R] [--player NAME] [--since DATE]
@@ -28,7 +28,6 @@ from typing import Any
 from records.archive import (
     ArchiveError,
     Option,
-    RescoreSummary,
     Selection,
     add_files,
     find_record,
@@ -42,7 +41,8 @@ from records.archive import (
 from records.codec import decode_record, write_frames
 from records.executors import make_executor
 from records.render import render_record
-from records.score import diff_text, text_table
+from records.rescore import Rescored, result_text, runs_text, summary_text
+from records.score import text_table
 from records.signing import TrustedKey, load_keys
 from referee.engine import TapisError
 
@@ -196,44 +196,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _opts(options: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
-
-
-def _runs_text(runs: list[dict[str, Any]]) -> str:
-    lines = []
-    for r in runs:
-        state = f"finished {r['finished_at']}" if r["finished_at"] else "interrupted"
-        game = f", game {r['game']}" if r["game"] else ""
-        lines.append(
-            f"run {r['run_id']} ({_opts(r['options'])}{game}): started {r['started_at']}, "
-            f"{state}; {r['total']} records, {r['scored']} scored, {r['not_replayable']} not "
-            f"replayable, {r['scores_changed']} scores changed, {r['winners_changed']} winners "
-            f"changed, {r['no_longer_finished']} no longer finished, {r['now_finished']} now "
-            "finished"
-        )
-    return "\n".join(lines) or "no re-scoring runs"
-
-
-def _result_text(r: dict[str, Any]) -> str:
-    head = f"{r['record_id'][:12]}: "
-    if r["status"] != "ok":
-        return head + f"not replayable [{r['rule']}] {r['detail']}"
-    text = head + f"{r['old_scores']} -> {r['new_scores']}"
-    if r["new_winners"] != r["old_winners"]:
-        text += f"; winners {r['old_winners']} -> {r['new_winners']}"
-    if r["new_finished"] != r["old_finished"]:
-        text += "; no longer finished" if r["old_finished"] else "; now finished"
-    return text + f"; first differing line: {diff_text(r['first_diff'])}"
-
-
 def cmd_runs(args: argparse.Namespace) -> int:
     try:
         db = open_archive(args.db, create=False)
         try:
             if args.run_id is None:
                 runs = list_runs(db)
-                print("\n".join(_dumps(r) for r in runs) if args.json else _runs_text(runs))
+                print("\n".join(_dumps(r) for r in runs) if args.json else runs_text(runs))
                 return 0
             run, results = run_results(db, args.run_id, args.changed, args.limit)
         finally:
@@ -245,9 +214,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
         for r in results:
             print(_dumps(r))
     else:
-        print(_runs_text([run]))
+        print(runs_text([run]))
         for r in results:
-            print("  " + _result_text(r))
+            print("  " + result_text(Rescored(**r)))
     return 0
 
 
@@ -255,36 +224,6 @@ def _parse_set(text: str) -> tuple[str, Option]:
     from clients.play import parse_option
 
     return parse_option(text)
-
-
-def _summary_text(s: RescoreSummary, elapsed: float) -> str:
-    opts = _opts(s.options)
-    rate = (s.total - s.resumed) / elapsed if elapsed > 0 else 0.0
-    lines = [
-        f"run {s.run_id} ({opts}{', game ' + s.game if s.game else ''}): {s.total} records",
-        f"  scored:          {s.scored}",
-        f"  not replayable:  {s.not_replayable}"
-        + (
-            " (" + ", ".join(f"{rule or '?'}: {n}" for rule, n in s.refusals.items()) + ")"
-            if s.refusals
-            else ""
-        ),
-        f"  scores changed:  {s.scores_changed}",
-        f"  winners changed: {s.winners_changed}",
-    ]
-    if s.no_longer_finished:
-        lines.append(f"  no longer finished: {s.no_longer_finished} (the match now goes on)")
-    if s.now_finished:
-        lines.append(f"  now finished:       {s.now_finished} (the match now ends sooner)")
-    if s.resumed:
-        lines.append(f"  continued an interrupted run: {s.resumed} records were already done")
-    lines.append(f"  {s.total - s.resumed} records in {elapsed:.2f} s ({rate:,.0f} records/s)")
-    for sample in s.samples:
-        lines.append(
-            f"  {sample['record_id'][:12]}: {sample['old_scores']} -> {sample['new_scores']}; "
-            f"first differing line: {diff_text(sample['first_diff'])}"
-        )
-    return "\n".join(lines)
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
@@ -319,7 +258,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
             )
         )
     else:
-        print(_summary_text(summary, elapsed))
+        print(summary_text(summary, elapsed))
     return 0
 
 

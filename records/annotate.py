@@ -1,10 +1,10 @@
 """Annotations: what a person reads next to each action of a record.
 
-`annotate(rec, comments, previous)` replays a decoded record through the engine (one engine,
-one replay, as `records.verify.replay_record` does; no rule code here) and returns, for every
-action, an `ActionAnnotation`: the legal actions at that moment, whether the action was
-forced (the only legal one), the seat that won the trick it completed, the score lines it
-caused (lines whose `at` is its 1-based index) and the comments of people.
+`annotate(rec, comments, previous)` replays a decoded record through the engine (the one
+replay of records/replay.py, with a visitor told each action; no rule code here) and
+returns, for every action, an `ActionAnnotation`: the legal actions at that moment, whether
+the action was forced (the only legal one), the seat that won the trick it completed, the
+score lines it caused (lines whose `at` is its 1-based index) and the comments of people.
 
 Annotations live in the envelope, outside the signed record bytes: annotating a signed record
 keeps its signature valid.
@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from records.codec import deal_from_pb, score_to_pb
-from records.verify import match_for_record, replay_record
-from referee.engine import IllegalAction, InvalidAction, RecordError, TapisError
+from records.codec import score_to_pb
+from records.replay import BaseVisitor, compare_record, replay
+from referee.engine import Hand, TapisError
 from referee.engine.errors import quoted
 from tapis.v1 import record_pb2 as pb
 
@@ -56,56 +56,75 @@ def annotate(
     """The annotations of every action of `rec`. Comments already in `previous` are kept
     (the analysis is recomputed); `comments` are added after them. `RecordError` when the
     record does not replay, `CommentError` for a comment on a position that does not exist."""
-    replay_record(rec)  # the record must be valid before anything is said of it
-    match, units = match_for_record(rec)
-    sizes = [len(hand.actions) for hand in rec.hands]
     kept: dict[tuple[int, int], list[str]] = {}
     for old in previous.actions if previous is not None else ():
         if old.comments:
             kept.setdefault((old.hand, old.action), []).extend(old.comments)
-    for hand_no, action_no, text in comments:
+    new = list(comments)
+    # the record must be valid before anything is said of it, or of a comment on it
+    notes = replay(rec, _AnnotateVisitor())
+    sizes = [len(hand.actions) for hand in rec.hands]
+    for hand_no, action_no, text in new:
         _check_position(sizes, hand_no, action_no)
         kept.setdefault((hand_no, action_no), []).append(text)
     for hand_no, action_no in kept:
         _check_position(sizes, hand_no, action_no)
-    out = pb.Annotations()
-    for h, hand in enumerate(rec.hands, 1):
-        try:
-            match.start_hand(hand.dealer, deal_from_pb(hand.deal))
-        except IllegalAction as exc:
-            raise RecordError(f"deal:{exc.code}", f"{exc.reason} [{exc.rule}]", hand=h) from None
-        current = match.hand
+    for note in notes.actions:
+        note.comments.extend(kept.get((note.hand, note.action), ()))
+    return notes
+
+
+class _AnnotateVisitor(BaseVisitor[pb.Annotations]):
+    """Per action: the legal actions before it, forced or not, the trick it completed; per
+    hand, once scored, each score line on the action it follows. Strict, and the record is
+    compared with its replay at the end (`compare_record`)."""
+
+    def __init__(self) -> None:
+        self.out = pb.Annotations()
+        self.current: Hand | None = None
+        self.notes: list[pb.ActionAnnotation] = []
+        self.tricks = 0
+
+    def begin_hand(self, h: int, hand: pb.HandRecord) -> None:
+        self.current = self.match.hand
+        self.notes = []
+
+    def visit_action(self, h: int, a: int, seat: int, action: int) -> None:
+        current = self.current
         assert current is not None
-        if len(hand.seats) != len(hand.actions):
-            raise RecordError("actions", "the actions and their seats differ in number", hand=h)
-        notes: list[pb.ActionAnnotation] = []
-        for i, (seat, action) in enumerate(zip(hand.seats, hand.actions, strict=True), 1):
-            legal = match.legal_actions(seat)
-            tricks = len(current.tricks)
-            try:
-                match.step(seat, action)
-            except (IllegalAction, InvalidAction) as exc:
-                raise RecordError("action", str(exc), hand=h, action=i) from None
-            note = pb.ActionAnnotation(
-                hand=h, action=i, legal=legal, forced=len(legal) == 1 and legal[0] == action
-            )
-            if len(current.tricks) > tricks:
-                note.trick_winner = current.tricks[-1].winner
-            note.comments.extend(kept.get((h, i), ()))
-            notes.append(note)
+        self.tricks = len(current.tricks)
+        legal = self.match.legal_actions(seat)
+        forced = len(legal) == 1 and legal[0] == action
+        self.notes.append(pb.ActionAnnotation(hand=h, action=a, legal=legal, forced=forced))
+
+    def end_action(self, h: int, a: int, seat: int, action: int) -> None:
+        current = self.current
+        assert current is not None
+        if len(current.tricks) > self.tricks:
+            self.notes[-1].trick_winner = current.tricks[-1].winner
+
+    def end_hand(self, h: int, hand: pb.HandRecord) -> None:
+        current = self.current
+        assert current is not None
+        notes = self.notes
         # Score lines are known once the hand is scored: attach each to its action.
         for line in current.lines:
             if 1 <= line.at <= len(notes):
                 notes[line.at - 1].lines.add(
                     seat=line.seat,
                     kind=line.kind,
-                    delta=score_to_pb(units, line.delta),
+                    delta=score_to_pb(self.units, line.delta),
                     rule=line.rule,
                     note=line.note,
                     after_action=line.at,
                 )
-        out.actions.extend(notes)
-    return out
+        self.out.actions.extend(notes)
+
+    def end_record(self) -> None:
+        compare_record(self.rec, self.match, self.units)
+
+    def result(self) -> pb.Annotations:
+        return self.out
 
 
 def _check_position(sizes: Sequence[int], hand: int, action: int) -> None:

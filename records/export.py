@@ -20,8 +20,8 @@ from typing import Any
 from google.protobuf import json_format
 
 from records.codec import decode_record, options_from_pb, score_from_pb
-from records.verify import match_for_record
-from referee.engine import RecordError, TapisError, find_game, make_rules
+from records.replay import BaseVisitor, replay
+from referee.engine import RecordError, TapisError, make_rules
 from referee.engine.actions import action_to_json
 from referee.engine.cards import card_str, iter_cards
 from tapis.v1 import record_pb2 as pb
@@ -120,29 +120,45 @@ def record_to_transcript(rec: pb.GameRecord) -> dict[str, Any]:
     """The transcript of a record: rules (options that differ from the defaults), players,
     start, and each hand's dealer, deal (or pack) and actions. `RecordError` when a field of
     the record does not fit its game (it is not replayed)."""
-    match_for_record(rec)
-    rules = rec.rules
-    spec = find_game(rules.game)
-    doc: dict[str, Any] = {"format": "tapis-transcript/1", "game": rules.game}
-    if rules.ruleset != "standard":
-        doc["ruleset"] = rules.ruleset
-    defaults = make_rules(rules.game, rules.ruleset, {}, rules.players).option_values()
-    options = {
-        o.key: _option_value(o)
-        for o in rules.options
-        if o.key != "players" and defaults.get(o.key) != _option_value(o)
-    }
-    if options:
-        doc["options"] = options
-    doc["players"] = [s.name for s in rec.seats]
-    scores = [score_from_pb(spec.units, s) for s in rec.start.scores]
-    if rec.start.hand_number > 1 or any(any(s) for s in scores):
-        start: dict[str, Any] = {"hand_number": rec.start.hand_number or 1}
-        if scores:
-            start["scores"] = [dict(zip(spec.units, s, strict=True)) for s in scores]
-        doc["start"] = start
-    hands = []
-    for h, hand in enumerate(rec.hands, 1):
+    return replay(rec, _TranscriptVisitor())
+
+
+class _TranscriptVisitor(BaseVisitor[dict[str, Any]]):
+    """The record's hands and actions written out as a transcript, walked without the engine:
+    a record whose actions the rules refuse is exported too (to be edited)."""
+
+    replays = False
+
+    def __init__(self) -> None:
+        self.doc: dict[str, Any] = {}
+        self.hand: dict[str, Any] = {}
+
+    def begin_record(self) -> None:
+        rec = self.rec
+        rules = rec.rules
+        doc = self.doc
+        doc |= {"format": "tapis-transcript/1", "game": rules.game}
+        if rules.ruleset != "standard":
+            doc["ruleset"] = rules.ruleset
+        defaults = make_rules(rules.game, rules.ruleset, {}, rules.players).option_values()
+        options = {
+            o.key: _option_value(o)
+            for o in rules.options
+            if o.key != "players" and defaults.get(o.key) != _option_value(o)
+        }
+        if options:
+            doc["options"] = options
+        doc["players"] = [s.name for s in rec.seats]
+        units = self.units
+        scores = [score_from_pb(units, s) for s in rec.start.scores]
+        if rec.start.hand_number > 1 or any(any(s) for s in scores):
+            start: dict[str, Any] = {"hand_number": rec.start.hand_number or 1}
+            if scores:
+                start["scores"] = [dict(zip(units, s, strict=True)) for s in scores]
+            doc["start"] = start
+        doc["hands"] = []
+
+    def begin_hand(self, h: int, hand: pb.HandRecord) -> None:
         out: dict[str, Any] = {"dealer": hand.dealer}
         if hand.deal.deck:
             out["deck"] = _cards(hand.deal.deck)
@@ -153,16 +169,20 @@ def record_to_transcript(rec: pb.GameRecord) -> dict[str, Any]:
             if hand.deal.talon:
                 deal["talon"] = _cards(hand.deal.talon)
             out["deal"] = deal
-        actions = []
-        for a, (seat, action) in enumerate(zip(hand.seats, hand.actions, strict=True), 1):
-            entry = {"seat": seat, **action_to_json(action)}
-            if entry.get("pass") == [] or entry.get("pille") == "hidden":
-                raise ExportError(f"hand {h}, action {a}: the record hides this action's cards")
-            actions.append(entry)
-        out["actions"] = actions
-        hands.append(out)
-    doc["hands"] = hands
-    return doc
+        out["actions"] = []
+        self.hand = out
+
+    def visit_action(self, h: int, a: int, seat: int, action: int) -> None:
+        entry = {"seat": seat, **action_to_json(action)}
+        if entry.get("pass") == [] or entry.get("pille") == "hidden":
+            raise ExportError(f"hand {h}, action {a}: the record hides this action's cards")
+        self.hand["actions"].append(entry)
+
+    def end_hand(self, h: int, hand: pb.HandRecord) -> None:
+        self.doc["hands"].append(self.hand)
+
+    def result(self) -> dict[str, Any]:
+        return self.doc
 
 
 def _dump(value: Any, indent: int) -> str:

@@ -8,8 +8,8 @@ through the engine.
 from __future__ import annotations
 
 from records.codec import record_id, score_from_pb
+from records.replay import replay_record
 from records.score import score_sheet
-from records.verify import replay_record
 from referee.engine import find_game, make_rules
 from referee.engine.actions import PLAY, action_str
 from referee.engine.cards import card_str, mask_str

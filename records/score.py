@@ -4,30 +4,20 @@ options changed), with the first score line that differs."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from records.codec import (
-    deal_from_pb,
-    options_from_pb,
-    score_from_pb,
-    score_getter,
-    start_from_pb,
-)
-from records.verify import match_for_record
+from records.codec import score_from_pb, score_getter
+from records.replay import BaseVisitor, replay
 from referee.engine import (
     IllegalAction,
     InvalidAction,
     Match,
     RecordError,
-    Rules,
     RulesError,
     ScoreLine,
     TapisError,
     find_game,
-    make_rules,
-    new_match,
 )
 from tapis.v1 import record_pb2 as pb
 
@@ -54,44 +44,30 @@ class NotReplayable(TapisError):
         self.detail = detail
 
 
-@functools.lru_cache(maxsize=64)
-def _changed_rules(
-    game: str, ruleset: str, options: tuple[tuple[str, Option], ...], players: int
-) -> Rules:
-    """The rules of a record with its options changed, made once per distinct rules."""
-    return make_rules(game, ruleset or None, dict(options), players)
-
-
 def replay_changed(rec: pb.GameRecord, changes: Mapping[str, Option]) -> Match:
     """The match of `rec` replayed with its options changed by `changes`: hand by hand with
     the recorded deals and actions, stopping where the match now ends (or at the record's
     end, the match then unfinished). `NotReplayable` when the new rules refuse it, or when a
     field of the record does not fit its own game (rule `record:<code>`)."""
-    try:
-        match_for_record(rec)  # no value out of its game's range reaches the engine
-    except RecordError as exc:
-        raise NotReplayable(f"record:{exc.code}", str(exc)) from None
-    spec = find_game(rec.rules.game)
-    options = options_from_pb(rec.rules.options)
-    options.pop("players", None)
-    options.update(changes)
-    try:
-        key = tuple(sorted(options.items()))
-        rules = _changed_rules(spec.name, rec.rules.ruleset, key, rec.rules.players)
-        match = new_match(rules, start_from_pb(spec.units, rec.start), log_events=False)
-    except RulesError as exc:
-        raise NotReplayable(f"option:{exc.key}" if exc.key else "options", str(exc)) from None
-    for h, hand in enumerate(rec.hands, 1):
-        if match.finished:
-            break
-        try:
-            match.start_hand(hand.dealer, deal_from_pb(hand.deal))
-            match.step_many(hand.seats, hand.actions)
-        except IllegalAction as exc:
-            raise NotReplayable(exc.rule, f"hand {h}: {exc}") from None
-        except InvalidAction as exc:
-            raise NotReplayable("action", f"hand {h}: {exc}") from None
-    return match
+    return replay(rec, _ChangedVisitor(), changes)
+
+
+class _ChangedVisitor(BaseVisitor[Match]):
+    """The replay under changed options: the match; a fault is `NotReplayable`, with the rule
+    that refused (the engine's), the option that does not hold, or the record's fault."""
+
+    def handle_error(self, error: RecordError, cause: TapisError | None) -> None:
+        if isinstance(cause, IllegalAction):
+            raise NotReplayable(cause.rule, f"hand {error.hand}: {cause}") from None
+        if isinstance(cause, InvalidAction):
+            raise NotReplayable("action", f"hand {error.hand}: {cause}") from None
+        if isinstance(cause, RulesError):
+            rule = f"option:{cause.key}" if cause.key else "options"
+            raise NotReplayable(rule, str(cause)) from None
+        raise NotReplayable(f"record:{error.code}", str(error)) from None
+
+    def result(self) -> Match:
+        return self.match
 
 
 def first_diff(

@@ -1,6 +1,6 @@
 """Strict records: nothing in a record is taken as it comes (docs/verify.md).
 
-Three checks around the one replay of `records.verify`:
+Three checks around the one replay of a record (records/replay.py):
 
 - `decode_canonical`: the record bytes are exactly the canonical (deterministic)
   serialization of what they decode to: no unknown field, and no field repeated, out of order

@@ -22,12 +22,13 @@ problems of the file itself (codes `file:...`) as results too, after the records
 executor (records/executors.py: here, or on a local process pool) and giving the results in
 file and record order whatever order the chunks complete in.
 
-`replay_record` is also how `show` and `score` rebuild a match: one engine, one replay.
+The replay is records/replay.py's, with verify's visitor: the one replay of a record that
+verify, annotate, score, rescore, show and export share (`match_for_record`,
+`replay_record` and `compare_record` are importable from here too).
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -38,36 +39,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from records.codec import (
     RecordFileError,
-    deal_from_pb,
     file_chunks,
     iter_frames,
     parse_envelope,
     record_id,
-    score_from_pb,
-    start_from_pb,
 )
-from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
 from records.executors import Executor, SerialExecutor, map_in_order
+from records.replay import BaseVisitor, compare_record, match_for_record, replay, replay_record
 from records.signing import TrustedKey, signature_holds
-from records.strict import (
-    check_content,
-    check_fields,
-    check_rules_fields,
-    check_start,
-    decode_canonical,
-)
-from referee.engine import (
-    IllegalAction,
-    InvalidAction,
-    Match,
-    RecordError,
-    Rules,
-    RulesError,
-    ScoreLine,
-    find_game,
-    make_rules,
-    new_match,
-)
+from records.strict import check_content, decode_canonical
+from referee.engine import RecordError
 from referee.engine.errors import quoted
 from tapis.v1 import record_pb2 as pb
 
@@ -97,7 +78,6 @@ __all__ = [
 SIGNATURE_STATES = ("valid", "invalid", "unknown-key", "unchecked", "none", "malformed")
 
 Keys = Sequence[Ed25519PublicKey | TrustedKey]
-Option = bool | int | str
 
 
 @dataclass(frozen=True)
@@ -119,186 +99,6 @@ class VerifyResult:
     @property
     def ok(self) -> bool:
         return self.error is None
-
-
-@functools.lru_cache(maxsize=256)
-def _checked_rules(
-    game: str, ruleset: str, players: int, options: tuple[tuple[str, str, Option], ...], digest: str
-) -> Rules:
-    """The rules a record names, checked once per distinct rules (they are immutable).
-    `options`: (key, which value field, value), so that the cache never takes `True` for `1`."""
-    try:
-        spec = find_game(game)
-        given = {key: value for key, _, value in options}
-        given.pop("players", None)
-        rules = make_rules(spec.name, ruleset or None, given, players)
-    except RulesError as exc:
-        raise RecordError("rules", f"the rules do not hold: {exc}") from None
-    if spec.name != game:
-        raise RecordError("rules", f"game {quoted(game)} is not a canonical game name")
-    effective = sorted(rules.option_values().items())
-    if list(options) != [(k, _VALUE_FIELD[type(v)], v) for k, v in effective]:
-        raise RecordError("rules", "the options listed are not the effective options")
-    if digest != rules.digest:
-        raise RecordError("rules-digest", "the rules digest does not match the rules")
-    return rules
-
-
-_VALUE_FIELD = {bool: "bool_value", int: "int_value", str: "string_value"}  # of an Option
-
-
-def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
-    """A new engine match for a record's checked rules and start, and the game's units, once
-    every field of the record is checked against its game (records/strict.py: nothing out of
-    its game's range reaches the engine); `RecordError` when they do not hold. Every command
-    that reads a record's content goes through here first."""
-    r = rec.rules
-    options = check_rules_fields(r)
-    rules = _checked_rules(r.game, r.ruleset, r.players, options, r.digest)
-    spec = find_game(rules.game)
-    if len(rec.seats) != rules.players:
-        raise RecordError("seats", f"{len(rec.seats)} seats for {rules.players} players")
-    check_start(rec.start, spec.units, rules.players)
-    try:
-        match = new_match(rules, start_from_pb(spec.units, rec.start), log_events=False)
-    except RulesError as exc:
-        raise RecordError("start", f"the start scores do not hold: {exc}") from None
-    check_fields(rec, match, spec.units)
-    return match, spec.units
-
-
-def replay_record(rec: pb.GameRecord, check: bool = True) -> Match:
-    """Replay a decoded record through the engine. Every field is checked against its game
-    first (records/strict.py), so no value out of its game's range reaches the engine. With
-    `check`, then compare every score line, score and the outcome with what the record says
-    (`compare_record`); the replay itself always checks every deal and action."""
-    match, units = match_for_record(rec)
-    seed = _checked_seed(rec)
-    last = len(rec.hands)
-    for h, hand in enumerate(rec.hands, 1):
-        if seed is not None:
-            _check_seeded_deal(rec, match, seed, hand, h)
-        if hand.number != match.hand_number:
-            raise RecordError(
-                "hand-number", f"numbered {hand.number}, expected {match.hand_number}", hand=h
-            )
-        deal = deal_from_pb(hand.deal)
-        try:
-            if hand.deal.deck:
-                dealt = match.deal_deck(hand.dealer, list(hand.deal.deck))
-                if dealt != deal:
-                    raise RecordError("deal", "the deal is not what the pack gives", hand=h)
-            match.start_hand(hand.dealer, deal)
-        except IllegalAction as exc:
-            raise RecordError(f"deal:{exc.code}", f"{exc.reason} [{exc.rule}]", hand=h) from None
-        seats = hand.seats
-        actions = hand.actions
-        if len(seats) != len(actions):
-            raise RecordError("actions", f"{len(actions)} actions but {len(seats)} seats", hand=h)
-        current = match.hand
-        assert current is not None
-        try:
-            match.step_many(seats, actions)
-        except IllegalAction as exc:
-            position = len(current.actions) + 1
-            raise RecordError(
-                f"action:{exc.code}", f"{exc.message} [{exc.rule}]", hand=h, action=position
-            ) from None
-        except InvalidAction as exc:
-            position = len(current.actions) + 1
-            raise RecordError("action:invalid", str(exc), hand=h, action=position) from None
-        if not current.over and not match.finished and h != last:
-            raise RecordError("hand-unfinished", "the hand stops before its end", hand=h)
-    if check:
-        compare_record(rec, match, units)
-    return match
-
-
-def compare_record(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> None:
-    """The record's score lines and scores after each hand, then its outcome, against its
-    replay `match`; `RecordError` (`score-lines`, `scores`, `outcome`) at the first
-    difference, with its position."""
-    for h, (hand, result) in enumerate(zip(rec.hands, match.results, strict=False), 1):
-        _compare_lines(units, result.lines, hand.lines, h)
-        after = tuple(score_from_pb(units, s) for s in hand.scores_after)
-        if after != result.scores_after:
-            raise RecordError(
-                "scores",
-                f"scores after the hand are {after}, the rules give {result.scores_after}",
-                hand=h,
-            )
-    _compare_outcome(match, units, rec.outcome)
-
-
-def _checked_seed(rec: pb.GameRecord) -> bytes | None:
-    """The revealed seed of a refereed record, once it matches its commitment."""
-    source = rec.deal_source
-    if not source.algorithm and not source.seed and not source.commitment:
-        return None
-    if source.algorithm != ALGORITHM:
-        raise RecordError("deal-algorithm", f"unknown deal algorithm {quoted(source.algorithm)}")
-    if commitment(source.seed) != source.commitment:
-        raise RecordError("commitment", "the revealed seed does not match the commitment")
-    return source.seed
-
-
-def _check_seeded_deal(
-    rec: pb.GameRecord, match: Match, seed: bytes, hand: pb.HandRecord, h: int
-) -> None:
-    """Every deal of a refereed record comes from the seed (records/dealing.py)."""
-    if (
-        h == 1
-        and rec.start.hand_number <= 1
-        and hand.dealer != first_dealer(seed, match.first_dealers())
-    ):
-        raise RecordError("deal-seed", "the first dealer is not the one the seed draws", hand=h)
-    if list(hand.deal.deck) != shuffled_pack(seed, hand.number, match.pack):
-        raise RecordError("deal-seed", "the pack is not the one the seed gives", hand=h)
-
-
-def _compare_lines(
-    units: tuple[str, ...], lines: list[ScoreLine], recorded: Sequence[pb.ScoreLine], h: int
-) -> None:
-    rec_lines = list(recorded)
-    for i, line in enumerate(lines):
-        if i >= len(rec_lines):
-            raise RecordError("score-lines", f"score line {i + 1} is missing", hand=h)
-        r = rec_lines[i]
-        got = (r.seat, r.kind, score_from_pb(units, r.delta), r.rule, r.note, r.after_action)
-        want = (line.seat, line.kind, line.delta, line.rule, line.note, line.at)
-        if got != want:
-            shown = (r.seat, quoted(r.kind), got[2], quoted(r.rule))
-            raise RecordError(
-                "score-lines",
-                f"score line {i + 1} is ({', '.join(map(str, shown))}), the rules give "
-                f"({line.seat}, {line.kind!r}, {line.delta}, {line.rule!r})",
-                hand=h,
-                action=line.at or None,
-            )
-    if len(rec_lines) > len(lines):
-        raise RecordError(
-            "score-lines", f"{len(rec_lines) - len(lines)} score lines too many", hand=h
-        )
-
-
-def _compare_outcome(match: Match, units: tuple[str, ...], out: pb.Outcome) -> None:
-    scores = tuple(score_from_pb(units, s) for s in out.scores)
-    if scores != tuple(match.scores):
-        raise RecordError(
-            "outcome", f"final scores are {scores}, the rules give {tuple(match.scores)}"
-        )
-    if out.finished != match.finished:
-        raise RecordError(
-            "outcome",
-            f"the record says finished={out.finished}, the rules say {match.finished}",
-        )
-    if tuple(out.winners) != match.winners:
-        raise RecordError(
-            "outcome", f"winners are {list(out.winners)}, the rules give {list(match.winners)}"
-        )
-    resigned = out.resigned if out.HasField("resigned") else None
-    if resigned != match.resigned:
-        raise RecordError("outcome", "the resignation does not match the actions")
 
 
 def keyring(keys: Keys) -> dict[str, TrustedKey]:
@@ -391,13 +191,23 @@ def verify_record(record_bytes: bytes) -> int:
     """Verify the bytes of a record (no envelope, no signature): they decode, are canonical,
     every field fits its game, the replay holds and gives exactly these bytes. Returns the
     number of hands; `RecordError` at the first fault."""
-    rec = decode_canonical(record_bytes)
-    match = replay_record(rec, check=False)
-    units = find_game(rec.rules.game).units
-    # The bytes a genuine replay gives; where they differ, the precise comparisons first (score
-    # lines, scores, outcome) for their messages, then the first differing field.
-    check_content(rec, match, record_bytes, lambda: compare_record(rec, match, units))
-    return len(rec.hands)
+    return replay(decode_canonical(record_bytes), _VerifyVisitor(record_bytes))
+
+
+class _VerifyVisitor(BaseVisitor[int]):
+    """Verify's replay: strict, every action at once; at the end the bytes a genuine replay
+    gives, and where they differ the precise comparisons first (score lines, scores,
+    outcome) for their messages, then the first differing field. The number of hands."""
+
+    def __init__(self, record_bytes: bytes) -> None:
+        self.record_bytes = record_bytes
+
+    def end_record(self) -> None:
+        rec, match, units = self.rec, self.match, self.units
+        check_content(rec, match, self.record_bytes, lambda: compare_record(rec, match, units))
+
+    def result(self) -> int:
+        return len(self.rec.hands)
 
 
 def verify_frame(
@@ -515,13 +325,15 @@ def verify_files(
     paths: Iterable[str | Path],
     keys: Keys = (),
     executor: Executor | None = None,
-    chunk: int = VERIFY_CHUNK,
+    chunk: int | None = None,
 ) -> Generator[tuple[int, int | None, VerifyResult], None, None]:
     """(file, index, result) per record of each record file, `file` being its position in
     `paths`: the results of `verify_file`, file after file, in that order. The records are
-    verified in chunks of `chunk`, tasks of `executor` (default: here, one after another),
-    the results given in the order of the tasks (`map_in_order`)."""
+    verified in chunks of `chunk` (default `VERIFY_CHUNK`), tasks of `executor` (default:
+    here, one after another), the results given in the order of the tasks
+    (`map_in_order`)."""
     ring = tuple(keyring(keys).values())
+    size = max(1, chunk or VERIFY_CHUNK)
 
     def tasks() -> Iterator[VerifyTask]:
         # Pulled by the executor as it has room; a file problem is a task too, in its place.
@@ -529,7 +341,7 @@ def verify_files(
             name = str(Path(path))
             index = 1  # the next record
             try:
-                for first, frames in file_chunks(path, chunk):
+                for first, frames in file_chunks(path, size):
                     index = first + len(frames)
                     yield VerifyTask(file, name, first, frames, ring)
             except RecordFileError as exc:

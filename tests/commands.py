@@ -13,18 +13,23 @@ DATA = ROOT / "tests" / "data"
 
 
 def tapis(
-    *args: str | Path, cwd: Path | None = None, memory_limit: int | None = None, **env: str
+    *args: str | Path,
+    cwd: Path | None = None,
+    memory_limit: int | None = None,
+    setup: str = "",
+    **env: str,
 ) -> subprocess.CompletedProcess[str]:
     """Run `tapis ARGS...` (text output captured, two minutes at most); `memory_limit`
     bounds the child's address space in bytes (a hostile record cannot take the machine down
-    with it); `env` adds environment variables."""
+    with it); `setup`: Python run in the child before the command (to inject); `env` adds
+    environment variables."""
 
     def limit() -> None:
         assert memory_limit is not None
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
 
     return subprocess.run(
-        [sys.executable, "-m", "clients.cli", *map(str, args)],
+        cli_command(setup, *args),
         capture_output=True,
         text=True,
         cwd=cwd or ROOT,
@@ -32,3 +37,11 @@ def tapis(
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **env},
         preexec_fn=None if memory_limit is None else limit,
     )
+
+
+def cli_command(setup: str, *args: str | Path) -> list[str]:
+    """The child's command: `tapis ARGS...`, after `setup` if any."""
+    if not setup:
+        return [sys.executable, "-m", "clients.cli", *map(str, args)]
+    main = "import sys\nfrom clients.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    return [sys.executable, "-c", setup + "\n" + main, *map(str, args)]

@@ -60,3 +60,14 @@ def expected_outcome(
     """Independently: the record with its rules replaced, replayed by records.verify."""
     match = replayed_with(env, changes)
     return [list(s) for s in match.scores], list(match.winners)
+
+
+# Injected in a child: `archive rescore` stops (as Ctrl-C would) once its first shard is stored.
+STOP_AFTER_ONE_SHARD = """
+import records.archive.rescoring as rescoring
+store = rescoring.store_shard
+def store_then_stop(db, rows):
+    store(db, rows)
+    raise KeyboardInterrupt
+rescoring.store_shard = store_then_stop
+"""

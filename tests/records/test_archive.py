@@ -25,6 +25,7 @@ from tests.commands import ROOT, tapis
 from tests.records.archives import (
     CHANGES,
     SET,
+    STOP_AFTER_ONE_SHARD,
     archive_of,
     copy_of,
     expected_outcome,
@@ -250,7 +251,7 @@ def test_interrupted_rescore_continues(
 ) -> None:
     db = copy_of(archive, tmp_path)
     stopped = tapis(
-        "archive", "rescore", db, *SET, "--workers", workers, TAPIS_RESCORE_STOP_AFTER="1"
+        "archive", "rescore", db, *SET, "--workers", workers, setup=STOP_AFTER_ONE_SHARD
     )
     assert stopped.returncode == 130
     assert "run the same command to continue" in stopped.stderr

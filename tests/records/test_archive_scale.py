@@ -35,6 +35,7 @@ from tests.commands import ROOT, tapis
 from tests.records.archives import (
     CHANGES,
     SET,
+    STOP_AFTER_ONE_SHARD,
     archive_of,
     copy_of,
     expected_outcome,
@@ -243,7 +244,7 @@ def test_dask_rescore_equals_the_local_pool(archive: Path, scheduler: str, tmp_p
 def test_interrupted_dask_rescore_continues(archive: Path, scheduler: str, tmp_path: Path) -> None:
     db = copy_of(archive, tmp_path)
     dask = ("--engine", "dask", "--scheduler", scheduler)
-    stopped = tapis("archive", "rescore", db, *SET, *dask, TAPIS_RESCORE_STOP_AFTER="1")
+    stopped = tapis("archive", "rescore", db, *SET, *dask, setup=STOP_AFTER_ONE_SHARD)
     assert stopped.returncode == 130, stopped.stderr
     assert rows(db, "PRAGMA integrity_check") == [("ok",)]
     ((run_id, finished),) = rows(db, "SELECT run_id, finished_at FROM rescore_runs")

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from records import archive as archive_module
 from records.annotate import annotate
+from records.archive import add as archive_add
 from records.archive import add_files, iter_envelopes, open_archive, query_records
 from records.codec import (
     MAX_NAME,
@@ -467,14 +468,14 @@ def test_archive_add_survives_a_failure_of_the_verifier(
     """Whatever happens on one record, even the verifier failing, the others go in."""
     datas = [data for _, data in records[:5]]
     write_envelopes(tmp_path / "f.tapis", [envelope(d) for d in datas])
-    real = archive_module.verify_frame
+    real = archive_add.verify_frame
 
     def flaky(frame: bytes, *args: object) -> object:
         if pb.RecordEnvelope.FromString(frame).record == datas[2]:
             raise MemoryError("the verifier broke")
         return real(frame, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(archive_module, "verify_frame", flaky)
+    monkeypatch.setattr(archive_add, "verify_frame", flaky)
     db = open_archive(tmp_path / "a.db")
     try:
         report = add_files(db, [tmp_path / "f.tapis"])

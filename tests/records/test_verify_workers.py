@@ -11,7 +11,6 @@ import pickle
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,10 +31,12 @@ from records.verify import (
     verify_task,
 )
 from tapis.v1 import record_pb2 as pb
-from tests.commands import ROOT
+from tests.commands import ROOT, cli_command
 from tests.commands import tapis as archive_tapis
 
 CHUNK = 7  # records per task: many chunks in flight
+# Injected in a child: `record verify` verifies in chunks of CHUNK records.
+SMALL_CHUNKS = f"import records.verify\nrecords.verify.VERIFY_CHUNK = {CHUNK}"
 
 
 def _framed(frames: Iterable[bytes]) -> bytes:
@@ -169,7 +170,7 @@ def test_tasks_and_results_cross_processes_whole(corpus: Corpus) -> None:
 
 
 def tapis(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return archive_tapis(*args, TAPIS_VERIFY_CHUNK=str(CHUNK))
+    return archive_tapis(*args, setup=SMALL_CHUNKS)
 
 
 def _untimed(stdout: str) -> str:
@@ -227,14 +228,13 @@ def test_two_workers_print_what_one_prints(corpus: Corpus, options: tuple[str, .
 def test_ctrl_c_exits_130_without_a_traceback(corpus: Corpus, workers: str) -> None:
     """SIGINT to the process group, as a terminal sends it, once results are coming."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "clients.cli", "record", "verify", corpus.unsigned, "--json",
-         "--workers", workers],
+        cli_command(SMALL_CHUNKS, "record", "verify", corpus.unsigned, "--json", "--workers",
+                    workers),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TAPIS_VERIFY_CHUNK": str(CHUNK),
-             "PYTHONUNBUFFERED": "1"},
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1"},
         start_new_session=True,
         # as from a terminal: a test run in the background inherits SIGINT ignored
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),

@@ -1,0 +1,471 @@
+"""`tapis record ...`: records one by one (import, score, verify, show, sign, annotate, export,
+import-json).
+
+    tapis record import TRANSCRIPT... (-o RECORD | --out-dir DIR)
+    tapis record score RECORD... [--json] [--set KEY=VALUE ...]
+    tapis record verify RECORD... [--key KEY ...] [--trusted-keys FILE ...] [--json] [-v]
+                        [--workers N]
+    tapis record show RECORD
+    tapis record sign RECORD --key PATH [-o OUT]
+    tapis record annotate RECORD -o OUT [--comment HAND:ACTION:TEXT ...]
+    tapis record export RECORD --format json|transcript [-o OUT]
+    tapis record import-json JSON -o RECORD
+
+Exit status: 0 success; 1 a transcript refused or a record invalid; 2 a file that cannot be
+read as records, or bad command-line usage; 130 interrupted (verify).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import operator
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from clients.archive_cmd import add_key_options, keys_given, positive_int
+from records.annotate import CommentError, annotate, parse_comment
+from records.codec import (
+    Provenance,
+    RecordFileError,
+    atomic_write,
+    build_record,
+    decode_record,
+    envelope,
+    read_envelopes,
+    write_envelopes,
+)
+from records.executors import make_executor
+from records.export import (
+    ExportError,
+    envelopes_from_json,
+    envelopes_to_json,
+    transcript_text,
+)
+from records.render import render_record
+from records.replay import match_for_record
+from records.rescore import changes_text, rescored
+from records.score import replay_changed, score_json, score_sheet
+from records.signing import key_id, load_private_key, sign
+from records.transcript import import_transcript, load_transcript
+from records.verify import (
+    VerifyResult,
+    result_json,
+    verify_envelope,
+    verify_files,
+)
+from referee.engine import RecordError, TapisError
+from referee.engine.errors import quoted
+from tapis.v1 import record_pb2 as pb
+
+__all__ = ["add_record_parser"]
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+# --- record import ------------------------------------------------------------------------
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    if args.output is None and args.out_dir is None:
+        _err("tapis record import: give -o RECORD or --out-dir DIR")
+        return 2
+    if args.output is not None and args.out_dir is not None:
+        _err("tapis record import: give -o RECORD or --out-dir DIR, not both")
+        return 2
+    if args.out_dir is not None:
+        Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+    refused = 0
+    imported = []
+    for name in args.transcripts:
+        try:
+            record_bytes = import_transcript(load_transcript(name), Path(name).name)
+        except TapisError as exc:
+            refused += 1
+            _err(f"{name}: {exc}")
+            continue
+        except Exception as exc:  # a bug in Tapis: this transcript only, no traceback
+            refused += 1
+            _err(f"{name}: the import failed ({type(exc).__name__}: {quoted(str(exc), 200)}): "
+                 "a bug in Tapis, to report")  # fmt: skip
+            continue
+        env = envelope(record_bytes)
+        if args.out_dir is not None:
+            out = Path(args.out_dir) / (Path(name).stem + ".tapis")
+            write_envelopes(out, [env])
+            print(f"{name} -> {out}")
+        else:
+            imported.append(env)
+            print(f"{name}: imported")
+    if args.output is not None and imported:
+        write_envelopes(args.output, imported)
+        print(f"{len(imported)} record{'s' if len(imported) != 1 else ''} -> {args.output}")
+    return 1 if refused else 0
+
+
+# --- reading records ----------------------------------------------------------------------
+
+
+def _load(paths: Sequence[str]) -> list[tuple[str, int, pb.RecordEnvelope]] | None:
+    """(file, index, envelope) of every record; None (after printing why) when a file
+    cannot be read as records."""
+    out: list[tuple[str, int, pb.RecordEnvelope]] = []
+    for p in paths:
+        try:
+            envs = read_envelopes(p)
+        except RecordFileError as exc:
+            _err(str(exc))
+            return None
+        out.extend((p, i, e) for i, e in enumerate(envs, 1))
+    return out
+
+
+def _where(path: str, index: int, count: int) -> str:
+    return path if count == 1 else f"{path} (record {index})"
+
+
+def _rescored(
+    rec: pb.GameRecord, changes: dict[str, bool | int | str]
+) -> tuple[pb.GameRecord, str]:
+    """The record as its match goes under the changed options (the same deals and actions;
+    unsigned), and the report of what changes (records/rescore.py); `NotReplayable` when the
+    new rules refuse them."""
+    match = replay_changed(rec, changes)
+    p = rec.provenance
+    new = build_record(
+        match,
+        [s.name for s in rec.seats],
+        Provenance(p.source, p.reference, p.played_at),
+        [list(h.deal.deck) or None for h in rec.hands],
+        rec.deal_source if rec.HasField("deal_source") else None,
+    )
+    return new, changes_text(rescored("", rec, match), [s.name for s in rec.seats])
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from clients.play import parse_option
+
+    try:
+        changes = dict(parse_option(t) for t in args.set or ())
+    except ValueError as exc:
+        _err(f"tapis record score: {exc}")
+        return 2
+    loaded = _load(args.records)
+    if loaded is None:
+        return 2
+    status = 0
+    counts = {p: sum(1 for q, _, _ in loaded if q == p) for p in args.records}
+    under = ", ".join(f"{k}={v}" for k, v in sorted(changes.items()))
+    for path, index, env in loaded:
+        where = _where(path, index, counts[path])
+        try:
+            rec = decode_record(env.record)
+            match_for_record(rec)  # every field fits its game before anything is shown
+            shown, report = _rescored(rec, changes) if changes else (rec, None)
+        except TapisError as exc:  # RecordError, NotReplayable
+            _err(f"{where}: {exc}")
+            status = 1
+            continue
+        if args.json:
+            print(json.dumps(score_json(shown), ensure_ascii=False, separators=(",", ":")))
+        else:
+            if len(loaded) > 1 or changes:
+                print(f"== {where}" + (f" under {under}" if changes else ""))
+            print(score_sheet(shown))
+            if report is not None:
+                print(report)
+    return status
+
+
+def _signature_note(result: VerifyResult) -> str:
+    if result.signature == "valid":
+        by = f"{result.signer} " if result.signer else ""
+        return f", signed by {by}(key {result.key_id[:16]})"
+    if result.signature == "unchecked":
+        return f", signed by key {result.key_id[:16]}, not checked (no --key)"
+    return ""
+
+
+class _VerifyTally:
+    """The counts of `verify`'s summary."""
+
+    def __init__(self) -> None:
+        self.valid = self.invalid = self.file_errors = self.hands = self.unchecked = 0
+
+    def count(self, result: VerifyResult) -> None:
+        self.hands += result.hands
+        self.unchecked += result.signature == "unchecked"
+        if result.ok:
+            self.valid += 1
+        elif _is_file_error(result):
+            self.file_errors += 1
+        else:
+            self.invalid += 1
+
+
+def _show_result(
+    path: str, index: int | None, result: VerifyResult, several: bool, verbose: bool
+) -> None:
+    """One result for a person: a file problem on stderr, an invalid record (and with
+    `verbose` a valid one) on stdout."""
+    error = result.error
+    if error is not None and _is_file_error(result):
+        _err(str(error))
+        return
+    where = _where(path, index or 1, 2 if several else 1)
+    if error is not None:
+        print(f"{where}: INVALID: {error} ({error.code})")
+    elif verbose:
+        print(f"{where}: valid ({result.record_id[:16]}){_signature_note(result)}")
+
+
+def _is_file_error(result: VerifyResult) -> bool:
+    return result.error is not None and result.error.code.startswith("file:")
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Verify every record of the files, here or with `--workers N` on a local process pool
+    (the same output either way, in file and record order)."""
+    try:
+        keys = keys_given(args)
+    except TapisError as exc:
+        _err(str(exc))
+        return 2
+    tally = _VerifyTally()
+    t0 = time.perf_counter()
+    results = verify_files(args.records, keys, make_executor("local", args.workers))
+    try:
+        for file, found in itertools.groupby(results, key=operator.itemgetter(0)):
+            path = args.records[file]
+            # A person reads "FILE (record I)" when the file holds more than one record: the
+            # first result is held back until a second shows (or the file ends).
+            held: tuple[int | None, VerifyResult] | None = None
+            several = False
+            for _, index, result in found:
+                tally.count(result)
+                if args.json:
+                    print(json.dumps(result_json(path, index, result), ensure_ascii=False))
+                    continue
+                if held is not None:
+                    _show_result(path, *held, True, args.verbose)
+                    held, several = None, True
+                if several:
+                    _show_result(path, index, result, True, args.verbose)
+                else:
+                    held = (index, result)
+            if held is not None:
+                _show_result(path, *held, False, args.verbose)
+    except KeyboardInterrupt:
+        _err("interrupted: not every record was verified")
+        return 130
+    finally:
+        results.close()  # stop the pool's workers now
+    elapsed = time.perf_counter() - t0
+    status = 2 if tally.file_errors else 1 if tally.invalid else 0
+    if args.json:
+        return status
+    rate = tally.hands / elapsed if elapsed > 0 else 0.0
+    problems = ""
+    if tally.file_errors:
+        problems = f"; {tally.file_errors} file error{'s' if tally.file_errors != 1 else ''}"
+    print(
+        f"{tally.valid + tally.invalid} records, {tally.valid} valid, {tally.invalid} invalid, "
+        f"{tally.hands} hands in {elapsed:.3f} s ({rate:,.0f} hands/s){problems}"
+    )
+    if tally.unchecked:
+        print(
+            f"{tally.unchecked} signed record{'s' if tally.unchecked != 1 else ''}: "
+            "signatures not checked (give --key or --trusted-keys)"
+        )
+    return status
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    loaded = _load([args.record])
+    if loaded is None:
+        return 2
+    status = 0
+    for n, (path, index, env) in enumerate(loaded):
+        if n:
+            print("\n" + "=" * 72 + "\n")
+        try:
+            rec = decode_record(env.record)
+            notes = env.annotations if env.HasField("annotations") else None
+            print(render_record(rec, env.record, notes))
+        except RecordError as exc:
+            _err(f"{_where(path, index, len(loaded))}: {exc}")
+            status = 1
+    return status
+
+
+# --- sign, annotate, export -------------------------------------------------------------
+
+
+def cmd_sign(args: argparse.Namespace) -> int:
+    """Sign every record of a file (each must verify first); annotations are kept."""
+    try:
+        key = load_private_key(args.key)
+    except TapisError as exc:
+        _err(str(exc))
+        return 2
+    loaded = _load([args.record])
+    if loaded is None:
+        return 2
+    signed = []
+    for path, index, env in loaded:
+        result = verify_envelope(env)
+        if not result.ok:
+            _err(f"{_where(path, index, len(loaded))}: not signed, INVALID: {result.error}")
+            return 1
+        new = sign(env.record, key)
+        if env.HasField("annotations"):
+            new.annotations.CopyFrom(env.annotations)
+        signed.append(new)
+    out = args.output or args.record
+    write_envelopes(out, signed)
+    kid = key_id(key.public_key())
+    print(f"{len(signed)} record{'s' if len(signed) != 1 else ''} signed ({kid[:16]}) -> {out}")
+    return 0
+
+
+def cmd_annotate(args: argparse.Namespace) -> int:
+    try:
+        comments = [parse_comment(c) for c in args.comment or ()]
+    except CommentError as exc:
+        _err(f"tapis record annotate: {exc}")
+        return 2
+    loaded = _load([args.record])
+    if loaded is None:
+        return 2
+    if comments and len(loaded) != 1:
+        _err(f"{args.record} holds {len(loaded)} records: --comment needs a file of one record")
+        return 2
+    out = []
+    for path, index, env in loaded:
+        try:
+            rec = decode_record(env.record)
+            previous = env.annotations if env.HasField("annotations") else None
+            notes = annotate(rec, comments, previous)
+        except TapisError as exc:
+            _err(f"{_where(path, index, len(loaded))}: {exc}")
+            return 1
+        new = pb.RecordEnvelope()
+        new.CopyFrom(env)
+        new.annotations.CopyFrom(notes)
+        out.append(new)
+    write_envelopes(args.output, out)
+    actions = sum(len(e.annotations.actions) for e in out)
+    print(f"{len(out)} record{'s' if len(out) != 1 else ''}, {actions} actions annotated "
+          f"-> {args.output}")  # fmt: skip
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    loaded = _load([args.record])
+    if loaded is None:
+        return 2
+    try:
+        if args.format == "json":
+            text = envelopes_to_json([env for _, _, env in loaded]) + "\n"
+        else:
+            if len(loaded) != 1:
+                _err(f"{args.record} holds {len(loaded)} records; a transcript holds one match")
+                return 1
+            text = transcript_text(decode_record(loaded[0][2].record))
+    except TapisError as exc:
+        _err(f"{args.record}: {exc}")
+        return 1
+    if args.output is None:
+        print(text, end="")
+    else:
+        atomic_write(args.output, lambda f: f.write(text.encode("utf-8")))
+    return 0
+
+
+def cmd_import_json(args: argparse.Namespace) -> int:
+    try:
+        text = Path(args.json).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        _err(f"{args.json}: cannot read: {exc}")
+        return 2
+    try:
+        envs = envelopes_from_json(text)
+    except ExportError as exc:
+        _err(f"{args.json}: {exc}")
+        return 1
+    write_envelopes(args.output, envs)
+    print(f"{len(envs)} record{'s' if len(envs) != 1 else ''} -> {args.output}")
+    return 0
+
+
+def add_record_parser(sub: Any) -> None:
+    """The `record` subcommands, on the top-level subparsers of `tapis`."""
+    record = sub.add_parser("record", help="import, score, verify and show game records")
+    rsub = record.add_subparsers(dest="record_command", required=True)
+
+    p = rsub.add_parser("import", help="replay transcripts and write canonical records")
+    p.add_argument("transcripts", nargs="+", metavar="TRANSCRIPT")
+    p.add_argument("-o", "--output", metavar="RECORD", help="one record file for all")
+    p.add_argument("--out-dir", metavar="DIR", help="one record file per transcript")
+    p.set_defaults(func=cmd_import)
+
+    p = rsub.add_parser("score", help="print the scores of records (or under other options)")
+    p.add_argument("records", nargs="+", metavar="RECORD")
+    p.add_argument("--json", action="store_true", help="the JSON of TRANSCRIPT.md, one per line")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="re-score under this option changed (repeatable): the same deals and "
+                   "actions, to where the match now ends")  # fmt: skip
+    p.set_defaults(func=cmd_score)
+
+    p = rsub.add_parser(
+        "verify",
+        help="check signatures, replay records and recompute everything (docs/verify.md)",
+    )
+    p.add_argument("records", nargs="+", metavar="RECORD")
+    p.add_argument("-v", "--verbose", action="store_true", help="also list the valid records")
+    add_key_options(p, "the records must be signed by")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per line per record (and per file problem)",
+    )
+    p.add_argument("--workers", type=positive_int, default=1, metavar="N",
+                   help="processes verifying the records (default 1: this one); "
+                   "the output is the same")  # fmt: skip
+    p.set_defaults(func=cmd_verify)
+
+    p = rsub.add_parser("show", help="render a record for a person")
+    p.add_argument("record", metavar="RECORD")
+    p.set_defaults(func=cmd_show)
+
+    p = rsub.add_parser("sign", help="sign every record of a file with an Ed25519 key")
+    p.add_argument("record", metavar="RECORD")
+    p.add_argument("--key", required=True, metavar="PATH", help="the PEM private key")
+    p.add_argument("-o", "--output", metavar="OUT", help="where to write (default: in place)")
+    p.set_defaults(func=cmd_sign)
+
+    p = rsub.add_parser(
+        "annotate", help="add legal actions, forced plays, trick winners, comments per action"
+    )
+    p.add_argument("record", metavar="RECORD")
+    p.add_argument("-o", "--output", required=True, metavar="OUT")
+    p.add_argument("--comment", action="append", metavar="HAND:ACTION:TEXT",
+                   help="a comment on an action (hand and action counted from 1)")  # fmt: skip
+    p.set_defaults(func=cmd_annotate)
+
+    p = rsub.add_parser("export", help="write records as protobuf JSON or as a transcript")
+    p.add_argument("record", metavar="RECORD")
+    p.add_argument("--format", required=True, choices=("json", "transcript"))
+    p.add_argument("-o", "--output", metavar="OUT", help="default: standard output")
+    p.set_defaults(func=cmd_export)
+
+    p = rsub.add_parser("import-json", help="turn a JSON export back into a record file")
+    p.add_argument("json", metavar="JSON")
+    p.add_argument("-o", "--output", required=True, metavar="RECORD")
+    p.set_defaults(func=cmd_import_json)

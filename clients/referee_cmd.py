@@ -1,0 +1,283 @@
+"""`tapis serve`, `table`, `key`, `play`, `bot` and `example`: the referee, its tables and its
+key; a person or a bot at a table; the bundled example.
+
+    tapis serve [--listen HOST:PORT] [--db PATH] [--key PATH]
+    tapis key show [PATH] | tapis key new PATH
+    tapis table create [--address A] [--game G] [--players A,B,..] [--open N,..] [--option K=V]
+    tapis play [--address HOST:PORT] [--game G] [--ruleset R] [--option KEY=VALUE ...]
+               [--name NAME] [--bots heuristic|random] [--seed N]
+    tapis bot --address HOST:PORT --table ID (--seat N --token T | --join [--name NAME])
+              [--kind heuristic|random] [--seed N]
+    tapis example [--print]        (the bundled example transcript, imported and scored)
+
+Exit status: 0 success; 1 a refusal of the referee, a key that cannot be read or made; 2 bad
+command-line usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from records.codec import decode_record
+from records.score import score_sheet
+from records.signing import key_id, load_or_create_private_key, load_public_key, public_pem
+from records.transcript import import_transcript
+from referee.engine import TapisError
+
+__all__ = ["add_referee_parsers"]
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from referee.server.app import Limits, serve, setup_logging
+
+    setup_logging()
+    limits = Limits(
+        max_message_bytes=args.max_message_bytes,
+        max_tables_per_client=args.max_tables_per_client,
+        max_streams_per_client=args.max_streams_per_client,
+        open_seat_ttl=args.open_seat_ttl,
+        max_hands=args.max_hands,
+        max_actions=args.max_actions,
+    )
+    try:
+        asyncio.run(serve(args.listen, args.db, args.key, limits))
+    except (OSError, TapisError) as exc:
+        _err(f"tapis serve: {exc}")
+        return 1
+    return 0
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from clients.play import parse_option, run_play
+    from clients.sdk import RefereeError
+
+    try:
+        options = dict(parse_option(o) for o in args.option or ())
+    except ValueError as exc:
+        _err(f"tapis play: {exc}")
+        return 2
+    try:
+        return asyncio.run(
+            run_play(
+                args.address, args.game, args.ruleset, options, args.name, args.bots, args.seed
+            )
+        )
+    except (RefereeError, OSError, TapisError) as exc:
+        _err(f"tapis play: {exc}")
+        return 1
+
+
+def cmd_bot(args: argparse.Namespace) -> int:
+    from clients.play import run_bot
+    from clients.sdk import RefereeError
+
+    seated = args.seat is not None and args.token is not None
+    if args.join == seated or (args.join and args.token is not None):
+        _err("tapis bot: give --seat N --token T, or --join [--seat N]")
+        return 2
+    a = args
+    try:
+        return asyncio.run(
+            run_bot(a.address, a.table, a.seat, a.token, a.join, a.name, a.kind, a.seed)
+        )
+    except RefereeError as exc:
+        _err(f"tapis bot: {exc}")
+        return 1
+
+
+def cmd_table_create(args: argparse.Namespace) -> int:
+    """Open a table on a referee; print its id and the tokens of the seats taken here."""
+    from clients.play import parse_option
+    from clients.sdk import RefereeClient, RefereeError
+
+    names = args.players.split(",")
+    open_seats = {int(s) for s in args.open.split(",") if s} if args.open else set()
+    try:
+        options = dict(parse_option(o) for o in args.option or ())
+    except ValueError as exc:
+        _err(f"tapis table create: {exc}")
+        return 2
+
+    async def create() -> None:
+        async with RefereeClient(args.address) as client:
+            made = await client.create_table(
+                args.game,
+                args.ruleset or "",
+                options,
+                [(name, i in open_seats) for i, name in enumerate(names)],
+            )
+        print(f"table {made.table_id}")
+        for seat, token in sorted(made.tokens.items()):
+            print(f"seat {seat} ({names[seat]}) token {token}")
+        for seat in sorted(open_seats):
+            print(f"seat {seat} ({names[seat]}) open: tapis bot --join --seat {seat} ...")
+
+    try:
+        asyncio.run(create())
+    except RefereeError as exc:
+        _err(f"tapis table create: {exc}")
+        return 1
+    return 0
+
+
+def cmd_key_show(args: argparse.Namespace) -> int:
+    try:
+        key = load_public_key(args.path)
+    except TapisError as exc:
+        _err(str(exc))
+        return 1
+    print(public_pem(key), end="")
+    print(f"key id {key_id(key)}")
+    return 0
+
+
+def cmd_key_new(args: argparse.Namespace) -> int:
+    if Path(args.path).exists():
+        _err(f"{args.path} exists: not overwritten")
+        return 1
+    try:
+        key = load_or_create_private_key(args.path)
+    except TapisError as exc:
+        _err(str(exc))
+        return 1
+    print(f"{args.path}: new Ed25519 key, key id {key_id(key.public_key())}")
+    return 0
+
+
+# --- the bundled example ------------------------------------------------------------------
+
+
+def cmd_example(args: argparse.Namespace) -> int:
+    text = resources.files("records").joinpath("examples/dame-de-pique.json").read_text()
+    if args.print:
+        print(text, end="")
+        return 0
+    record_bytes = import_transcript(json.loads(text), "examples/dame-de-pique.json")
+    print(score_sheet(decode_record(record_bytes)))
+    return 0
+
+
+def _at_least(low: float, kind: type = int) -> Callable[[str], Any]:
+    """An argparse type: a number of `kind` no smaller than `low`."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text} is less than {low}")
+        return value
+
+    return parse
+
+
+def add_referee_parsers(sub: Any) -> None:
+    """`serve`, `table`, `key`, `play`, `bot` and `example`, on the top-level subparsers of
+    `tapis`."""
+    p = sub.add_parser("serve", help="run the referee (gRPC)")
+    p.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT")
+    p.add_argument("--db", default="tapis.db", metavar="PATH", help="the SQLite store")
+    p.add_argument("--key", default="referee.key", metavar="PATH", help="Ed25519 signing key")
+    p.add_argument(
+        "--max-tables-per-client",
+        type=_at_least(1),
+        default=1000,
+        metavar="N",
+        help="tables a client may have open at once (default 1000)",
+    )
+    p.add_argument(
+        "--max-streams-per-client",
+        type=_at_least(1),
+        default=256,
+        metavar="N",
+        help="WatchTable streams a client may have open at once (default 256)",
+    )
+    p.add_argument(
+        "--open-seat-ttl",
+        type=_at_least(0.001, float),
+        default=3600.0,
+        metavar="SECONDS",
+        help="a table still waiting for players this long after its creation expires"
+        " (default 3600)",
+    )
+    p.add_argument(
+        "--max-hands",
+        type=_at_least(1),
+        default=1000,
+        metavar="N",
+        help="the referee stops a match after this many hands (default 1000)",
+    )
+    p.add_argument(
+        "--max-actions",
+        type=_at_least(1),
+        default=100_000,
+        metavar="N",
+        help="the referee stops a match after this many actions (default 100000)",
+    )
+    p.add_argument(
+        "--max-message-bytes",
+        type=_at_least(1024),
+        default=1 << 20,
+        metavar="N",
+        help="the largest request (default 1 MiB)",
+    )
+    p.set_defaults(func=cmd_serve)
+
+    table = sub.add_parser("table", help="tables on a referee")
+    tsub = table.add_subparsers(dest="table_command", required=True)
+    p = tsub.add_parser("create", help="open a table; print its id and the seats' tokens")
+    p.add_argument("--address", default="127.0.0.1:50051", metavar="HOST:PORT")
+    p.add_argument("--game", default="hearts", help="game name or alias (default hearts)")
+    p.add_argument("--ruleset", default="", help="ruleset (default: the game's first)")
+    p.add_argument("--players", default="North,East,South,West", metavar="A,B,...",
+                   help="the seats' names in playing order")  # fmt: skip
+    p.add_argument("--open", default="", metavar="N,N,...",
+                   help="seats left open for others to join (default: none)")  # fmt: skip
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="a rules option")
+    p.set_defaults(func=cmd_table_create)
+
+    key = sub.add_parser("key", help="the referee's signing key")
+    ksub = key.add_subparsers(dest="key_command", required=True)
+    p = ksub.add_parser("show", help="print the public key of a key file")
+    p.add_argument("path", nargs="?", default="referee.key", metavar="PATH")
+    p.set_defaults(func=cmd_key_show)
+    p = ksub.add_parser("new", help="create an Ed25519 key file (mode 0600)")
+    p.add_argument("path", metavar="PATH")
+    p.set_defaults(func=cmd_key_new)
+
+    p = sub.add_parser("play", help="play at a terminal against bots")
+    p.add_argument("--address", metavar="HOST:PORT", help="a referee (default: start one here)")
+    p.add_argument("--game", default="hearts", help="game name or alias (default hearts)")
+    p.add_argument("--ruleset", default="", help="ruleset (default: the game's first)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="a rules option")
+    p.add_argument("--name", default="You", help="your name at the table")
+    p.add_argument("--bots", choices=("heuristic", "random"), default="heuristic")
+    p.add_argument("--seed", type=int, metavar="N", help="seed of the random bots")
+    p.set_defaults(func=cmd_play)
+
+    p = sub.add_parser("bot", help="seat a bot at a remote table and play it to the end")
+    p.add_argument("--address", required=True, metavar="HOST:PORT")
+    p.add_argument("--table", required=True, metavar="ID")
+    p.add_argument("--seat", type=int, metavar="N", help="a seat taken at creation ...")
+    p.add_argument("--token", metavar="T", help="... with its token")
+    p.add_argument("--join", action="store_true", help="take an open seat (--seat: that one)")
+    p.add_argument("--name", default="", help="the name to join with")
+    p.add_argument("--kind", choices=("heuristic", "random"), default="heuristic")
+    p.add_argument("--seed", type=int, metavar="N", help="seed of a random bot")
+    p.set_defaults(func=cmd_bot)
+
+    p = sub.add_parser("example", help="import the bundled example transcript and score it")
+    p.add_argument("--print", action="store_true", help="print the transcript instead")
+    p.set_defaults(func=cmd_example)

@@ -1,0 +1,277 @@
+"""Adding record files to the archive.
+
+`add_files(db, paths, keys=...)`: every record of some record files, each verified first
+(`records.verify.verify_frame`); a bad one is reported (file, index, error) and kept out, the
+rest goes in, deduplicated by record id. With keys, only records signed by one of them go
+in; the others are counted apart (`untrusted`). Whatever is wrong with one record (even a
+failure of the verifier itself), it is reported and the others still go in. The records are
+verified in chunks (tasks run by an executor, records/executors.py) and each chunk is stored
+in one transaction, so an interrupted add keeps whole chunks and a rerun adds the rest. A
+file that is truncated or damaged in its framing is reported; the records before the damage
+still go in.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from records.archive.schema import now, to_json
+from records.codec import RecordFileError, decode_record, file_chunks, options_from_pb
+from records.executors import Executor, SerialExecutor, map_in_order
+from records.rescore import record_scores
+from records.signing import TrustedKey
+from records.verify import (
+    Keys,
+    VerifyResult,
+    internal_error,
+    keyring,
+    verify_envelope,
+    verify_frame,
+)
+from tapis.v1 import record_pb2 as pb
+
+__all__ = [
+    "ADD_CHUNK",
+    "SUMMARY_COLUMNS",
+    "AddReport",
+    "AddTask",
+    "Checked",
+    "add_envelopes",
+    "add_files",
+    "check_task",
+]
+
+
+@dataclass
+class AddReport:
+    added: int = 0
+    duplicates: int = 0
+    refused: list[tuple[str, int, str]] = field(default_factory=list)  # (file, index, error)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)  # (file, error)
+    # keys given: records not signed by one of them (file, index, why), kept out
+    untrusted: list[tuple[str, int, str]] = field(default_factory=list)
+
+
+SUMMARY_COLUMNS = (  # the summary columns of `records`, then the envelope itself
+    "record_id",
+    "game",
+    "ruleset",
+    "options",
+    "players",
+    "player_count",
+    "hands",
+    "finished",
+    "winners",
+    "scores",
+    "source",
+    "played_at",
+    "added_at",
+)
+_COLUMNS = (*SUMMARY_COLUMNS, "envelope")
+_INSERT_RECORD = (
+    f"INSERT INTO records ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+)
+
+
+def _summary(rid: str, rec: pb.GameRecord, env_bytes: bytes, added_at: str) -> tuple[Any, ...]:
+    """A `records` row, in the order of `_COLUMNS`."""
+    return (
+        rid,
+        rec.rules.game,
+        rec.rules.ruleset,
+        to_json(options_from_pb(rec.rules.options)),
+        to_json([s.name for s in rec.seats]),
+        len(rec.seats),
+        len(rec.hands),
+        int(rec.outcome.finished),
+        to_json(list(rec.outcome.winners)),
+        to_json(record_scores(rec)),
+        rec.provenance.source,
+        rec.provenance.played_at,
+        added_at,
+        env_bytes,
+    )
+
+
+@dataclass
+class Checked:
+    """What verifying a chunk of envelopes gave: rows to insert and records refused."""
+
+    rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # by record id
+    players: list[tuple[str, int, str]] = field(default_factory=list)
+    refused: list[tuple[str, int, str]] = field(default_factory=list)
+    untrusted: list[tuple[str, int, str]] = field(default_factory=list)
+    duplicates: int = 0  # the same record twice in the chunk
+
+
+# With keys: a record not signed, or signed by a key not given, is not refused as bad but
+# kept out as not signed by a trusted key. A signature that claims a key given and does not
+# hold is a tampered record: refused.
+_UNTRUSTED = ("signature-missing", "signature-unknown-key")
+
+
+def _check(
+    out: Checked,
+    name: str,
+    index: int,
+    stored: bytes,
+    added_at: str,
+    verify: Callable[[], VerifyResult],
+) -> None:
+    """Verify one record and keep it for the chunk (`stored`: its envelope bytes, canonical
+    once verified) or report it; never raises: a failure of the verifier itself refuses this
+    record only (code `internal`)."""
+    try:
+        result = verify()
+        if not result.ok:
+            error = result.error
+            assert error is not None
+            bad = out.untrusted if error.code in _UNTRUSTED else out.refused
+            bad.append((name, index, f"{error} ({error.code})"))
+            return
+        rid = result.record_id
+        if rid in out.rows:
+            out.duplicates += 1
+            return
+        rec = decode_record(pb.RecordEnvelope.FromString(stored).record)
+        row = _summary(rid, rec, stored, added_at)
+        players = [(rid, seat, s.name) for seat, s in enumerate(rec.seats)]
+    except Exception as exc:  # a bug in Tapis: this record is refused, the others go on
+        error = internal_error(exc)
+        out.refused.append((name, index, f"{error} ({error.code})"))
+        return
+    out.rows[rid] = row
+    out.players.extend(players)
+
+
+@dataclass(frozen=True)
+class AddTask:
+    """A chunk of one record file: its envelope frames, the first being record `first`, and
+    the keys its records must be signed by (none: any record that verifies)."""
+
+    name: str
+    first: int
+    frames: tuple[bytes, ...]
+    added_at: str
+    keys: tuple[TrustedKey, ...] = ()
+
+
+def check_task(task: AddTask) -> Checked:
+    """Verify a chunk's records (run by an executor, in any process)."""
+    out = Checked()
+    for index, frame in enumerate(task.frames, task.first):
+        # a frame that verifies is its envelope's canonical bytes (verify_frame checks it)
+        _check(
+            out,
+            task.name,
+            index,
+            frame,
+            task.added_at,
+            functools.partial(verify_frame, frame, task.keys, task.name, index),
+        )
+    return out
+
+
+def _insert(db: sqlite_utils.Database, checked: Checked, report: AddReport) -> None:
+    """Store a verified chunk in one transaction; records already in the archive are
+    counted as duplicates."""
+    report.refused.extend(checked.refused)
+    report.untrusted.extend(checked.untrusted)
+    report.duplicates += checked.duplicates
+    with db.atomic():
+        existing: set[str] = set()
+        ids = list(checked.rows)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            existing.update(
+                r[0]
+                for r in db.execute(
+                    f"SELECT record_id FROM records WHERE record_id IN ({marks})", chunk
+                )
+            )
+        new = [row for rid, row in checked.rows.items() if rid not in existing]
+        if new:
+            db.conn.executemany(_INSERT_RECORD, new)
+            db.conn.executemany(
+                "INSERT INTO record_players (record_id, seat, name) VALUES (?, ?, ?)",
+                [p for p in checked.players if p[0] not in existing],
+            )
+    report.added += len(new)
+    report.duplicates += len(existing)
+
+
+def add_envelopes(
+    db: sqlite_utils.Database,
+    items: Iterable[tuple[str, int, pb.RecordEnvelope]],
+    report: AddReport | None = None,
+    keys: Keys = (),
+) -> AddReport:
+    """Verify (file, index, envelope) items here and add the valid new ones in one
+    transaction (with `keys`: only those signed by one of them)."""
+    report = report or AddReport()
+    checked = Checked()
+    added_at = now()
+    ring = tuple(keyring(keys).values())
+    for name, index, env in items:
+        stored = env.SerializeToString(deterministic=True)
+        _check(
+            checked, name, index, stored, added_at, functools.partial(verify_envelope, env, ring)
+        )
+    _insert(db, checked, report)
+    return report
+
+
+ADD_CHUNK = 500  # records verified per task and stored per transaction
+
+
+def _add_tasks(
+    paths: Sequence[str | Path], report: AddReport, chunk: int, keys: tuple[TrustedKey, ...]
+) -> Iterator[AddTask]:
+    """The chunks of the files, read one file at a time; a file that cannot be read, or
+    whose framing breaks, is reported in `report.unreadable` after the chunks before the
+    break."""
+    added_at = now()
+    for path in paths:
+        name = str(path)
+        try:
+            for first, frames in file_chunks(path, chunk):
+                yield AddTask(name, first, frames, added_at, keys)
+        except RecordFileError as exc:
+            report.unreadable.append((name, str(exc)))
+
+
+def add_files(
+    db: sqlite_utils.Database,
+    paths: Sequence[str | Path],
+    executor: Executor | None = None,
+    chunk: int = ADD_CHUNK,
+    progress: Callable[[int], None] | None = None,
+    keys: Keys = (),
+) -> AddReport:
+    """Add the records of record files, verified in chunks by `executor` (default: here),
+    each chunk stored in one transaction. With `keys` (public keys, or `TrustedKey`s), only
+    the records signed by one of them go in; the records not signed, or signed by another
+    key, are reported in `untrusted`. A file that is not a record file, or is damaged, is
+    reported in `unreadable` (its records before the damage still go in).
+    `progress(records)` is called after each stored chunk."""
+    report = AddReport()
+    executor = executor or SerialExecutor()
+    done = 0
+    tasks = _add_tasks(paths, report, chunk, tuple(keyring(keys).values()))
+    results = map_in_order(executor, check_task, tasks)
+    try:
+        for task, checked in results:  # stored in file order, whatever order they complete in
+            _insert(db, checked, report)
+            done += len(task.frames)
+            if progress is not None:
+                progress(done)
+    finally:
+        results.close()
+    return report

@@ -1,0 +1,122 @@
+"""Reading the archive: the records a selection takes (by game, ruleset, player, date), their
+summaries or envelopes, and one record by its id (or a unique prefix of it)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlite_utils
+
+from records.archive.add import SUMMARY_COLUMNS
+from records.archive.schema import ArchiveError
+from referee.engine import RulesError, find_game
+from referee.engine.errors import quoted
+from tapis.v1 import record_pb2 as pb
+
+__all__ = ["Selection", "find_record", "iter_envelopes", "query_records", "where_sql"]
+
+
+def _date_bound(flag: str, text: str, end: bool) -> str:
+    """A `played_at` bound: an ISO 8601 date or date-time; a date alone as an end bound
+    takes in the whole day. `ArchiveError` when it is not a date."""
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        raise ArchiveError(
+            f"{flag}: {quoted(text)} is not a date (YYYY-MM-DD or an ISO 8601 date-time)"
+        ) from None
+    return text + "T~" if end and "T" not in text else text  # "~" sorts after any time
+
+
+def where_sql(
+    game: str | None,
+    ruleset: str | None = None,
+    player: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if since:
+        clauses.append("played_at >= ?")
+        params.append(_date_bound("--since", since, end=False))
+    if until:
+        clauses.append("played_at <= ?")
+        params.append(_date_bound("--until", until, end=True))
+    if game:
+        with contextlib.suppress(RulesError):  # an unknown game matches nothing
+            game = find_game(game).name
+        clauses.append("game = ?")
+        params.append(game)
+    if ruleset:
+        clauses.append("ruleset = ?")
+        params.append(ruleset)
+    if player:
+        clauses.append("record_id IN (SELECT record_id FROM record_players WHERE name = ?)")
+        params.append(player)
+    return (" AND ".join(clauses) or "1"), params
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which records a query or an export takes: by game (name or alias), ruleset, a
+    player's name, the date played (`since`/`until`: ISO 8601, compared as written; Tapis
+    writes UTC; a date alone as `until` takes in the whole day), at most `limit`."""
+
+    game: str | None = None
+    ruleset: str | None = None
+    player: str | None = None
+    since: str | None = None
+    until: str | None = None
+    limit: int | None = None
+
+    def rows(self, db: sqlite_utils.Database, columns: str) -> Iterator[tuple[Any, ...]]:
+        """The selected rows of `records` (those columns), oldest added first."""
+        where, params = where_sql(self.game, self.ruleset, self.player, self.since, self.until)
+        sql = f"SELECT {columns} FROM records WHERE {where} ORDER BY rowid"
+        if self.limit is not None:
+            sql += " LIMIT ?"
+            params.append(self.limit)
+        yield from db.execute(sql, params)
+
+
+def query_records(db: sqlite_utils.Database, selection: Selection) -> list[dict[str, Any]]:
+    """Summaries of the selected records (JSON columns decoded, no envelope)."""
+    out = []
+    for values in selection.rows(db, ", ".join(SUMMARY_COLUMNS)):
+        row = dict(zip(SUMMARY_COLUMNS, values, strict=True))
+        for key in ("options", "players", "winners", "scores"):
+            row[key] = json.loads(row[key])
+        row["finished"] = bool(row["finished"])
+        out.append(row)
+    return out
+
+
+def iter_envelopes(db: sqlite_utils.Database, selection: Selection) -> Iterator[bytes]:
+    """The stored envelopes (bytes) of the selected records."""
+    for (envelope_bytes,) in selection.rows(db, "envelope"):
+        yield envelope_bytes
+
+
+def find_record(db: sqlite_utils.Database, prefix: str) -> tuple[str, pb.RecordEnvelope]:
+    """The record whose id is or starts with `prefix` (unique); `ArchiveError` otherwise."""
+    text = prefix.strip().lower()
+    if not text or any(c not in "0123456789abcdef" for c in text):
+        raise ArchiveError(f"{quoted(prefix)} is not a record id (lowercase hex)")
+    rows = list(
+        db.execute(
+            "SELECT record_id, envelope FROM records WHERE record_id >= ? AND record_id < ? "
+            "ORDER BY record_id LIMIT 2",
+            [text, text + "g"],
+        )
+    )
+    if not rows:
+        raise ArchiveError(f"no record {quoted(prefix)} in the archive")
+    if len(rows) > 1:
+        raise ArchiveError(f"record id prefix {quoted(prefix)} is ambiguous: give more digits")
+    return rows[0][0], pb.RecordEnvelope.FromString(rows[0][1])

@@ -1,0 +1,111 @@
+"""The archive's SQLite file: its tables, opened or made (sqlite-utils), and the few helpers
+every part of the archive writes with.
+
+- Table `records`: one row per record, summary columns plus the envelope bytes; table
+  `record_players` (record_id, seat, name) to find a player's records.
+- Tables `rescore_runs` and `rescore_results`: the re-scoring runs and their per-record
+  results (records/archive/rescoring.py).
+
+Scores are stored as JSON lists, one list per seat of the game's units (`[[26], [0], ...]`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from referee.engine import TapisError
+
+__all__ = ["ArchiveError", "Option", "now", "open_archive", "to_json"]
+
+Option = bool | int | str
+
+
+class ArchiveError(TapisError):
+    """A request the archive cannot answer (no such archive, unknown or ambiguous id, ...)."""
+
+
+def now() -> str:
+    """The time now (UTC, ISO 8601, to the second), as the archive stores it."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def to_json(value: Any) -> str:
+    """The JSON text the archive stores (compact, keys sorted)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def open_archive(path: str | Path, create: bool = True) -> sqlite_utils.Database:
+    """The archive at `path`, its tables made if missing; `ArchiveError` if it does not exist
+    and `create` is false, or if it is not an SQLite file."""
+    p = Path(path)
+    if not create and not p.is_file():
+        raise ArchiveError(f"{p}: no such archive")
+    try:
+        db = sqlite_utils.Database(p)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA busy_timeout=30000")
+        _ensure_schema(db)
+    except sqlite3.DatabaseError as exc:
+        raise ArchiveError(f"{p}: not an archive ({exc})") from None
+    return db
+
+
+def _ensure_schema(db: sqlite_utils.Database) -> None:
+    with db.atomic():
+        db.execute(
+            """CREATE TABLE IF NOT EXISTS records (
+                record_id TEXT PRIMARY KEY, game TEXT NOT NULL, ruleset TEXT NOT NULL,
+                options TEXT NOT NULL, players TEXT NOT NULL, player_count INTEGER NOT NULL,
+                hands INTEGER NOT NULL, finished INTEGER NOT NULL, winners TEXT NOT NULL,
+                scores TEXT NOT NULL, source TEXT NOT NULL, played_at TEXT NOT NULL,
+                added_at TEXT NOT NULL, envelope BLOB NOT NULL)"""
+        )
+        db.execute(
+            """CREATE TABLE IF NOT EXISTS record_players (
+                record_id TEXT NOT NULL REFERENCES records(record_id), seat INTEGER NOT NULL,
+                name TEXT NOT NULL, PRIMARY KEY (record_id, seat))"""
+        )
+        db.execute(
+            """CREATE TABLE IF NOT EXISTS rescore_runs (
+                run_id INTEGER PRIMARY KEY, options TEXT NOT NULL, game TEXT NOT NULL,
+                started_at TEXT NOT NULL, finished_at TEXT, total INTEGER NOT NULL DEFAULT 0,
+                scored INTEGER NOT NULL DEFAULT 0, not_replayable INTEGER NOT NULL DEFAULT 0,
+                scores_changed INTEGER NOT NULL DEFAULT 0,
+                winners_changed INTEGER NOT NULL DEFAULT 0,
+                no_longer_finished INTEGER NOT NULL DEFAULT 0,
+                now_finished INTEGER NOT NULL DEFAULT 0)"""
+        )
+        db.execute(
+            """CREATE TABLE IF NOT EXISTS rescore_results (
+                run_id INTEGER NOT NULL REFERENCES rescore_runs(run_id),
+                record_id TEXT NOT NULL REFERENCES records(record_id), status TEXT NOT NULL,
+                rule TEXT NOT NULL, detail TEXT NOT NULL, old_scores TEXT NOT NULL,
+                new_scores TEXT, old_winners TEXT NOT NULL, new_winners TEXT,
+                first_diff TEXT, old_finished INTEGER NOT NULL DEFAULT 1,
+                new_finished INTEGER, PRIMARY KEY (run_id, record_id))"""
+        )
+        for table, cols in (
+            ("records", "game"),
+            ("records", "ruleset"),
+            ("records", "game, ruleset"),
+            ("records", "played_at"),
+            ("record_players", "name"),
+            ("rescore_results", "run_id, status"),
+        ):
+            name = f"idx_{table}_{cols.replace(', ', '_')}"
+            db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({cols})")
+        # columns added after the first archives were made
+        for table, col, decl in (
+            ("rescore_runs", "no_longer_finished", "INTEGER NOT NULL DEFAULT 0"),
+            ("rescore_runs", "now_finished", "INTEGER NOT NULL DEFAULT 0"),
+            ("rescore_results", "old_finished", "INTEGER NOT NULL DEFAULT 1"),
+            ("rescore_results", "new_finished", "INTEGER"),
+        ):
+            if col not in db[table].columns_dict:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")

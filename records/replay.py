@@ -1,0 +1,472 @@
+"""One replay of a record, told to a visitor (python-chess's `chess.pgn` visitors are the model).
+
+`replay(rec, visitor)` drives the engine through a decoded record and calls the visitor's
+hooks on the way; verify, annotate, score, rescore, show and the transcript export are each a
+visitor. In order:
+
+1. every field of the record checked against its game (records/strict.py: nothing out of its
+   game's range reaches the engine), the rules, the seats, the start; the revealed seed
+   against its commitment; then `begin_record(rec, match)`;
+2. per hand: the deal the seed gives, the hand's number, the deal the pack gives (when the
+   record has the pack); the deal started, then `begin_hand`; the actions, each told to
+   `visit_action` before and `end_action` after it is applied, only to a visitor that defines
+   them (the others replay a hand's actions at once, `Match.step_many`: the fast path of
+   verify); the hand's end (a hand may stop before its end only as the record's last); then
+   `end_hand`;
+3. `end_record()`; what `replay` returns is `visitor.result()`.
+
+A visitor with `replays = False` is walked through the record's hands and actions with the
+same hooks once the fields are checked, without the engine (the transcript export, which
+must write out a record whose actions the rules refuse).
+
+Under `changes` (options changed: rescore), the record is replayed with the recorded deals
+and actions under its rules so changed: no seed, number, pack or hand-end check (they belong
+to the record's own rules) and the replay stops where the match now ends.
+
+Every fault is a `RecordError` with its stable code and position (docs/verify.md), handed to
+`visitor.handle_error(error, cause)` (`cause`: the engine's exception behind it, if any). The
+strict `BaseVisitor` raises it: the replay stops at the first fault. A `LenientVisitor` keeps
+it and the replay goes on where it can: past a seed, number or pack that is not the one
+expected; not past a refused deal or action, nor a fault of the fields, after which the
+engine cannot follow the record.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import ClassVar, Generic, TypeVar
+
+from records.codec import deal_from_pb, options_from_pb, score_from_pb, start_from_pb
+from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
+from records.strict import check_fields, check_rules_fields, check_start
+from referee.engine import (
+    Deal,
+    IllegalAction,
+    InvalidAction,
+    Match,
+    RecordError,
+    Rules,
+    RulesError,
+    ScoreLine,
+    TapisError,
+    find_game,
+    make_rules,
+    new_match,
+)
+from referee.engine.errors import quoted
+from tapis.v1 import record_pb2 as pb
+
+__all__ = [
+    "BaseVisitor",
+    "LenientVisitor",
+    "MatchVisitor",
+    "compare_record",
+    "match_for_record",
+    "replay",
+    "replay_record",
+]
+
+Option = bool | int | str
+T = TypeVar("T")
+
+
+class BaseVisitor(Generic[T]):
+    """What a replay tells, hook by hook; every hook does nothing by default. Strict: the first
+    fault (`handle_error`) is raised. `self.rec`, `self.match` and `self.units` are set before
+    `begin_record` (`self.match` once the fields are checked: a fault of the fields is handled
+    without it)."""
+
+    replays: ClassVar[bool] = True  # False: walked through the record without the engine
+
+    rec: pb.GameRecord
+    match: Match
+    units: tuple[str, ...]
+
+    def begin_record(self) -> None:
+        """Every field is checked, the match made (no hand started)."""
+
+    def begin_hand(self, h: int, hand: pb.HandRecord) -> None:
+        """Hand `h` (1-based) is dealt and started: `self.match.hand` is its engine hand."""
+
+    def visit_action(self, h: int, a: int, seat: int, action: int) -> None:
+        """Action `a` (1-based) of hand `h`, before it is applied."""
+
+    def end_action(self, h: int, a: int, seat: int, action: int) -> None:
+        """Action `a` of hand `h`, once it is applied."""
+
+    def end_hand(self, h: int, hand: pb.HandRecord) -> None:
+        """Hand `h`'s recorded actions are all applied."""
+
+    def end_record(self) -> None:
+        """Every hand is replayed."""
+
+    def handle_error(self, error: RecordError, cause: TapisError | None) -> None:
+        """A fault of the record, at its position; `cause` is the engine's exception behind it
+        (a refused deal or action; the `RulesError` of changed options), if any."""
+        raise error
+
+    def result(self) -> T:
+        """What `replay` returns."""
+        raise NotImplementedError
+
+
+class MatchVisitor(BaseVisitor[Match]):
+    """The replayed match; with `check`, the record's score lines, scores and outcome are
+    compared with the replay's (`compare_record`) at the end."""
+
+    def __init__(self, check: bool = True) -> None:
+        self.check = check
+
+    def end_record(self) -> None:
+        if self.check:
+            compare_record(self.rec, self.match, self.units)
+
+    def result(self) -> Match:
+        return self.match
+
+
+class LenientVisitor(BaseVisitor[Match | None]):
+    """A replay that keeps every fault (`errors`, in the order met) instead of stopping at the
+    first, and goes on where it can: the comparison of score lines and scores goes on hand
+    after hand. The match as far as it was replayed (None when the fields do not hold)."""
+
+    def __init__(self, check: bool = True) -> None:
+        self.check = check
+        self.errors: list[RecordError] = []
+
+    def result(self) -> Match | None:
+        return getattr(self, "match", None)
+
+    def handle_error(self, error: RecordError, cause: TapisError | None) -> None:
+        self.errors.append(error)
+
+    def end_record(self) -> None:
+        if not self.check:
+            return
+        results = self.match.results
+        for h, (hand, result) in enumerate(zip(self.rec.hands, results, strict=False), 1):
+            try:
+                _compare_hand(self.units, hand, result.lines, result.scores_after, h)
+            except RecordError as exc:
+                self.errors.append(exc)
+        try:
+            _compare_outcome(self.match, self.units, self.rec.outcome)
+        except RecordError as exc:
+            self.errors.append(exc)
+
+
+def replay(
+    rec: pb.GameRecord, visitor: BaseVisitor[T], changes: Mapping[str, Option] | None = None
+) -> T:
+    """Drive the engine through `rec` and tell `visitor` (see the module's docstring); with
+    `changes`, under the record's options changed by them. Returns `visitor.result()`."""
+    seed: bytes | None = None
+    visitor.rec = rec
+    try:
+        match, units = match_for_record(rec)
+    except RecordError as exc:
+        visitor.handle_error(exc, None)
+        return visitor.result()  # a lenient visitor: nothing can be replayed
+    visitor.match, visitor.units = match, units
+    if changes is not None:
+        try:
+            match = visitor.match = _changed_match(rec, changes, units)
+        except RulesError as exc:
+            visitor.handle_error(RecordError("options", str(exc)), exc)
+            return visitor.result()
+    elif visitor.replays:
+        try:
+            seed = _checked_seed(rec)
+        except RecordError as exc:
+            visitor.handle_error(exc, None)
+    visitor.begin_record()
+    if not visitor.replays:
+        _walk(rec, visitor)
+    elif _replay_hands(rec, match, visitor, seed, changes is None):
+        return visitor.result()
+    visitor.end_record()
+    return visitor.result()
+
+
+def _per_action(visitor: BaseVisitor[T]) -> bool:
+    """Whether `visitor` is told each action (else a hand's actions are replayed at once)."""
+    kind = type(visitor)
+    return (
+        kind.visit_action is not BaseVisitor.visit_action
+        or kind.end_action is not BaseVisitor.end_action
+    )
+
+
+def _walk(rec: pb.GameRecord, visitor: BaseVisitor[T]) -> None:
+    for h, hand in enumerate(rec.hands, 1):
+        visitor.begin_hand(h, hand)
+        for a, (seat, action) in enumerate(zip(hand.seats, hand.actions, strict=True), 1):
+            visitor.visit_action(h, a, seat, action)
+            visitor.end_action(h, a, seat, action)
+        visitor.end_hand(h, hand)
+
+
+def _replay_hands(
+    rec: pb.GameRecord,
+    match: Match,
+    visitor: BaseVisitor[T],
+    seed: bytes | None,
+    as_recorded: bool,
+) -> bool:
+    """Replay every hand; True when a fault stopped the replay (a lenient visitor)."""
+    per_action = _per_action(visitor)
+    last = len(rec.hands)
+    for h, hand in enumerate(rec.hands, 1):
+        if not as_recorded and match.finished:
+            break  # under changed options the match may end sooner
+        try:
+            if as_recorded:
+                deal = _recorded_deal(rec, match, seed, hand, h, visitor)
+            else:
+                deal = deal_from_pb(hand.deal)
+            match.start_hand(hand.dealer, deal)
+        except IllegalAction as exc:
+            code = f"deal:{exc.code}"
+            visitor.handle_error(RecordError(code, f"{exc.reason} [{exc.rule}]", hand=h), exc)
+            return True
+        seats = hand.seats
+        actions = hand.actions
+        if len(seats) != len(actions):
+            message = f"{len(actions)} actions but {len(seats)} seats"
+            visitor.handle_error(RecordError("actions", message, hand=h), None)
+            return True
+        current = match.hand
+        assert current is not None
+        visitor.begin_hand(h, hand)
+        try:
+            if per_action:
+                for a, (seat, action) in enumerate(zip(seats, actions, strict=True), 1):
+                    visitor.visit_action(h, a, seat, action)
+                    match.step(seat, action)
+                    visitor.end_action(h, a, seat, action)
+            else:
+                match.step_many(seats, actions)
+        except IllegalAction as exc:
+            position = len(current.actions) + 1
+            error = RecordError(
+                f"action:{exc.code}", f"{exc.message} [{exc.rule}]", hand=h, action=position
+            )
+            visitor.handle_error(error, exc)
+            return True
+        except InvalidAction as exc:
+            position = len(current.actions) + 1
+            error = RecordError("action:invalid", str(exc), hand=h, action=position)
+            visitor.handle_error(error, exc)
+            return True
+        if as_recorded and not current.over and not match.finished and h != last:
+            error = RecordError("hand-unfinished", "the hand stops before its end", hand=h)
+            visitor.handle_error(error, None)
+            return True
+        visitor.end_hand(h, hand)
+    return False
+
+
+def _recorded_deal(
+    rec: pb.GameRecord,
+    match: Match,
+    seed: bytes | None,
+    hand: pb.HandRecord,
+    h: int,
+    visitor: BaseVisitor[T],
+) -> Deal:
+    """The deal of a recorded hand, once checked: the deal the seed gives, the hand's
+    number, the deal the pack gives (`IllegalAction` when the engine refuses the pack)."""
+    if seed is not None:
+        try:
+            _check_seeded_deal(rec, match, seed, hand, h)
+        except RecordError as exc:
+            visitor.handle_error(exc, None)
+    if hand.number != match.hand_number:
+        message = f"numbered {hand.number}, expected {match.hand_number}"
+        visitor.handle_error(RecordError("hand-number", message, hand=h), None)
+    deal = deal_from_pb(hand.deal)
+    if hand.deal.deck:
+        dealt = match.deal_deck(hand.dealer, list(hand.deal.deck))
+        if dealt != deal:
+            error = RecordError("deal", "the deal is not what the pack gives", hand=h)
+            visitor.handle_error(error, None)
+    return deal
+
+
+# --- the record's rules, start and seed --------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def _checked_rules(
+    game: str, ruleset: str, players: int, options: tuple[tuple[str, str, Option], ...], digest: str
+) -> Rules:
+    """The rules a record names, checked once per distinct rules (they are immutable).
+    `options`: (key, which value field, value), so that the cache never takes `True` for `1`."""
+    try:
+        spec = find_game(game)
+        given = {key: value for key, _, value in options}
+        given.pop("players", None)
+        rules = make_rules(spec.name, ruleset or None, given, players)
+    except RulesError as exc:
+        raise RecordError("rules", f"the rules do not hold: {exc}") from None
+    if spec.name != game:
+        raise RecordError("rules", f"game {quoted(game)} is not a canonical game name")
+    effective = sorted(rules.option_values().items())
+    if list(options) != [(k, _VALUE_FIELD[type(v)], v) for k, v in effective]:
+        raise RecordError("rules", "the options listed are not the effective options")
+    if digest != rules.digest:
+        raise RecordError("rules-digest", "the rules digest does not match the rules")
+    return rules
+
+
+_VALUE_FIELD = {bool: "bool_value", int: "int_value", str: "string_value"}  # of an Option
+
+
+def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
+    """A new engine match for a record's checked rules and start, and the game's units, once
+    every field of the record is checked against its game (records/strict.py: nothing out of
+    its game's range reaches the engine); `RecordError` when they do not hold. Every command
+    that reads a record's content goes through here first."""
+    r = rec.rules
+    options = check_rules_fields(r)
+    rules = _checked_rules(r.game, r.ruleset, r.players, options, r.digest)
+    spec = find_game(rules.game)
+    if len(rec.seats) != rules.players:
+        raise RecordError("seats", f"{len(rec.seats)} seats for {rules.players} players")
+    check_start(rec.start, spec.units, rules.players)
+    try:
+        match = new_match(rules, start_from_pb(spec.units, rec.start), log_events=False)
+    except RulesError as exc:
+        raise RecordError("start", f"the start scores do not hold: {exc}") from None
+    check_fields(rec, match, spec.units)
+    return match, spec.units
+
+
+@functools.lru_cache(maxsize=64)
+def _changed_rules(
+    game: str, ruleset: str, options: tuple[tuple[str, Option], ...], players: int
+) -> Rules:
+    """The rules of a record with its options changed, made once per distinct rules."""
+    return make_rules(game, ruleset or None, dict(options), players)
+
+
+def _changed_match(
+    rec: pb.GameRecord, changes: Mapping[str, Option], units: tuple[str, ...]
+) -> Match:
+    """A new match for `rec`'s rules with its options changed; `RulesError` when they do not
+    hold."""
+    options = options_from_pb(rec.rules.options)
+    options.pop("players", None)
+    options.update(changes)
+    key = tuple(sorted(options.items()))
+    rules = _changed_rules(rec.rules.game, rec.rules.ruleset, key, rec.rules.players)
+    return new_match(rules, start_from_pb(units, rec.start), log_events=False)
+
+
+def _checked_seed(rec: pb.GameRecord) -> bytes | None:
+    """The revealed seed of a refereed record, once it matches its commitment."""
+    source = rec.deal_source
+    if not source.algorithm and not source.seed and not source.commitment:
+        return None
+    if source.algorithm != ALGORITHM:
+        raise RecordError("deal-algorithm", f"unknown deal algorithm {quoted(source.algorithm)}")
+    if commitment(source.seed) != source.commitment:
+        raise RecordError("commitment", "the revealed seed does not match the commitment")
+    return source.seed
+
+
+def _check_seeded_deal(
+    rec: pb.GameRecord, match: Match, seed: bytes, hand: pb.HandRecord, h: int
+) -> None:
+    """Every deal of a refereed record comes from the seed (records/dealing.py)."""
+    if (
+        h == 1
+        and rec.start.hand_number <= 1
+        and hand.dealer != first_dealer(seed, match.first_dealers())
+    ):
+        raise RecordError("deal-seed", "the first dealer is not the one the seed draws", hand=h)
+    if list(hand.deal.deck) != shuffled_pack(seed, hand.number, match.pack):
+        raise RecordError("deal-seed", "the pack is not the one the seed gives", hand=h)
+
+
+# --- the record against its replay -------------------------------------------------------
+
+
+def replay_record(rec: pb.GameRecord, check: bool = True) -> Match:
+    """Replay a decoded record through the engine (strict: `RecordError` at the first fault).
+    Every field is checked against its game first (records/strict.py). With `check`, then
+    compare every score line, score and the outcome with what the record says
+    (`compare_record`); the replay itself always checks every deal and action."""
+    return replay(rec, MatchVisitor(check))
+
+
+def compare_record(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> None:
+    """The record's score lines and scores after each hand, then its outcome, against its
+    replay `match`; `RecordError` (`score-lines`, `scores`, `outcome`) at the first
+    difference, with its position."""
+    for h, (hand, result) in enumerate(zip(rec.hands, match.results, strict=False), 1):
+        _compare_hand(units, hand, result.lines, result.scores_after, h)
+    _compare_outcome(match, units, rec.outcome)
+
+
+def _compare_hand(
+    units: tuple[str, ...],
+    hand: pb.HandRecord,
+    lines: list[ScoreLine],
+    scores_after: tuple[tuple[int, ...], ...],
+    h: int,
+) -> None:
+    _compare_lines(units, lines, hand.lines, h)
+    after = tuple(score_from_pb(units, s) for s in hand.scores_after)
+    if after != scores_after:
+        raise RecordError(
+            "scores",
+            f"scores after the hand are {after}, the rules give {scores_after}",
+            hand=h,
+        )
+
+
+def _compare_lines(
+    units: tuple[str, ...], lines: list[ScoreLine], recorded: Sequence[pb.ScoreLine], h: int
+) -> None:
+    rec_lines = list(recorded)
+    for i, line in enumerate(lines):
+        if i >= len(rec_lines):
+            raise RecordError("score-lines", f"score line {i + 1} is missing", hand=h)
+        r = rec_lines[i]
+        got = (r.seat, r.kind, score_from_pb(units, r.delta), r.rule, r.note, r.after_action)
+        want = (line.seat, line.kind, line.delta, line.rule, line.note, line.at)
+        if got != want:
+            shown = (r.seat, quoted(r.kind), got[2], quoted(r.rule))
+            raise RecordError(
+                "score-lines",
+                f"score line {i + 1} is ({', '.join(map(str, shown))}), the rules give "
+                f"({line.seat}, {line.kind!r}, {line.delta}, {line.rule!r})",
+                hand=h,
+                action=line.at or None,
+            )
+    if len(rec_lines) > len(lines):
+        raise RecordError(
+            "score-lines", f"{len(rec_lines) - len(lines)} score lines too many", hand=h
+        )
+
+
+def _compare_outcome(match: Match, units: tuple[str, ...], out: pb.Outcome) -> None:
+    scores = tuple(score_from_pb(units, s) for s in out.scores)
+    if scores != tuple(match.scores):
+        raise RecordError(
+            "outcome", f"final scores are {scores}, the rules give {tuple(match.scores)}"
+        )
+    if out.finished != match.finished:
+        raise RecordError(
+            "outcome",
+            f"the record says finished={out.finished}, the rules say {match.finished}",
+        )
+    if tuple(out.winners) != match.winners:
+        raise RecordError(
+            "outcome", f"winners are {list(out.winners)}, the rules give {list(match.winners)}"
+        )
+    resigned = out.resigned if out.HasField("resigned") else None
+    if resigned != match.resigned:
+        raise RecordError("outcome", "the resignation does not match the actions")

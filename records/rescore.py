@@ -1,0 +1,218 @@
+"""The report of a re-scoring: what a record's scores, winners and finish become under other
+options (the same deals and actions), and its text for a person. One report for
+`tapis record score --set`, `tapis archive rescore` and `tapis archive runs`; the commands
+print it.
+
+- `rescore_record(rid, rec, changes)`: the report of one record (`Rescored`), never raising
+  for a record that does not replay (`status` "not-replayable", with the rule that refused);
+  `rescored(rid, rec, match)` the report of a replay already made (`records.score.
+  replay_changed`).
+- `changes_text`, `result_text`: one record's report, as `record score --set` and `archive
+  runs` print it; `summary_text`, `runs_text`: a whole run (`RescoreSummary`, kept in the
+  archive's `rescore_runs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from records.codec import score_from_pb
+from records.score import NotReplayable, diff_text, first_diff, replay_changed
+from referee.engine import Match, find_game
+from tapis.v1 import record_pb2 as pb
+
+__all__ = [
+    "RescoreSummary",
+    "Rescored",
+    "changes_text",
+    "record_scores",
+    "rescore_record",
+    "rescored",
+    "result_text",
+    "runs_text",
+    "summary_text",
+]
+
+Option = bool | int | str
+
+
+@dataclass(frozen=True)
+class Rescored:
+    """One record re-scored: as recorded (`old_*`) and under the changed options (`new_*`,
+    None when not replayable)."""
+
+    record_id: str
+    status: str  # "ok" or "not-replayable"
+    rule: str  # the rule that refused the replay (not-replayable)
+    detail: str
+    old_scores: list[list[int]]
+    new_scores: list[list[int]] | None
+    old_winners: list[int]
+    new_winners: list[int] | None
+    first_diff: dict[str, Any] | None  # the first score line that differs
+    old_finished: bool = True
+    new_finished: bool | None = None
+
+
+def record_scores(rec: pb.GameRecord) -> list[list[int]]:
+    """The final scores a record says, one list of the game's units per seat."""
+    units = find_game(rec.rules.game).units
+    return [list(score_from_pb(units, s)) for s in rec.outcome.scores]
+
+
+def rescored(rid: str, rec: pb.GameRecord, match: Match) -> Rescored:
+    """The report of `rec` against `match`, its replay under changed options."""
+    units = find_game(rec.rules.game).units
+    return Rescored(
+        rid,
+        "ok",
+        "",
+        "",
+        record_scores(rec),
+        [list(s) for s in match.scores],
+        list(rec.outcome.winners),
+        list(match.winners),
+        first_diff(units, rec, [r.lines for r in match.results]),
+        rec.outcome.finished,
+        match.finished,
+    )
+
+
+def rescore_record(rid: str, rec: pb.GameRecord, changes: Mapping[str, Option]) -> Rescored:
+    """Replay `rec` with its options changed by `changes`, hand by hand with the recorded deals
+    and actions, stopping when the match ends; never raises for a record that does not fit."""
+    try:
+        match = replay_changed(rec, changes)
+    except NotReplayable as exc:
+        return Rescored(
+            rid,
+            "not-replayable",
+            exc.rule,
+            exc.detail,
+            record_scores(rec),
+            None,
+            list(rec.outcome.winners),
+            None,
+            None,
+            rec.outcome.finished,
+        )
+    return rescored(rid, rec, match)
+
+
+def changes_text(r: Rescored, names: Sequence[str]) -> str:
+    """What the changed options change in one record, winners by name (`record score`)."""
+    same = r.old_scores == r.new_scores
+    parts = [f"scores {r.old_scores} -> {r.new_scores}" if not same else "same scores"]
+    if r.old_winners != r.new_winners:
+        won = [[names[w] for w in ws or ()] for ws in (r.old_winners, r.new_winners)]
+        parts.append(f"winners {won[0]} -> {won[1]}")
+    if r.old_finished != r.new_finished:
+        parts.append("no longer finished" if r.old_finished else "now finished")
+    if r.first_diff is None and len(parts) == 1 and same:
+        return "compared with the record: nothing changes"
+    parts.append("first differing line: " + diff_text(r.first_diff))
+    return "compared with the record: " + "; ".join(parts)
+
+
+def result_text(r: Rescored) -> str:
+    """One record of a run, on one line (`archive runs RUN_ID`)."""
+    head = f"{r.record_id[:12]}: "
+    if r.status != "ok":
+        return head + f"not replayable [{r.rule}] {r.detail}"
+    text = head + f"{r.old_scores} -> {r.new_scores}"
+    if r.new_winners != r.old_winners:
+        text += f"; winners {r.old_winners} -> {r.new_winners}"
+    if r.new_finished != r.old_finished:
+        text += "; no longer finished" if r.old_finished else "; now finished"
+    return text + f"; first differing line: {diff_text(r.first_diff)}"
+
+
+@dataclass
+class RescoreSummary:
+    """A re-scoring run of an archive, counted."""
+
+    run_id: int
+    options: dict[str, Option]
+    game: str
+    total: int
+    scored: int
+    not_replayable: int
+    scores_changed: int
+    winners_changed: int
+    no_longer_finished: int  # finished as recorded, unfinished under the new options
+    now_finished: int  # unfinished as recorded, finished under the new options
+    resumed: int  # records already done by an earlier, interrupted call
+    finished: bool
+    samples: list[dict[str, Any]]  # up to 5 changed records and their first differing line
+    refusals: dict[str, int]  # not replayable, by rule
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "options": self.options,
+            "game": self.game,
+            "total": self.total,
+            "scored": self.scored,
+            "not_replayable": self.not_replayable,
+            "scores_changed": self.scores_changed,
+            "winners_changed": self.winners_changed,
+            "no_longer_finished": self.no_longer_finished,
+            "now_finished": self.now_finished,
+            "resumed": self.resumed,
+            "finished": self.finished,
+            "samples": self.samples,
+            "refusals": self.refusals,
+        }
+
+
+def _opts(options: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
+
+
+def summary_text(s: RescoreSummary, elapsed: float) -> str:
+    """A run's summary for a person (`archive rescore`), with its rate over `elapsed`."""
+    opts = _opts(s.options)
+    rate = (s.total - s.resumed) / elapsed if elapsed > 0 else 0.0
+    lines = [
+        f"run {s.run_id} ({opts}{', game ' + s.game if s.game else ''}): {s.total} records",
+        f"  scored:          {s.scored}",
+        f"  not replayable:  {s.not_replayable}"
+        + (
+            " (" + ", ".join(f"{rule or '?'}: {n}" for rule, n in s.refusals.items()) + ")"
+            if s.refusals
+            else ""
+        ),
+        f"  scores changed:  {s.scores_changed}",
+        f"  winners changed: {s.winners_changed}",
+    ]
+    if s.no_longer_finished:
+        lines.append(f"  no longer finished: {s.no_longer_finished} (the match now goes on)")
+    if s.now_finished:
+        lines.append(f"  now finished:       {s.now_finished} (the match now ends sooner)")
+    if s.resumed:
+        lines.append(f"  continued an interrupted run: {s.resumed} records were already done")
+    lines.append(f"  {s.total - s.resumed} records in {elapsed:.2f} s ({rate:,.0f} records/s)")
+    for sample in s.samples:
+        lines.append(
+            f"  {sample['record_id'][:12]}: {sample['old_scores']} -> {sample['new_scores']}; "
+            f"first differing line: {diff_text(sample['first_diff'])}"
+        )
+    return "\n".join(lines)
+
+
+def runs_text(runs: Sequence[Mapping[str, Any]]) -> str:
+    """The runs kept in an archive, one line each (`archive runs`)."""
+    lines = []
+    for r in runs:
+        state = f"finished {r['finished_at']}" if r["finished_at"] else "interrupted"
+        game = f", game {r['game']}" if r["game"] else ""
+        lines.append(
+            f"run {r['run_id']} ({_opts(r['options'])}{game}): started {r['started_at']}, "
+            f"{state}; {r['total']} records, {r['scored']} scored, {r['not_replayable']} not "
+            f"replayable, {r['scores_changed']} scores changed, {r['winners_changed']} winners "
+            f"changed, {r['no_longer_finished']} no longer finished, {r['now_finished']} now "
+            "finished"
+        )
+    return "\n".join(lines) or "no re-scoring runs"
