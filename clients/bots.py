@@ -2,8 +2,9 @@
 seat of a referee's table to the end of the match.
 
 A bot reads only its `SeatView` (tapis.v1): its own cards, the trick in progress, the trump,
-the legal actions, the scores and the public facts; and the rules of the table it was made
-for (the game and ruleset, public). It never sees the engine or another seat's cards.
+the legal actions, the scores and the public facts (`typed_facts`, never their text); and the
+rules of the table it was made for (the game and ruleset, public). It never sees the engine or
+another seat's cards.
 
 - `RandomBot(seed)`: uniform among the legal actions.
 - `HeuristicBot(game, ruleset)`: simple rules of thumb per game (Dame de Pique: pass and dump
@@ -76,13 +77,9 @@ class RandomBot:
 QS, KS, AS = (parse_card(c) for c in ("QS", "KS", "AS"))
 
 
-def _facts(view: pb.SeatView) -> dict[str, str]:
-    return {f.key: f.value for f in view.facts}
-
-
-def _ints(text: str) -> list[int]:
-    """A fact such as "0, 13, 2, 0" as ints."""
-    return [int(x) for x in text.replace(",", " ").split() if x.lstrip("-").isdigit()]
+def _facts(view: pb.SeatView) -> dict[str, pb.TypedFact]:
+    """The view's public facts, typed (SeatView.typed_facts), by key."""
+    return {f.key: f for f in view.typed_facts}
 
 
 def _trump(view: pb.SeatView) -> int:
@@ -114,7 +111,7 @@ class _Read:
     hand: list[int]
     trick: list[tuple[int, int]]
     trump: int
-    facts: dict[str, str]
+    facts: dict[str, pb.TypedFact]
     plays: dict[int, int]  # card -> action code, for the legal card plays
     others: list[int]  # the legal actions that are not card plays
     players: int
@@ -148,6 +145,26 @@ class _Read:
     def suit(self, suit: int) -> list[int]:
         return [c for c in self.hand if c // 13 == suit]
 
+    def number(self, key: str, default: int = -1) -> int:
+        """A fact that is a number or a seat (`default` when the view does not give it)."""
+        fact = self.facts.get(key)
+        return fact.number if fact is not None and fact.HasField("number") else default
+
+    def numbers(self, key: str) -> list[int]:
+        """A fact that is a number per seat (empty when the view does not give it)."""
+        fact = self.facts.get(key)
+        return list(fact.numbers.values) if fact is not None else []
+
+    def word(self, key: str) -> str:
+        """A fact that is a word ("" when the view does not give it)."""
+        fact = self.facts.get(key)
+        return fact.word if fact is not None else ""
+
+    def groups(self, key: str) -> list[set[int]]:
+        """A fact that is groups of seats (empty when the view does not give it)."""
+        fact = self.facts.get(key)
+        return [set(g.values) for g in fact.groups.groups] if fact is not None else []
+
 
 Strategy = Callable[[_Read, RankOrder], int | None]
 
@@ -178,7 +195,7 @@ def _dame_de_pique(r: _Read, order: RankOrder) -> int | None:
     cards = sorted(r.plays)
     if not cards:
         return None
-    taken = _ints(r.facts.get("points_taken", ""))
+    taken = r.numbers("points_taken")
     queen_out = QS not in r.hand and all(c != QS for _, c in r.trick) and max(taken, default=0) < 13
     if not r.trick:
         return r.plays[min(cards, key=lambda c: _dp_lead_cost(c, r.hand, queen_out))]
@@ -287,8 +304,8 @@ def _napoleon(r: _Read, order: RankOrder) -> int | None:
         return legal.get(0)
     if not r.plays:
         return None
-    declarer = int(r.facts.get("declarer", "-1"))
-    misere = r.facts.get("contract") == "misere"
+    declarer = r.number("declarer")
+    misere = r.word("contract") == "misere"
     if misere:
         if r.seat == declarer:
             return r.plays[_duck(r, order)]
@@ -380,12 +397,6 @@ def _take(r: _Read, order: RankOrder, draw_trumps: bool = False) -> int:
     return _lowest(r, order)
 
 
-def _sides(r: _Read) -> list[set[int]]:
-    """The sides (teams) of the hand, from the public fact "sides" ("0 2, 1 3")."""
-    text = r.facts.get("sides", "")
-    return [set(_ints(part)) for part in text.split(",") if part.strip()]
-
-
 def _tricks(r: _Read, order: RankOrder) -> int | None:
     """L'Impériale and La Triomphe: win tricks cheaply, keep trumps, lead strong suits; leave
     a partner's trick alone; take the face-up trumps of the pillage, accept an abandon,
@@ -408,7 +419,7 @@ def _tricks(r: _Read, order: RankOrder) -> int | None:
         return None
     if r.trick:
         seat, _ = _winning(r.trick, r.trump, order)
-        mine = next((side for side in _sides(r) if r.seat in side), {r.seat})
+        mine = next((side for side in r.groups("sides") if r.seat in side), {r.seat})
         if seat != r.seat and seat in mine:
             return r.plays[_lowest(r, order)]
     return r.plays[_take(r, order)]

@@ -55,10 +55,14 @@ from referee.engine.options import (
 from referee.engine.tricks import PlayedTrick, winning_card
 
 __all__ = [
+    "CardsPassed",
+    "CardsShown",
+    "CardsTaken",
     "Deal",
     "Event",
     "Hand",
     "HandOver",
+    "HandsChanged",
     "Match",
     "MatchOver",
     "Note",
@@ -68,6 +72,7 @@ __all__ = [
     "Start",
     "TrickWon",
     "View",
+    "seen_by",
 ]
 
 Score = tuple[int, ...]
@@ -160,7 +165,92 @@ class MatchOver:
     reason: str
 
 
-Event = ScoreLine | TrickWon | Note | HandOver | MatchOver
+# The events of cards that change hands or are shown. Each says who may see which part of
+# it (`visible_to`): the engine, not the referee, decides what a seat may know.
+
+
+@dataclass(frozen=True, slots=True)
+class CardsPassed:
+    """Cards a seat gave another face down, as the exchange completes (Dame de Pique,
+    DP.PASS): the giver and the receiver see them; the others see only how many."""
+
+    seat: int
+    to_seat: int
+    cards: int  # the cards as a mask; 0 in the copy of a seat that may not see them
+    count: int
+
+    def visible_to(self, viewer: int | None) -> CardsPassed:
+        if viewer is not None and viewer in (self.seat, self.to_seat):
+            return self
+        return CardsPassed(self.seat, self.to_seat, 0, self.count)
+
+
+@dataclass(frozen=True, slots=True)
+class CardsTaken:
+    """A seat took a face-up card into its hand and discarded one face down (La Triomphe's
+    pillage, TRI.PILLE): every seat sees the card taken, only the seat its discard."""
+
+    seat: int
+    took: int  # the card taken
+    discarded: int  # the card discarded; -1 in the copy of another seat
+
+    def visible_to(self, viewer: int | None) -> CardsTaken:
+        if viewer == self.seat:
+            return self
+        return CardsTaken(self.seat, self.took, -1)
+
+
+@dataclass(frozen=True, slots=True)
+class CardsShown:
+    """Cards shown to every seat, and why: an impériale announced, the Point, cartes
+    blanches, the retourne kept in the dealer's hand, the trump ace shown to rob, a talon
+    card turned in the pillage (by `seat`)."""
+
+    seat: int
+    cards: int  # the cards as a mask
+    why: str  # e.g. "carre", "point", "retourne", "trump-ace", "turned"
+    rule: str  # the RULES.md rule id
+
+    def visible_to(self, viewer: int | None) -> CardsShown:
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class HandsChanged:
+    """Every seat's cards after an action changed a hand other than by a card played (the
+    exchange completed, a pillage): each seat sees its own only, a spectator none."""
+
+    hands: tuple[int, ...]
+
+    def visible_to(self, viewer: int | None) -> int | None:
+        """The viewer's cards (a mask), or None for a spectator."""
+        return None if viewer is None else self.hands[viewer]
+
+
+Event = (
+    ScoreLine
+    | TrickWon
+    | Note
+    | HandOver
+    | MatchOver
+    | CardsPassed
+    | CardsTaken
+    | CardsShown
+    | HandsChanged
+)
+
+
+def seen_by(event: Event, viewer: int | None) -> Event:
+    """`event` as `viewer` (a seat, or None for a spectator) may know it: what it may not
+    see left out (`HandsChanged` keeps only the viewer's own hand)."""
+    if isinstance(event, CardsPassed | CardsTaken | CardsShown):
+        return event.visible_to(viewer)
+    if isinstance(event, HandsChanged):
+        mine = event.visible_to(viewer)
+        if mine is None:
+            return HandsChanged(())
+        return HandsChanged(tuple(mine if s == viewer else 0 for s in range(len(event.hands))))
+    return event
 
 
 @dataclass(frozen=True)
@@ -456,6 +546,16 @@ class Hand(ABC):
     def note(self, kind: str, text: str, seat: int = -1) -> None:
         if self.log_events:
             self.events.append(Note(kind, text, seat))
+
+    def show(self, seat: int, cards: int, why: str, rule: str) -> None:
+        """Cards `seat` shows to every seat (a `CardsShown` event when events are logged)."""
+        if self.log_events:
+            self.events.append(CardsShown(seat, cards, why, rule))
+
+    def hands_changed(self) -> None:
+        """Every seat's cards after a change other than a card played (a `HandsChanged`)."""
+        if self.log_events:
+            self.events.append(HandsChanged(tuple(self.held)))
 
     def illegal(self, code: str, seat: int, action: int, why: str, rule: str) -> IllegalAction:
         """An `IllegalAction` whose message names the action, the phase, the reason and the

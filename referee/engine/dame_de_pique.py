@@ -24,6 +24,7 @@ from typing import Any
 
 from referee.engine.actions import PASS, PLAY, encode, pass_cards, pass_choices
 from referee.engine.base import (
+    CardsPassed,
     Deal,
     Hand,
     HandResult,
@@ -175,6 +176,11 @@ class DamePiqueHand(Hand):
                 held[s] &= ~self.passed[s]
             for s in range(4):
                 held[(s + off) % 4] |= self.passed[s]
+            if self.log_events:
+                for s in range(4):
+                    passed = self.passed[s]
+                    self.events.append(CardsPassed(s, (s + off) % 4, passed, passed.bit_count()))
+                self.hands_changed()
             self._start_play()
 
     def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:

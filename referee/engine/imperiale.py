@@ -350,6 +350,7 @@ class ImperialeHand(Hand):
         self._phase = Phase.ANNOUNCE
         if n == 3:
             self.shown[dealer] |= 1 << self.retourne  # shown, and kept in the dealer's hand
+            self.show(dealer, 1 << self.retourne, "retourne", "IMP-A.3P")
         self._announce()
 
     @property
@@ -449,6 +450,7 @@ class ImperialeHand(Hand):
             # IMP-A.E2 (a): no king, queen or jack among the twelve: a double impériale.
             self.blanches.append(seat)
             self.shown[seat] |= hand
+            self.show(seat, hand, "cartes-blanches", rule)
             erase = cfg.blanches_erase
             self._fiches(seat, 2, "cartes-blanches", rule, "no king, queen or jack", erase)
             if self.winner >= 0:
@@ -460,6 +462,7 @@ class ImperialeHand(Hand):
         for combo in combos:
             used |= combo.cards
             self.shown[seat] |= combo.cards
+            self.show(seat, combo.cards, combo.kind, rule)
             self._fiches(seat, combo.value, combo.kind, rule, combo.note)
             if self.winner >= 0:
                 return
@@ -514,6 +517,7 @@ class ImperialeHand(Hand):
             rest = group & ~bit
             if group & bit and hand & rest == rest and not rest & used:
                 self.shown[self.dealer] |= rest
+                self.show(self.dealer, rest, "imperiale-de-retourne", self.cfg.dealer_id)
                 note = f"{card_str(r)} completes {' '.join(map(card_str, iter_cards(rest)))}"
                 erase = self.cfg.optional_erase
                 rule = self.cfg.dealer_id
@@ -542,6 +546,7 @@ class ImperialeHand(Hand):
         suit = next(p[3] for p in points if p[0] == winner)
         self.shown[winner] |= self.deal.hands[winner] & SUIT_MASK[suit]
         kind = "couleur" if cfg.moderne else "point"
+        self.show(winner, self.deal.hands[winner] & SUIT_MASK[suit], kind, cfg.point_id)
         self._jetons(winner, 1, kind, cfg.point_id, f"{said[winner]}, against {others}")
 
     # -- the card play (the base's loop, with these hooks) --------------------------------

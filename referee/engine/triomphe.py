@@ -75,6 +75,7 @@ from referee.engine.actions import (
     encode,
 )
 from referee.engine.base import (
+    CardsTaken,
     Deal,
     Hand,
     HandResult,
@@ -222,6 +223,7 @@ class TriompheHand(Hand):
                 return
             self.robber = holder
             self.ace_shown = ace
+            self.show(holder, 1 << ace, "trump-ace", "TRI.PILLE")
             why = f"shows the trump ace {card_str(ace)}"
         self.face_up = retourne
         self._phase = Phase.PILLAGE
@@ -236,7 +238,12 @@ class TriompheHand(Hand):
             return
         bit = 1 << discard
         face_up = self.face_up
-        self.held[robber] = (self.held[robber] | 1 << face_up) & ~bit
+        before = self.held[robber]
+        self.held[robber] = (before | 1 << face_up) & ~bit
+        if self.log_events:
+            self.events.append(CardsTaken(robber, face_up, discard))
+            if self.held[robber] != before:  # not when the card taken is discarded
+                self.hands_changed()
         self.taken |= 1 << face_up
         self.discarded |= bit
         self.pillage_steps.append(f"takes {card_str(face_up)}, discards {card_str(discard)}")
@@ -253,6 +260,7 @@ class TriompheHand(Hand):
             turned = talon[self.talon_next]
             self.talon_next += 1
             self.turned.append(turned)
+            self.show(robber, 1 << turned, "turned", "TRI.PILLE")
             if turned // 13 == self.trump:
                 self.face_up = turned
                 self.note("pillage", f"{card_str(turned)} is turned: a trump", robber)

@@ -12,7 +12,7 @@ import functools
 import logging
 import typing
 import unicodedata
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import grpc
@@ -34,7 +34,17 @@ from referee.engine import (
     make_rules,
 )
 from referee.engine.actions import action_str, check_action
-from referee.engine.base import HandOver, MatchOver, Note, ScoreLine, TrickWon, View
+from referee.engine.base import (
+    CardsPassed,
+    CardsShown,
+    CardsTaken,
+    HandOver,
+    MatchOver,
+    Note,
+    ScoreLine,
+    TrickWon,
+    View,
+)
 from referee.engine.cards import iter_cards
 from referee.engine.errors import quoted
 from referee.server.limits import (
@@ -68,7 +78,7 @@ from referee.server.tables import (
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 
-__all__ = ["RefereeServicer", "add_referee_service", "event_message", "seat_view"]
+__all__ = ["RefereeServicer", "add_facts", "add_referee_service", "event_message", "seat_view"]
 
 log = logging.getLogger("tapis.referee")
 SERVICE = pb.DESCRIPTOR.services_by_name["RefereeService"]
@@ -398,11 +408,46 @@ def seat_view(table: Table, seat: int | None, view: View | None) -> pb.SeatView:
         out.to_act.extend(table.match.to_act())
         if seat is not None:
             _add_choices(out.legal_actions, table.legal(seat))
+    add_facts(out, view.public)
+    return out
+
+
+def add_facts(out: pb.SeatView, public: Mapping[str, object]) -> None:
+    """Add a view's public facts (View.public) to `out`: as text (`facts`) and typed
+    (`typed_facts`), in the same order; a fact whose value is None is left out."""
     add_fact = out.facts.add
-    for k, v in view.public.items():
+    add_typed = out.typed_facts.add
+    for k, v in public.items():
         if v is not None:
             add_fact(key=k, value=_fact(v))
-    return out
+            _typed_fact(add_typed(key=k), v)
+
+
+def _typed_fact(out: pb.TypedFact, value: object) -> None:
+    """Fill a TypedFact's value from a view's public fact (View.public): by its type."""
+    if isinstance(value, bool):
+        out.flag = value
+    elif isinstance(value, int):
+        out.number = value
+    elif isinstance(value, str):
+        out.word = value
+    else:
+        assert isinstance(value, tuple | list), value
+        items = list(value)
+        if items and all(isinstance(v, bool) for v in items):
+            out.flags.values.extend(items)
+        elif all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+            out.numbers.values.extend(items)  # an empty list too
+        elif all(isinstance(v, str) for v in items):
+            out.words.values.extend(items)
+        elif all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], str) for v in items):
+            add = out.seat_words.values.add
+            for seat, word in items:
+                add(seat=seat, word=word)
+        else:
+            add_group = out.groups.groups.add
+            for group in items:
+                add_group(values=list(group))
 
 
 _CLOSED = {"expired": pb.TABLE_STATUS_EXPIRED, "broken": pb.TABLE_STATUS_BROKEN}
@@ -444,8 +489,10 @@ def event_message(
         action = event.action if viewer == event.seat else table.match.public_action(event.action)
         a.action = action
         a.text = _text(action)
-        if viewer is not None and event.hands_after is not None:
-            a.hand.extend(iter_cards(event.hands_after[viewer]))
+        if event.hands is not None:
+            mine = event.hands.visible_to(viewer)
+            if mine is not None:
+                a.hand.extend(iter_cards(mine))
     elif isinstance(event, TrickWon):
         t = out.trick_completed
         t.number = event.number
@@ -477,7 +524,29 @@ def event_message(
     elif isinstance(event, ClosedEvent):
         out.table_closed.status = _CLOSED[event.status]
         out.table_closed.reason = event.reason
+    elif isinstance(event, CardsPassed):
+        passed = event.visible_to(viewer)
+        p = out.cards_passed
+        p.seat = passed.seat
+        p.to_seat = passed.to_seat
+        p.cards.extend(iter_cards(passed.cards))
+        p.count = passed.count
+    elif isinstance(event, CardsTaken):
+        taken = event.visible_to(viewer)
+        k = out.cards_taken
+        k.seat = taken.seat
+        k.took = taken.took
+        if taken.discarded >= 0:
+            k.discarded = taken.discarded
+    elif isinstance(event, CardsShown):
+        shown = event.visible_to(viewer)
+        c = out.cards_shown
+        c.seat = shown.seat
+        c.cards.extend(iter_cards(shown.cards))
+        c.why = shown.why
+        c.rule = shown.rule
     else:
+        # (HandsChanged goes with its action: tables.py folds it into the ActionEvent.)
         assert isinstance(event, MatchOver), event
         # The engine's end of match; the referee's EndEvent (with the record) follows it.
         out.note.kind = "match-over"

@@ -8,7 +8,8 @@ commit), deals the next hand, and issues the signed record when a match ends.
 
 Events are kept as engine events plus a few of the referee's own (a seat taken, a hand dealt,
 an action taken, the match ended, the table closed); each viewer gets its own copy of each
-event (service.py), with what it may not know left out.
+event (service.py), with what it may not know left out as the engine's events say
+(`visible_to`): the referee never compares states to find what changed.
 
 What holds under faults and hostile clients:
 - A change of state (a table created, a seat taken, an action) runs to its end as a task of
@@ -54,6 +55,7 @@ from records.dealing import ALGORITHM, commitment, first_dealer, new_seed, shuff
 from records.signing import sign
 from referee.engine import Event, Match, Rules, TapisError, make_rules, new_match
 from referee.engine.actions import RESIGN, encode
+from referee.engine.base import HandsChanged
 from referee.engine.errors import quoted
 from referee.server.limits import DEFAULT_LIMITS, Limits
 from referee.server.store import REQUEST_MEMORY, Request, Store, StoredTable
@@ -154,7 +156,7 @@ class ActionEvent:
     index: int
     seat: int
     action: int
-    hands_after: tuple[int, ...] | None  # set when a hand changed other than by a card played
+    hands: HandsChanged | None  # the engine's, when a hand changed other than by a card played
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,23 +324,26 @@ class Table:
             deal = match.deal_deck(dealer, deck)
             self.decks.append(deck)
             self.events.append(HandEvent(number, dealer, deal.hands, deal.retourne))
-            self.events.extend(match.begin_hand(dealer, deal))
+            self.events.extend(
+                e for e in match.begin_hand(dealer, deal) if not isinstance(e, HandsChanged)
+            )
 
     def apply(self, seat: int, action: int) -> list[TableEventData]:
         """Apply one action in memory (an action the engine refuses raises, changing
         nothing)."""
-        match = self.match
-        hand = match.hand
-        before = self._hands() if action & 7 != 0 else None
-        engine_events = match.apply(seat, action)
+        engine_events = self.match.apply(seat, action)
         index = len(self.actions)
         first = len(self.events)
         self.actions.append((seat, action))
         self.action_events.append(first)
-        after = self._hands() if hand is not None and not hand.over else None
-        changed = before is not None and after is not None and after != before
-        self.events.append(ActionEvent(index, seat, action, after if changed else None))
-        self.events.extend(engine_events)
+        # The hands an exchange or a pillage made go with the action (ActionTaken.hand); the
+        # engine's other events follow it.
+        hands = None
+        for event in engine_events:
+            if isinstance(event, HandsChanged):
+                hands = event
+        self.events.append(ActionEvent(index, seat, action, hands))
+        self.events.extend(e for e in engine_events if not isinstance(e, HandsChanged))
         self.deal_until_playable()
         if not self.finished and len(self.actions) >= self.limits.max_actions:
             self.stopped = (
@@ -361,10 +366,6 @@ class Table:
             rec.outcome.reason = self.stopped
         data = canonical_bytes(rec)
         return sign(data, key).SerializeToString(deterministic=True), record_id(data)
-
-    def _hands(self) -> tuple[int, ...]:
-        hand = self.match.hand
-        return tuple(hand.held) if hand is not None else ()
 
     def legal(self, seat: int) -> list[int]:
         """The seat's legal actions now (cached until the next action)."""

@@ -811,6 +811,7 @@ class SeatView(_message.Message):
     SCORES_FIELD_NUMBER: _builtins.int
     FACTS_FIELD_NUMBER: _builtins.int
     WINNERS_FIELD_NUMBER: _builtins.int
+    TYPED_FACTS_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
     """The table."""
     seat: _builtins.int
@@ -861,6 +862,12 @@ class SeatView(_message.Message):
     def winners(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Set when the match is over."""
 
+    @_builtins.property
+    def typed_facts(self) -> _containers.RepeatedCompositeFieldContainer[Global___TypedFact]:
+        """The same public facts as `facts`, typed (same keys, same order): read these rather than
+        parse the text of `facts`, which stays for people and older clients.
+        """
+
     def __init__(
         self,
         *,
@@ -881,10 +888,11 @@ class SeatView(_message.Message):
         scores: _abc.Iterable[_record_pb2.Score] | None = ...,
         facts: _abc.Iterable[Global___Fact] | None = ...,
         winners: _abc.Iterable[_builtins.int] | None = ...,
+        typed_facts: _abc.Iterable[Global___TypedFact] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "_trump", b"_trump", "seat", b"seat", "trump", b"trump"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "_trump", b"_trump", "action_index", b"action_index", "dealer", b"dealer", "event_index", b"event_index", "facts", b"facts", "hand", b"hand", "hand_number", b"hand_number", "known", b"known", "legal_actions", b"legal_actions", "phase", b"phase", "scores", b"scores", "seat", b"seat", "status", b"status", "table_id", b"table_id", "to_act", b"to_act", "trick", b"trick", "trump", b"trump", "winners", b"winners"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "_trump", b"_trump", "action_index", b"action_index", "dealer", b"dealer", "event_index", b"event_index", "facts", b"facts", "hand", b"hand", "hand_number", b"hand_number", "known", b"known", "legal_actions", b"legal_actions", "phase", b"phase", "scores", b"scores", "seat", b"seat", "status", b"status", "table_id", b"table_id", "to_act", b"to_act", "trick", b"trick", "trump", b"trump", "typed_facts", b"typed_facts", "winners", b"winners"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__seat: _TypeAlias = _typing.Literal["seat"]  # noqa: Y015
     _WhichOneofArgType__seat: _TypeAlias = _typing.Literal["_seat", b"_seat"]  # noqa: Y015
@@ -896,6 +904,218 @@ class SeatView(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__trump) -> _WhichOneofReturnType__trump | None: ...
 
 Global___SeatView: _TypeAlias = SeatView  # noqa: Y015
+
+@_typing.final
+class TypedFact(_message.Message):
+    """A public fact of the hand as data: the key of its `Fact`, its value typed."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    FLAG_FIELD_NUMBER: _builtins.int
+    NUMBER_FIELD_NUMBER: _builtins.int
+    WORD_FIELD_NUMBER: _builtins.int
+    NUMBERS_FIELD_NUMBER: _builtins.int
+    FLAGS_FIELD_NUMBER: _builtins.int
+    WORDS_FIELD_NUMBER: _builtins.int
+    GROUPS_FIELD_NUMBER: _builtins.int
+    SEAT_WORDS_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """What the fact is about, as in Fact.key, e.g. "declarer", "points_taken", "sides"."""
+    flag: _builtins.bool
+    """A yes/no fact, e.g. "hearts_broken"."""
+    number: _builtins.int
+    """A number or a seat (-1: none), e.g. "trick_number", "declarer"."""
+    word: _builtins.str
+    """A word, e.g. "exchange" ("left"), "contract" ("misere"), or a card's text."""
+    @_builtins.property
+    def numbers(self) -> Global___Numbers:
+        """One number per seat, or seats, e.g. "points_taken", "tricks_won", "bound"."""
+
+    @_builtins.property
+    def flags(self) -> Global___Flags:
+        """One yes/no per seat, e.g. "passed"."""
+
+    @_builtins.property
+    def words(self) -> Global___Words:
+        """Words, e.g. the cards turned in a pillage as text."""
+
+    @_builtins.property
+    def groups(self) -> Global___SeatGroups:
+        """Groups of seats, e.g. "sides" (the seats of each side)."""
+
+    @_builtins.property
+    def seat_words(self) -> Global___SeatWords:
+        """A word per seat in order, e.g. "bids" (each seat's bid as it spoke)."""
+
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        flag: _builtins.bool = ...,
+        number: _builtins.int = ...,
+        word: _builtins.str = ...,
+        numbers: Global___Numbers | None = ...,
+        flags: Global___Flags | None = ...,
+        words: Global___Words | None = ...,
+        groups: Global___SeatGroups | None = ...,
+        seat_words: Global___SeatWords | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["flag", b"flag", "flags", b"flags", "groups", b"groups", "number", b"number", "numbers", b"numbers", "seat_words", b"seat_words", "value", b"value", "word", b"word", "words", b"words"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["flag", b"flag", "flags", b"flags", "groups", b"groups", "key", b"key", "number", b"number", "numbers", b"numbers", "seat_words", b"seat_words", "value", b"value", "word", b"word", "words", b"words"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_value: _TypeAlias = _typing.Literal["flag", "number", "word", "numbers", "flags", "words", "groups", "seat_words"]  # noqa: Y015
+    _WhichOneofArgType_value: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_value) -> _WhichOneofReturnType_value | None: ...
+
+Global___TypedFact: _TypeAlias = TypedFact  # noqa: Y015
+
+@_typing.final
+class Numbers(_message.Message):
+    """A list of numbers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VALUES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The numbers."""
+
+    def __init__(
+        self,
+        *,
+        values: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Numbers: _TypeAlias = Numbers  # noqa: Y015
+
+@_typing.final
+class Flags(_message.Message):
+    """A list of yes/no values."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VALUES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bool]:
+        """The values."""
+
+    def __init__(
+        self,
+        *,
+        values: _abc.Iterable[_builtins.bool] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Flags: _TypeAlias = Flags  # noqa: Y015
+
+@_typing.final
+class Words(_message.Message):
+    """A list of words."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VALUES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The words."""
+
+    def __init__(
+        self,
+        *,
+        values: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Words: _TypeAlias = Words  # noqa: Y015
+
+@_typing.final
+class SeatGroups(_message.Message):
+    """Groups of seats."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUPS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___Numbers]:
+        """One entry per group."""
+
+    def __init__(
+        self,
+        *,
+        groups: _abc.Iterable[Global___Numbers] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SeatGroups: _TypeAlias = SeatGroups  # noqa: Y015
+
+@_typing.final
+class SeatWord(_message.Message):
+    """A word said by a seat."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEAT_FIELD_NUMBER: _builtins.int
+    WORD_FIELD_NUMBER: _builtins.int
+    seat: _builtins.int
+    """The seat."""
+    word: _builtins.str
+    """What it said, e.g. "pass", "three"."""
+    def __init__(
+        self,
+        *,
+        seat: _builtins.int = ...,
+        word: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["seat", b"seat", "word", b"word"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SeatWord: _TypeAlias = SeatWord  # noqa: Y015
+
+@_typing.final
+class SeatWords(_message.Message):
+    """Words said by seats, in order."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VALUES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def values(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatWord]:
+        """The entries in order."""
+
+    def __init__(
+        self,
+        *,
+        values: _abc.Iterable[Global___SeatWord] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SeatWords: _TypeAlias = SeatWords  # noqa: Y015
 
 @_typing.final
 class SubmitActionRequest(_message.Message):
@@ -1148,6 +1368,9 @@ class TableEvent(_message.Message):
     HAND_ENDED_FIELD_NUMBER: _builtins.int
     MATCH_ENDED_FIELD_NUMBER: _builtins.int
     TABLE_CLOSED_FIELD_NUMBER: _builtins.int
+    CARDS_PASSED_FIELD_NUMBER: _builtins.int
+    CARDS_TAKEN_FIELD_NUMBER: _builtins.int
+    CARDS_SHOWN_FIELD_NUMBER: _builtins.int
     index: _builtins.int
     """Position in the table's event list, from 0."""
     @_builtins.property
@@ -1186,6 +1409,24 @@ class TableEvent(_message.Message):
     def table_closed(self) -> Global___TableClosed:
         """The table closed without a record (expired or broken): the last event of its stream."""
 
+    @_builtins.property
+    def cards_passed(self) -> Global___CardsPassed:
+        """Cards given face down as an exchange completed (Dame de Pique): the giver and the
+        receiver see them, the others only how many. Follows the action_taken of the last pass.
+        """
+
+    @_builtins.property
+    def cards_taken(self) -> Global___CardsTaken:
+        """A seat took a face-up card and discarded one face down (the pillage of La Triomphe):
+        only that seat sees its discard.
+        """
+
+    @_builtins.property
+    def cards_shown(self) -> Global___CardsShown:
+        """Cards shown to every seat: an impériale announced, the Point, cartes blanches, the
+        retourne kept in the dealer's hand, the trump ace shown to rob, a talon card turned.
+        """
+
     def __init__(
         self,
         *,
@@ -1199,16 +1440,125 @@ class TableEvent(_message.Message):
         hand_ended: Global___HandEnded | None = ...,
         match_ended: Global___MatchEnded | None = ...,
         table_closed: Global___TableClosed | None = ...,
+        cards_passed: Global___CardsPassed | None = ...,
+        cards_taken: Global___CardsTaken | None = ...,
+        cards_shown: Global___CardsShown | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action_taken", b"action_taken", "event", b"event", "hand_ended", b"hand_ended", "hand_started", b"hand_started", "match_ended", b"match_ended", "note", b"note", "score_line", b"score_line", "seat_taken", b"seat_taken", "table_closed", b"table_closed", "trick_completed", b"trick_completed"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action_taken", b"action_taken", "cards_passed", b"cards_passed", "cards_shown", b"cards_shown", "cards_taken", b"cards_taken", "event", b"event", "hand_ended", b"hand_ended", "hand_started", b"hand_started", "match_ended", b"match_ended", "note", b"note", "score_line", b"score_line", "seat_taken", b"seat_taken", "table_closed", b"table_closed", "trick_completed", b"trick_completed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_taken", b"action_taken", "event", b"event", "hand_ended", b"hand_ended", "hand_started", b"hand_started", "index", b"index", "match_ended", b"match_ended", "note", b"note", "score_line", b"score_line", "seat_taken", b"seat_taken", "table_closed", b"table_closed", "trick_completed", b"trick_completed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_taken", b"action_taken", "cards_passed", b"cards_passed", "cards_shown", b"cards_shown", "cards_taken", b"cards_taken", "event", b"event", "hand_ended", b"hand_ended", "hand_started", b"hand_started", "index", b"index", "match_ended", b"match_ended", "note", b"note", "score_line", b"score_line", "seat_taken", b"seat_taken", "table_closed", b"table_closed", "trick_completed", b"trick_completed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["seat_taken", "hand_started", "action_taken", "trick_completed", "score_line", "note", "hand_ended", "match_ended", "table_closed"]  # noqa: Y015
+    _WhichOneofReturnType_event: _TypeAlias = _typing.Literal["seat_taken", "hand_started", "action_taken", "trick_completed", "score_line", "note", "hand_ended", "match_ended", "table_closed", "cards_passed", "cards_taken", "cards_shown"]  # noqa: Y015
     _WhichOneofArgType_event: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_event) -> _WhichOneofReturnType_event | None: ...
 
 Global___TableEvent: _TypeAlias = TableEvent  # noqa: Y015
+
+@_typing.final
+class CardsPassed(_message.Message):
+    """Cards a seat gave another face down."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEAT_FIELD_NUMBER: _builtins.int
+    TO_SEAT_FIELD_NUMBER: _builtins.int
+    CARDS_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    seat: _builtins.int
+    """The seat that gave them."""
+    to_seat: _builtins.int
+    """The seat that received them."""
+    count: _builtins.int
+    """How many cards were given (for everyone)."""
+    @_builtins.property
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The cards, for the giver and the receiver only (empty for the others)."""
+
+    def __init__(
+        self,
+        *,
+        seat: _builtins.int = ...,
+        to_seat: _builtins.int = ...,
+        cards: _abc.Iterable[_builtins.int] | None = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cards", b"cards", "count", b"count", "seat", b"seat", "to_seat", b"to_seat"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CardsPassed: _TypeAlias = CardsPassed  # noqa: Y015
+
+@_typing.final
+class CardsTaken(_message.Message):
+    """A seat took a face-up card into its hand and discarded one face down."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEAT_FIELD_NUMBER: _builtins.int
+    TOOK_FIELD_NUMBER: _builtins.int
+    DISCARDED_FIELD_NUMBER: _builtins.int
+    seat: _builtins.int
+    """The seat that took it."""
+    took: _builtins.int
+    """The card taken."""
+    discarded: _builtins.int
+    """The card discarded: for that seat only (absent for the others)."""
+    def __init__(
+        self,
+        *,
+        seat: _builtins.int = ...,
+        took: _builtins.int = ...,
+        discarded: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_discarded", b"_discarded", "discarded", b"discarded"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_discarded", b"_discarded", "discarded", b"discarded", "seat", b"seat", "took", b"took"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__discarded: _TypeAlias = _typing.Literal["discarded"]  # noqa: Y015
+    _WhichOneofArgType__discarded: _TypeAlias = _typing.Literal["_discarded", b"_discarded"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__discarded) -> _WhichOneofReturnType__discarded | None: ...
+
+Global___CardsTaken: _TypeAlias = CardsTaken  # noqa: Y015
+
+@_typing.final
+class CardsShown(_message.Message):
+    """Cards a seat shows to every seat."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEAT_FIELD_NUMBER: _builtins.int
+    CARDS_FIELD_NUMBER: _builtins.int
+    WHY_FIELD_NUMBER: _builtins.int
+    RULE_FIELD_NUMBER: _builtins.int
+    seat: _builtins.int
+    """The seat that shows them (for a card turned from the talon, the seat that turned it)."""
+    why: _builtins.str
+    """Why, e.g. "carre", "quatrieme-majeure", "point", "cartes-blanches", "retourne",
+    "trump-ace", "turned".
+    """
+    rule: _builtins.str
+    """The RULES.md rule id, e.g. "IMP-A.E2"."""
+    @_builtins.property
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The cards shown."""
+
+    def __init__(
+        self,
+        *,
+        seat: _builtins.int = ...,
+        cards: _abc.Iterable[_builtins.int] | None = ...,
+        why: _builtins.str = ...,
+        rule: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cards", b"cards", "rule", b"rule", "seat", b"seat", "why", b"why"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CardsShown: _TypeAlias = CardsShown  # noqa: Y015
 
 @_typing.final
 class SeatTaken(_message.Message):

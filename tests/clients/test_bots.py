@@ -16,6 +16,7 @@ from records.codec import decode_record
 from referee.engine import GAMES
 from referee.engine.actions import BID, PLAY, encode, pass_action
 from referee.engine.cards import mask_of, parse_card
+from referee.server.service import add_facts
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 from tests.clients.util import referee_and_client, verify
@@ -97,7 +98,7 @@ def _view(
     phase: str = "play",
     trick: str = "",
     seat: int = 0,
-    facts: dict[str, str] | None = None,
+    facts: dict[str, object] | None = None,
     players: int = 4,
     trump: int | None = None,
 ) -> pb.SeatView:
@@ -113,8 +114,8 @@ def _view(
         to_act=[seat],
         legal_actions=[pb.ActionChoice(action=a, text=str(a)) for a in legal],
         scores=[rpb.Score() for _ in range(players)],
-        facts=[pb.Fact(key=k, value=v) for k, v in (facts or {}).items()],
     )
+    add_facts(view, facts or {})  # as the referee gives them: text and typed
     if trump is not None:
         view.trump = trump
     return view
@@ -131,7 +132,7 @@ def test_dame_de_pique_heuristics() -> None:
     passes = [pass_action(mask_of(_cards("QS AS AH")))]
     assert bot.choose(_view(hand, [*passes, pass_action(7)], phase="pass")) == passes[0]
     # Void in the suit led: dump the queen of spades.
-    facts = {"points_taken": "0, 0, 0, 0"}
+    facts: dict[str, object] = {"points_taken": (0, 0, 0, 0)}
     view = _view("QS 4H 9D", _plays("QS 4H 9D"), trick="5C KC", facts=facts)
     assert bot.choose(view) == _plays("QS")[0]
     # Follow under the winning card, as high as possible.
@@ -152,10 +153,10 @@ def test_napoleon_heuristics() -> None:
     low = _view("2S 3H 4D 5C 7C", bids, phase="bid")
     assert bot.choose(low) == encode(BID, 3)  # misere
     # The declarer's first lead names trump: the top of the best suit.
-    lead = _view("AS KS QS 2H 3D", _plays("AS KS QS 2H 3D"), facts={"declarer": "0"})
+    lead = _view("AS KS QS 2H 3D", _plays("AS KS QS 2H 3D"), facts={"declarer": 0})
     assert bot.choose(lead) == _plays("AS")[0]
     # An opponent beats the declarer's card cheaply.
-    view = _view("KH AH 2C", _plays("KH AH"), trick="QH", seat=1, facts={"declarer": "0"}, trump=0)
+    view = _view("KH AH 2C", _plays("KH AH"), trick="QH", seat=1, facts={"declarer": 0}, trump=0)
     assert bot.choose(view) == _plays("KH")[0]
 
 
