@@ -1,0 +1,121 @@
+"""Each viewer's copy of the engine's card events, and typed facts, as the referee sends them
+(service.py's `event_message` and `seat_view` on a `Table`, in-process): the hand an action
+leaves is sent as before (ActionTaken.hand, for every seat once a hand changed other than by
+a card played), cards passed or discarded face down reach only who may see them, and every
+text fact has its typed twin."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from referee.engine import make_rules, new_match
+from referee.engine.actions import PLAY
+from referee.engine.cards import iter_cards
+from referee.server.service import event_message, seat_view
+from referee.server.tables import ActionEvent, Seat, Table, token_hash
+from tapis.v1 import referee_pb2 as pb
+
+GAMES: list[tuple[str, str, dict[str, Any], int]] = [
+    ("dame-de-pique", "", {"end_threshold": 30}, 4),
+    ("triomphe", "as-qui-pille", {"target": 5}, 4),
+    ("imperiale", "academie", {"target_fiches": 3, "players": 3}, 3),
+    ("napoleon", "", {"deals": 4}, 4),
+]
+
+
+def _table(game: str, ruleset: str, options: dict[str, Any], players: int) -> Table:
+    rules = make_rules(game, ruleset or None, options, players)
+    table = Table(
+        id="t",
+        rules=rules,
+        options=options,
+        seed=bytes(32),
+        created=0.0,
+        creator="test",
+        seats=[Seat(f"P{i}", False) for i in range(players)],
+        match=new_match(rules),
+    )
+    for i in range(players):
+        table.take(i, f"P{i}", token_hash(str(i)))
+    return table
+
+
+def _typed_text(fact: pb.TypedFact) -> str:
+    """The text a typed fact has in SeatView.facts (service.py's `_fact`)."""
+    kind = fact.WhichOneof("value")
+    if kind == "flag":
+        return "true" if fact.flag else "false"
+    if kind == "number":
+        return str(fact.number)
+    if kind == "word":
+        return fact.word
+    if kind == "numbers":
+        return ", ".join(map(str, fact.numbers.values))
+    if kind == "flags":
+        return ", ".join("true" if v else "false" for v in fact.flags.values)
+    if kind == "words":
+        return ", ".join(fact.words.values)
+    if kind == "seat_words":
+        return ", ".join(f"{v.seat} {v.word}" for v in fact.seat_words.values)
+    assert kind == "groups", kind
+    return ", ".join(" ".join(map(str, g.values)) for g in fact.groups.groups)
+
+
+@pytest.mark.parametrize(("game", "ruleset", "options", "players"), GAMES)
+def test_each_viewer_gets_what_it_may_see(
+    game: str, ruleset: str, options: dict[str, Any], players: int
+) -> None:
+    table = _table(game, ruleset, options, players)
+    match = table.match
+    rng = random.Random(game)
+    viewers = [None, *range(players)]
+    kinds: set[str] = set()
+    while not table.finished:
+        hand = match.hand
+        assert hand is not None
+        seat = rng.choice(match.to_act())
+        for s in range(players):
+            view = seat_view(table, s, match.view(s))
+            # Every text fact has its typed twin, same key, same order, same value.
+            assert [f.key for f in view.typed_facts] == [f.key for f in view.facts]
+            for text, typed in zip(view.facts, view.typed_facts, strict=True):
+                assert _typed_text(typed) == text.value, text.key
+        action = rng.choice(table.legal(seat))
+        before = list(hand.held)
+        first = len(table.events)
+        table.apply(seat, action)
+        after = list(hand.held) if not hand.over else None
+        # As the referee did by comparing hands: every seat is sent its hand once an action
+        # other than a card played changed one (and the hand goes on).
+        moved = action & 7 != PLAY and after is not None and after != before
+        for index in range(first, len(table.events)):
+            event = table.events[index]
+            for viewer in viewers:
+                out = event_message(table, index, event, viewer)
+                kind = out.WhichOneof("event")
+                assert kind is not None
+                kinds.add(kind)
+                if isinstance(event, ActionEvent):
+                    mine = after[viewer] if moved and after and viewer is not None else 0
+                    assert list(out.action_taken.hand) == list(iter_cards(mine))
+                elif kind == "cards_passed":
+                    p = out.cards_passed
+                    sees = viewer in (p.seat, p.to_seat)
+                    assert p.count == 3 and len(p.cards) == (3 if sees else 0)
+                elif kind == "cards_taken":
+                    t = out.cards_taken
+                    assert t.HasField("discarded") == (viewer == t.seat)
+                    if viewer == t.seat:
+                        assert t.discarded == action >> 3
+                elif kind == "cards_shown":
+                    assert out.cards_shown.cards and out.cards_shown.rule
+    expected = {
+        "dame-de-pique": "cards_passed",
+        "triomphe": "cards_taken",
+        "imperiale": "cards_shown",
+        "napoleon": "trick_completed",
+    }
+    assert expected[game] in kinds
