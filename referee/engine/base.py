@@ -55,6 +55,7 @@ from referee.engine.options import (
 from referee.engine.tricks import PlayedTrick, winning_card
 
 __all__ = [
+    "CardFact",
     "CardsPassed",
     "CardsShown",
     "CardsTaken",
@@ -76,6 +77,8 @@ __all__ = [
 ]
 
 Score = tuple[int, ...]
+# A public fact that is cards (View.cards): card ids in order, or a tuple of them per seat.
+CardFact = tuple[int, ...] | tuple[tuple[int, ...], ...]
 
 
 @dataclass(frozen=True)
@@ -269,6 +272,9 @@ class View:
     scores: tuple[Score, ...]
     known: dict[int, int] = field(default_factory=dict)  # other seats' cards it may see
     public: dict[str, Any] = field(default_factory=dict)
+    # The public facts that are cards, as data (the same keys as in `public`, where they are
+    # text for a person).
+    cards: dict[str, CardFact] = field(default_factory=dict)
 
 
 # --- a hand -------------------------------------------------------------------------------
@@ -524,6 +530,7 @@ class Hand(ABC):
             scores=self._view_scores(),
             known=self._known(seat),
             public=self._public(seat),
+            cards=self._public_cards(seat),
         )
 
     def _public(self, seat: int | None) -> dict[str, Any]:
@@ -532,6 +539,10 @@ class Hand(ABC):
 
     def _known(self, seat: int | None) -> dict[int, int]:
         """Other seats' cards `seat` may see (View.known)."""
+        return {}
+
+    def _public_cards(self, seat: int | None) -> dict[str, CardFact]:
+        """The public facts of `_public` that are cards, as card ids (View.cards)."""
         return {}
 
     def _view_scores(self) -> tuple[Score, ...]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from referee.engine.actions import PASS, PLAY, encode, pass_cards, pass_choices
 from referee.engine.base import (
+    CardFact,
     CardsPassed,
     Deal,
     Hand,
@@ -275,6 +276,15 @@ class DamePiqueHand(Hand):
             if self._phase is not Phase.PASS and self.pass_offset:
                 public["received"] = mask_str(self.passed[(seat - self.pass_offset) % 4])
         return public
+
+    def _public_cards(self, seat: int | None) -> dict[str, CardFact]:
+        cards: dict[str, CardFact] = {}
+        if seat is not None:
+            cards["given"] = tuple(iter_cards(self.passed[seat]))
+            if self._phase is not Phase.PASS and self.pass_offset:
+                received = self.passed[(seat - self.pass_offset) % 4]
+                cards["received"] = tuple(iter_cards(received))
+        return cards
 
 
 PHASES: dict[Enum, PhaseRule] = {

@@ -74,6 +74,7 @@ from enum import Enum
 from typing import Any, NamedTuple
 
 from referee.engine.base import (
+    CardFact,
     Deal,
     Hand,
     HandResult,
@@ -682,6 +683,12 @@ class ImperialeHand(Hand):
             "cartes_blanches": tuple(self.blanches),
             "shown": tuple(mask_str(m, R1) for m in self.shown),
             "winner": self.winner,
+        }
+
+    def _public_cards(self, seat: int | None) -> dict[str, CardFact]:
+        return {
+            "retourne": (self.retourne,),
+            "shown": tuple(tuple(iter_cards(m)) for m in self.shown),
         }
 
     def _view_scores(self) -> tuple[tuple[int, ...], ...]:

@@ -75,6 +75,7 @@ from referee.engine.actions import (
     encode,
 )
 from referee.engine.base import (
+    CardFact,
     CardsTaken,
     Deal,
     Hand,
@@ -609,6 +610,17 @@ class TriompheHand(Hand):
         if seat is not None and seat == self.robber:
             public["discarded"] = mask_str(self.discarded, self.order)
         return public
+
+    def _public_cards(self, seat: int | None) -> dict[str, CardFact]:
+        cards: dict[str, CardFact] = {
+            "retourne": (self.deal.retourne,),
+            "turned": tuple(self.turned),
+        }
+        if self.face_up >= 0:
+            cards["face_up"] = (self.face_up,)
+        if seat is not None and seat == self.robber:
+            cards["discarded"] = tuple(iter_cards(self.discarded))
+        return cards
 
     def _known(self, seat: int | None) -> dict[int, int]:
         known: dict[int, int] = {}

@@ -35,6 +35,7 @@ from referee.engine import (
 )
 from referee.engine.actions import action_str, check_action
 from referee.engine.base import (
+    CardFact,
     CardsPassed,
     CardsShown,
     CardsTaken,
@@ -408,19 +409,35 @@ def seat_view(table: Table, seat: int | None, view: View | None) -> pb.SeatView:
         out.to_act.extend(table.match.to_act())
         if seat is not None:
             _add_choices(out.legal_actions, table.legal(seat))
-    add_facts(out, view.public)
+    add_facts(out, view.public, view.cards)
     return out
 
 
-def add_facts(out: pb.SeatView, public: Mapping[str, object]) -> None:
+def add_facts(
+    out: pb.SeatView, public: Mapping[str, object], cards: Mapping[str, CardFact] | None = None
+) -> None:
     """Add a view's public facts (View.public) to `out`: as text (`facts`) and typed
-    (`typed_facts`), in the same order; a fact whose value is None is left out."""
+    (`typed_facts`), in the same order; a fact whose value is None is left out. The facts
+    that are cards are typed from `cards` (View.cards), as card ids."""
     add_fact = out.facts.add
     add_typed = out.typed_facts.add
+    cards = cards or {}
     for k, v in public.items():
-        if v is not None:
-            add_fact(key=k, value=_fact(v))
-            _typed_fact(add_typed(key=k), v)
+        if v is None:
+            continue
+        add_fact(key=k, value=_fact(v))
+        typed = add_typed(key=k)
+        ids = cards.get(k)
+        if ids is None:
+            _typed_fact(typed, v)
+        elif ids and isinstance(ids[0], tuple):
+            add_group = typed.card_groups.groups.add
+            for group in ids:
+                assert isinstance(group, tuple)
+                add_group(cards=group)
+        else:
+            typed.cards.SetInParent()
+            typed.cards.cards.extend(c for c in ids if isinstance(c, int))
 
 
 def _typed_fact(out: pb.TypedFact, value: object) -> None:

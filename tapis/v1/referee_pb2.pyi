@@ -920,6 +920,8 @@ class TypedFact(_message.Message):
     WORDS_FIELD_NUMBER: _builtins.int
     GROUPS_FIELD_NUMBER: _builtins.int
     SEAT_WORDS_FIELD_NUMBER: _builtins.int
+    CARDS_FIELD_NUMBER: _builtins.int
+    CARD_GROUPS_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     """What the fact is about, as in Fact.key, e.g. "declarer", "points_taken", "sides"."""
     flag: _builtins.bool
@@ -927,7 +929,7 @@ class TypedFact(_message.Message):
     number: _builtins.int
     """A number or a seat (-1: none), e.g. "trick_number", "declarer"."""
     word: _builtins.str
-    """A word, e.g. "exchange" ("left"), "contract" ("misere"), or a card's text."""
+    """A word, e.g. "exchange" ("left"), "contract" ("misere")."""
     @_builtins.property
     def numbers(self) -> Global___Numbers:
         """One number per seat, or seats, e.g. "points_taken", "tricks_won", "bound"."""
@@ -938,7 +940,7 @@ class TypedFact(_message.Message):
 
     @_builtins.property
     def words(self) -> Global___Words:
-        """Words, e.g. the cards turned in a pillage as text."""
+        """Words."""
 
     @_builtins.property
     def groups(self) -> Global___SeatGroups:
@@ -947,6 +949,14 @@ class TypedFact(_message.Message):
     @_builtins.property
     def seat_words(self) -> Global___SeatWords:
         """A word per seat in order, e.g. "bids" (each seat's bid as it spoke)."""
+
+    @_builtins.property
+    def cards(self) -> Global___CardList:
+        """Cards, e.g. "retourne", "face_up", "turned" (in the order turned), "given", "received"."""
+
+    @_builtins.property
+    def card_groups(self) -> Global___CardGroups:
+        """Cards per seat, e.g. "shown" (the cards each seat has shown)."""
 
     def __init__(
         self,
@@ -960,16 +970,66 @@ class TypedFact(_message.Message):
         words: Global___Words | None = ...,
         groups: Global___SeatGroups | None = ...,
         seat_words: Global___SeatWords | None = ...,
+        cards: Global___CardList | None = ...,
+        card_groups: Global___CardGroups | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["flag", b"flag", "flags", b"flags", "groups", b"groups", "number", b"number", "numbers", b"numbers", "seat_words", b"seat_words", "value", b"value", "word", b"word", "words", b"words"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["card_groups", b"card_groups", "cards", b"cards", "flag", b"flag", "flags", b"flags", "groups", b"groups", "number", b"number", "numbers", b"numbers", "seat_words", b"seat_words", "value", b"value", "word", b"word", "words", b"words"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["flag", b"flag", "flags", b"flags", "groups", b"groups", "key", b"key", "number", b"number", "numbers", b"numbers", "seat_words", b"seat_words", "value", b"value", "word", b"word", "words", b"words"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["card_groups", b"card_groups", "cards", b"cards", "flag", b"flag", "flags", b"flags", "groups", b"groups", "key", b"key", "number", b"number", "numbers", b"numbers", "seat_words", b"seat_words", "value", b"value", "word", b"word", "words", b"words"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_value: _TypeAlias = _typing.Literal["flag", "number", "word", "numbers", "flags", "words", "groups", "seat_words"]  # noqa: Y015
+    _WhichOneofReturnType_value: _TypeAlias = _typing.Literal["flag", "number", "word", "numbers", "flags", "words", "groups", "seat_words", "cards", "card_groups"]  # noqa: Y015
     _WhichOneofArgType_value: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_value) -> _WhichOneofReturnType_value | None: ...
 
 Global___TypedFact: _TypeAlias = TypedFact  # noqa: Y015
+
+@_typing.final
+class CardList(_message.Message):
+    """A list of cards."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CARDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The cards."""
+
+    def __init__(
+        self,
+        *,
+        cards: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cards", b"cards"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CardList: _TypeAlias = CardList  # noqa: Y015
+
+@_typing.final
+class CardGroups(_message.Message):
+    """A list of cards per seat."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GROUPS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedCompositeFieldContainer[Global___CardList]:
+        """One entry per seat."""
+
+    def __init__(
+        self,
+        *,
+        groups: _abc.Iterable[Global___CardList] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CardGroups: _TypeAlias = CardGroups  # noqa: Y015
 
 @_typing.final
 class Numbers(_message.Message):

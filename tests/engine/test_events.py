@@ -87,6 +87,10 @@ def test_card_events_in_random_play(config: Config) -> None:
         while m.to_act() and len(m.results) == before:
             seat = rng.choice(m.to_act())
             action = rng.choice(m.legal_actions(seat))
+            for viewer in (None, *range(m.players)):
+                # The facts that are cards are facts of the view (View.cards).
+                view = m.view(viewer)
+                assert view is not None and set(view.cards) <= set(view.public)
             held = list(hand.held)
             events = m.apply(seat, action)
             if not hand.over:

@@ -13,7 +13,7 @@ import pytest
 
 from referee.engine import make_rules, new_match
 from referee.engine.actions import PLAY
-from referee.engine.cards import iter_cards
+from referee.engine.cards import iter_cards, parse_card
 from referee.server.service import event_message, seat_view
 from referee.server.tables import ActionEvent, Seat, Table, token_hash
 from tapis.v1 import referee_pb2 as pb
@@ -43,8 +43,24 @@ def _table(game: str, ruleset: str, options: dict[str, Any], players: int) -> Ta
     return table
 
 
+def _same(text: pb.Fact, fact: pb.TypedFact) -> bool:
+    """Whether a typed fact says what its text does (service.py's `_fact`)."""
+    kind = fact.WhichOneof("value")
+    if kind == "cards":
+        # Card texts ("9H", "7D 8C", "9H, 10H" turned in that order).
+        said = [parse_card(c) for c in text.value.replace(",", " ").split()]
+        ordered = text.key == "turned"
+        return said == list(fact.cards.cards) if ordered else set(said) == set(fact.cards.cards)
+    if kind == "card_groups":
+        groups = text.value.split(", ")
+        return [{parse_card(c) for c in g.split()} for g in groups] == [
+            set(g.cards) for g in fact.card_groups.groups
+        ]
+    return _typed_text(fact) == text.value
+
+
 def _typed_text(fact: pb.TypedFact) -> str:
-    """The text a typed fact has in SeatView.facts (service.py's `_fact`)."""
+    """The text a typed fact other than cards has in SeatView.facts."""
     kind = fact.WhichOneof("value")
     if kind == "flag":
         return "true" if fact.flag else "false"
@@ -82,7 +98,8 @@ def test_each_viewer_gets_what_it_may_see(
             # Every text fact has its typed twin, same key, same order, same value.
             assert [f.key for f in view.typed_facts] == [f.key for f in view.facts]
             for text, typed in zip(view.facts, view.typed_facts, strict=True):
-                assert _typed_text(typed) == text.value, text.key
+                assert _same(text, typed), (text, typed)
+                kinds.add(f"fact {text.key}: {typed.WhichOneof('value')}")
         action = rng.choice(table.legal(seat))
         before = list(hand.held)
         first = len(table.events)
@@ -119,3 +136,13 @@ def test_each_viewer_gets_what_it_may_see(
         "napoleon": "trick_completed",
     }
     assert expected[game] in kinds
+    cards = {
+        "dame-de-pique": ("given", "received"),
+        "triomphe": ("retourne", "face_up", "turned", "discarded"),
+        "imperiale": ("retourne",),
+        "napoleon": (),
+    }
+    for key in cards[game]:
+        assert f"fact {key}: cards" in kinds, key
+    if game == "imperiale":
+        assert "fact shown: card_groups" in kinds
