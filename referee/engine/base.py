@@ -73,7 +73,6 @@ __all__ = [
     "Start",
     "TrickWon",
     "View",
-    "seen_by",
 ]
 
 Score = tuple[int, ...]
@@ -241,19 +240,6 @@ Event = (
     | CardsShown
     | HandsChanged
 )
-
-
-def seen_by(event: Event, viewer: int | None) -> Event:
-    """`event` as `viewer` (a seat, or None for a spectator) may know it: what it may not
-    see left out (`HandsChanged` keeps only the viewer's own hand)."""
-    if isinstance(event, CardsPassed | CardsTaken | CardsShown):
-        return event.visible_to(viewer)
-    if isinstance(event, HandsChanged):
-        mine = event.visible_to(viewer)
-        if mine is None:
-            return HandsChanged(())
-        return HandsChanged(tuple(mine if s == viewer else 0 for s in range(len(event.hands))))
-    return event
 
 
 @dataclass(frozen=True)

@@ -1705,7 +1705,10 @@ class ActionTaken(_message.Message):
     """The action for a person, e.g. "play QS"."""
     @_builtins.property
     def hand(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """The viewing seat's cards after this action (empty for spectators)."""
+        """The viewing seat's cards after this action, given when the action changed a hand other
+        than by a card played (the exchange completed, a pillage); empty otherwise and for
+        spectators.
+        """
 
     def __init__(
         self,
