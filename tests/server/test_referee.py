@@ -20,6 +20,7 @@ from records.signing import load_public_key
 from records.verify import verify_envelope
 from referee.engine import GAMES
 from referee.engine.cards import iter_cards
+from referee.engine.triomphe import TriompheHand
 from referee.server.app import RunningServer, create_server
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
@@ -242,7 +243,7 @@ def test_no_seat_ever_sees_cards_it_may_not_see(
     """Every view and event sent to a seat holds only cards that seat may see at that
     moment: its own (as dealt and as held), cards played, the retourne, and what the rules
     show it (a partner's hand where the rules allow, the exchange's cards to their
-    receiver)."""
+    receiver, the talon cards turned face up in a pillage)."""
     if game not in GAMES:
         pytest.skip(f"{game} is not in this engine yet")
 
@@ -261,6 +262,9 @@ def test_no_seat_ever_sees_cards_it_may_not_see(
                     mask |= 1 << c
             if hand.deal.retourne >= 0:
                 mask |= 1 << hand.deal.retourne
+            if isinstance(hand, TriompheHand):
+                for c in hand.turned:  # TRI.PILLE: talon cards the robber turns face up
+                    mask |= 1 << c
             view = table.match.view(seat)
             assert view is not None
             for other in view.known.values():
