@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import typing
 import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import any_pb2
@@ -37,6 +36,7 @@ from referee.engine.actions import action_str, check_action
 from referee.engine.base import HandOver, MatchOver, Note, ScoreLine, TrickWon, View
 from referee.engine.cards import iter_cards
 from referee.engine.errors import quoted
+from referee.engine.options import choices
 from referee.server.limits import (
     DEFAULT_LIMITS,
     MAX_ID,
@@ -317,12 +317,8 @@ def _options_info(game: str, ruleset: str) -> list[pb.OptionInfo]:
     defaults = make_rules(game, ruleset, {}, None).option_values()
     out = []
     for key, fld in sorted(model.model_fields.items()):
-        ann = fld.annotation
-        args = typing.get_args(ann)
-        allowed: list[str] = []
-        if typing.get_origin(ann) is Literal:
-            allowed = [str(a) for a in args]
-        kind = "enum" if allowed else "bool" if ann is bool else "int"
+        allowed = choices(model, key)
+        kind = "enum" if allowed else "bool" if fld.annotation is bool else "int"
         value = defaults.get(key)
         default = rpb.Option(key=key)
         if isinstance(value, bool):
