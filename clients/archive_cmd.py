@@ -27,7 +27,6 @@ from typing import Any
 
 from records.archive import (
     ArchiveError,
-    Option,
     Selection,
     add_files,
     find_record,
@@ -45,6 +44,7 @@ from records.rescore import Rescored, result_text, runs_text, summary_text
 from records.score import text_table
 from records.signing import TrustedKey, load_keys
 from referee.engine import TapisError
+from referee.engine.options import Option, parse_option
 
 __all__ = ["add_archive_parser", "add_key_options", "keys_given", "positive_int"]
 
@@ -221,8 +221,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _parse_set(text: str) -> tuple[str, Option]:
-    from clients.play import parse_option
-
     return parse_option(text)
 
 

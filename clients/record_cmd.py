@@ -60,6 +60,7 @@ from records.verify import (
 )
 from referee.engine import RecordError, TapisError
 from referee.engine.errors import quoted
+from referee.engine.options import Option, parse_option
 from tapis.v1 import record_pb2 as pb
 
 __all__ = ["add_record_parser"]
@@ -130,9 +131,7 @@ def _where(path: str, index: int, count: int) -> str:
     return path if count == 1 else f"{path} (record {index})"
 
 
-def _rescored(
-    rec: pb.GameRecord, changes: dict[str, bool | int | str]
-) -> tuple[pb.GameRecord, str]:
+def _rescored(rec: pb.GameRecord, changes: dict[str, Option]) -> tuple[pb.GameRecord, str]:
     """The record as its match goes under the changed options (the same deals and actions;
     unsigned), and the report of what changes (records/rescore.py); `NotReplayable` when the
     new rules refuse them."""
@@ -149,8 +148,6 @@ def _rescored(
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from clients.play import parse_option
-
     try:
         changes = dict(parse_option(t) for t in args.set or ())
     except ValueError as exc:

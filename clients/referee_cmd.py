@@ -30,6 +30,7 @@ from records.score import score_sheet
 from records.signing import key_id, load_or_create_private_key, load_public_key, public_pem
 from records.transcript import import_transcript
 from referee.engine import TapisError
+from referee.engine.options import parse_option
 
 __all__ = ["add_referee_parsers"]
 
@@ -59,7 +60,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from clients.play import parse_option, run_play
+    from clients.play import run_play
     from clients.sdk import RefereeError
 
     try:
@@ -98,7 +99,6 @@ def cmd_bot(args: argparse.Namespace) -> int:
 
 def cmd_table_create(args: argparse.Namespace) -> int:
     """Open a table on a referee; print its id and the tokens of the seats taken here."""
-    from clients.play import parse_option
     from clients.sdk import RefereeClient, RefereeError
 
     names = args.players.split(",")

@@ -29,6 +29,7 @@ from typing import TypeVar
 import grpc
 from grpc_status import rpc_status
 
+from referee.engine.options import Option
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 from tapis.v1 import referee_pb2_grpc
@@ -45,7 +46,6 @@ __all__ = [
 ]
 
 Resp = TypeVar("Resp")
-OptionValue = bool | int | str
 Metadata = tuple[tuple[str, str], ...]
 
 # A watch stream that fails with one of these is resumed; any other code is final.
@@ -133,7 +133,7 @@ def _error(exc: grpc.aio.AioRpcError) -> RefereeError:
 # --- helpers -------------------------------------------------------------------------------
 
 
-def option_messages(options: Mapping[str, OptionValue] | None) -> list[rpb.Option]:
+def option_messages(options: Mapping[str, Option] | None) -> list[rpb.Option]:
     """`{"end_threshold": 50}` as the contract's `Option` messages."""
     out = []
     for key, value in (options or {}).items():
@@ -243,7 +243,7 @@ class RefereeClient:
         self,
         game: str,
         ruleset: str = "",
-        options: Mapping[str, OptionValue] | None = None,
+        options: Mapping[str, Option] | None = None,
         seats: Sequence[tuple[str, bool]] = (),
         request_id: str | None = None,
     ) -> CreatedTable:

@@ -25,6 +25,7 @@ from typing import BinaryIO, TypeVar
 from google.protobuf.message import DecodeError
 
 from referee.engine import Deal, Match, RecordError, Rules, ScoreLine, Start, find_game
+from referee.engine.options import Option
 from tapis.v1 import record_pb2 as pb
 
 T = TypeVar("T")
@@ -117,8 +118,8 @@ def _options_to_pb(rules: Rules) -> list[pb.Option]:
     return out
 
 
-def options_from_pb(options: Iterable[pb.Option]) -> dict[str, bool | int | str]:
-    out: dict[str, bool | int | str] = {}
+def options_from_pb(options: Iterable[pb.Option]) -> dict[str, Option]:
+    out: dict[str, Option] = {}
     for o in options:
         which = o.WhichOneof("value")
         if which is None:

@@ -24,6 +24,7 @@ from records.replay import BaseVisitor, replay
 from referee.engine import RecordError, TapisError, make_rules
 from referee.engine.actions import action_to_json
 from referee.engine.cards import card_str, iter_cards
+from referee.engine.options import Option
 from tapis.v1 import record_pb2 as pb
 
 __all__ = [
@@ -112,7 +113,7 @@ def _cards(data: bytes | list[int]) -> list[str]:
     return [card_str(c) for c in data]
 
 
-def _option_value(o: pb.Option) -> bool | int | str:
+def _option_value(o: pb.Option) -> Option:
     return options_from_pb([o])[o.key]
 
 

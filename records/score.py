@@ -19,6 +19,7 @@ from referee.engine import (
     TapisError,
     find_game,
 )
+from referee.engine.options import Option
 from tapis.v1 import record_pb2 as pb
 
 __all__ = [
@@ -30,8 +31,6 @@ __all__ = [
     "score_sheet",
     "text_table",
 ]
-
-Option = bool | int | str
 
 
 class NotReplayable(TapisError):

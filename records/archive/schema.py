@@ -21,9 +21,7 @@ import sqlite_utils
 
 from referee.engine import TapisError
 
-__all__ = ["ArchiveError", "Option", "now", "open_archive", "to_json"]
-
-Option = bool | int | str
+__all__ = ["ArchiveError", "now", "open_archive", "to_json"]
 
 
 class ArchiveError(TapisError):

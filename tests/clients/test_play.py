@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from clients.play import parse_choice, parse_option
+from clients.play import parse_choice
 from referee.engine.actions import BID, PILLE, PILLE_STOP, PLAY, VOLE, encode, pass_action
 from referee.engine.cards import mask_of, parse_card
+from referee.engine.options import parse_option
 from tapis.v1 import referee_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[2]
