@@ -44,7 +44,7 @@ from records.rescore import Rescored, result_text, runs_text, summary_text
 from records.score import text_table
 from records.signing import TrustedKey, load_keys
 from referee.engine import TapisError
-from referee.engine.options import Option, parse_option
+from referee.engine.options import parse_option
 
 __all__ = ["add_archive_parser", "add_key_options", "keys_given", "positive_int"]
 
@@ -220,13 +220,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_set(text: str) -> tuple[str, Option]:
-    return parse_option(text)
-
-
 def cmd_rescore(args: argparse.Namespace) -> int:
     try:
-        changes = dict(_parse_set(t) for t in args.set)
+        changes = dict(parse_option(t) for t in args.set)
     except ValueError as exc:
         _err(f"tapis archive rescore: {exc}")
         return 2

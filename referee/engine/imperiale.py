@@ -602,6 +602,7 @@ class ImperialeHand(Hand):
         if self.blanches:
             out.append("cartes blanches: the coup is not played")
         if self.winner >= 0:
+            # IMP-A.TARGET / IMP-M.END
             when = f"after trick {len(self.tricks)}" if self.tricks else "in the announcements"
             out.append(f"seat {self.winner} reaches {self.opts.target_fiches} impériales {when}")
         if self.tricks:

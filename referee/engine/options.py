@@ -1,8 +1,15 @@
 """Typed, validated options: one pydantic model per game and ruleset, all in this module.
 
-Each model is frozen, forbids unknown keys and is strict about types; every int option has a
-range (`int_range`). A failure becomes a `RulesError` that names the key and the allowed
-values (a closed list, or the range).
+The one form of a game's options. Each model is frozen, forbids unknown keys and is strict
+about types; every int option has a range (`int_range`), every closed list of words is an
+enum (`OneOf` names the members a ruleset allows, in order: `choices`). A failure becomes a
+`RulesError` that names the key and the allowed values (a closed list, or the range).
+
+The options are validated once, where they come in (`make_rules`: a table created, a record
+or a transcript read, a command line's `--option`, whose `KEY=VALUE` text `parse_option`
+reads); the game modules then read the model as it is (`Rules.options`), and a change makes
+new rules (`Rules.with_changes`), validated the same way. `Option` is an option's value as
+text, JSON and records carry it.
 
 No score can overflow
 ---------------------

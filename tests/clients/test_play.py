@@ -13,7 +13,6 @@ import pytest
 from clients.play import parse_choice
 from referee.engine.actions import BID, PILLE, PILLE_STOP, PLAY, VOLE, encode, pass_action
 from referee.engine.cards import mask_of, parse_card
-from referee.engine.options import parse_option
 from tapis.v1 import referee_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,11 +81,3 @@ def test_parse_choice() -> None:
     for bad in ("", "9", "0", "XX", "play QS KH"):
         with pytest.raises(ValueError):
             parse_choice(bad, legal)
-
-
-def test_parse_option() -> None:
-    assert parse_option("end_threshold=20") == ("end_threshold", 20)
-    assert parse_option("short_deck=true") == ("short_deck", True)
-    assert parse_option("moon_mode=subtract_self") == ("moon_mode", "subtract_self")
-    with pytest.raises(ValueError):
-        parse_option("novalue")
