@@ -171,7 +171,7 @@ def replay(
     visitor.match, visitor.units = match, units
     if changes is not None:
         try:
-            rules = match.rules.with_changes(changes)  # the record's rules, checked above
+            rules = _changed_rules(match.rules, tuple((k, type(v), v) for k, v in changes.items()))
             start = start_from_pb(units, rec.start)
             match = visitor.match = new_match(rules, start, log_events=False)
         except RulesError as exc:
@@ -343,6 +343,14 @@ def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
         raise RecordError("start", f"the start scores do not hold: {exc}") from None
     check_fields(rec, match, spec.units)
     return match, spec.units
+
+
+@functools.lru_cache(maxsize=64)
+def _changed_rules(rules: Rules, changes: tuple[tuple[str, type, Option], ...]) -> Rules:
+    """`rules.with_changes(changes)`, made once per distinct rules (a record's checked rules:
+    frozen) and changes (each value with its type, so that the cache never takes `True` for
+    `1`)."""
+    return rules.with_changes({key: value for key, _, value in changes})
 
 
 def _checked_seed(rec: pb.GameRecord) -> bytes | None:
