@@ -30,6 +30,7 @@ import grpc
 from grpc_status import rpc_status
 
 from referee.engine.options import Option
+from referee.errors import ActionRefused, RefereeError, StaleAction
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 from tapis.v1 import referee_pb2_grpc
@@ -70,43 +71,6 @@ _CHANNEL_OPTIONS = (
 
 
 # --- errors --------------------------------------------------------------------------------
-
-
-class RefereeError(Exception):
-    """A call the referee failed; `status` is its gRPC status code."""
-
-    def __init__(self, status: grpc.StatusCode, message: str) -> None:
-        super().__init__(f"{status.name}: {message}")
-        self.status = status
-        self.message = message
-
-
-class ActionRefused(RefereeError):
-    """FAILED_PRECONDITION with an `ActionRefusal`: the rules refuse the action."""
-
-    def __init__(
-        self,
-        message: str,
-        rule: str,
-        code: str,
-        reason: str,
-        legal_actions: Sequence[pb.ActionChoice],
-    ) -> None:
-        super().__init__(grpc.StatusCode.FAILED_PRECONDITION, message)
-        self.rule = rule  # the RULES.md rule id, e.g. "DP.FOLLOW"
-        self.code = code  # stable code, e.g. "must-follow"
-        self.reason = reason  # for a person
-        self.legal_actions = list(legal_actions)
-
-
-class StaleAction(RefereeError):
-    """ABORTED: the table is not at the expected action index. `view` is a fresh view of
-    the seat when the SDK re-read it."""
-
-    def __init__(self, message: str, action_index: int, view: pb.SeatView | None = None) -> None:
-        super().__init__(grpc.StatusCode.ABORTED, message)
-        self.action_index = action_index
-        self.view = view
 
 
 def _error(exc: grpc.aio.AioRpcError) -> RefereeError:

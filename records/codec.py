@@ -26,6 +26,7 @@ from google.protobuf.message import DecodeError
 
 from referee.engine import Deal, Match, RecordError, Rules, ScoreLine, Start, find_game
 from referee.engine.options import Option
+from referee.errors import RecordFileError
 from tapis.v1 import record_pb2 as pb
 
 T = TypeVar("T")
@@ -68,10 +69,6 @@ MAX_TEXT = 256
 # A start score is below this in magnitude (as an action is below 2**53): any client holds it
 # exactly, and no match can add enough to it to overflow a record's 64-bit score.
 SCORE_LIMIT = 1 << 53
-
-
-class RecordFileError(RecordError):
-    """A file that cannot be read as a record file at all (wrong magic, truncated, ...)."""
 
 
 # --- scores -------------------------------------------------------------------------------
