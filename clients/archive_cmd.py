@@ -26,8 +26,6 @@ import time
 from typing import Any
 
 from records.archive import (
-    ArchiveError,
-    Option,
     Selection,
     add_files,
     find_record,
@@ -44,7 +42,8 @@ from records.render import render_record
 from records.rescore import Rescored, result_text, runs_text, summary_text
 from records.score import text_table
 from records.signing import TrustedKey, load_keys
-from referee.engine import TapisError
+from referee.engine.options import parse_option
+from referee.errors import TapisError, exit_status
 
 __all__ = ["add_archive_parser", "add_key_options", "keys_given", "positive_int"]
 
@@ -80,12 +79,8 @@ class _Bar:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    try:
-        keys = keys_given(args)
-        db = open_archive(args.db)
-    except TapisError as exc:  # ArchiveError, KeyFileError
-        _err(str(exc))
-        return 2
+    keys = keys_given(args)
+    db = open_archive(args.db)
     bar = _Bar("adding", True)
     t0 = time.perf_counter()
     try:
@@ -142,16 +137,9 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    try:
-        db = open_archive(args.db, create=False)
-    except ArchiveError as exc:
-        _err(str(exc))
-        return 2
+    db = open_archive(args.db, create=False)
     try:
         rows = query_records(db, _selected(args))
-    except ArchiveError as exc:
-        _err(str(exc))
-        return 2
     finally:
         db.close()
     if args.json:
@@ -172,9 +160,6 @@ def cmd_export(args: argparse.Namespace) -> int:
             count = write_frames(args.output, envelopes)
         finally:
             db.close()
-    except TapisError as exc:
-        _err(str(exc))
-        return 2
     except OSError as exc:
         _err(f"{args.output}: cannot write: {exc.strerror or exc}")
         return 2
@@ -190,26 +175,22 @@ def cmd_show(args: argparse.Namespace) -> int:
         finally:
             db.close()
         print(render_record(decode_record(env.record), env.record))
-    except TapisError as exc:
+    except TapisError as exc:  # a stored record that does not decode, too: the archive's
         _err(str(exc))
         return 2
     return 0
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    db = open_archive(args.db, create=False)
     try:
-        db = open_archive(args.db, create=False)
-        try:
-            if args.run_id is None:
-                runs = list_runs(db)
-                print("\n".join(_dumps(r) for r in runs) if args.json else runs_text(runs))
-                return 0
-            run, results = run_results(db, args.run_id, args.changed, args.limit)
-        finally:
-            db.close()
-    except TapisError as exc:
-        _err(str(exc))
-        return 2
+        if args.run_id is None:
+            runs = list_runs(db)
+            print("\n".join(_dumps(r) for r in runs) if args.json else runs_text(runs))
+            return 0
+        run, results = run_results(db, args.run_id, args.changed, args.limit)
+    finally:
+        db.close()
     if args.json:
         for r in results:
             print(_dumps(r))
@@ -220,15 +201,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_set(text: str) -> tuple[str, Option]:
-    from clients.play import parse_option
-
-    return parse_option(text)
-
-
 def cmd_rescore(args: argparse.Namespace) -> int:
     try:
-        changes = dict(_parse_set(t) for t in args.set)
+        changes = dict(parse_option(t) for t in args.set)
     except ValueError as exc:
         _err(f"tapis archive rescore: {exc}")
         return 2
@@ -244,10 +219,10 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         bar.stop()
         _err("interrupted: the results so far are kept; run the same command to continue")
         return 130
-    except TapisError as exc:
+    except TapisError as exc:  # ArchiveError, ExecutorError
         bar.stop()
         _err(str(exc))
-        return 2
+        return exit_status(exc)
     bar.stop()
     elapsed = time.perf_counter() - t0
     if args.json:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from clients.bots import Bot
 from referee.engine import make_rules, new_match
+from referee.engine.options import Option
 from referee.server.service import seat_view
 from referee.server.tables import Seat, Table, token_hash
 
@@ -32,7 +33,7 @@ def play_local(
     bots: Sequence[Bot],
     seed: bytes | str,
     ruleset: str = "",
-    options: Mapping[str, bool | int | str] | None = None,
+    options: Mapping[str, Option] | None = None,
 ) -> LocalResult:
     """Play one match of `game` with one bot per seat (in seat order); `seed` gives the deals
     (any bytes or text: the same seed, the same deals)."""

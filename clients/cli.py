@@ -8,7 +8,8 @@ own, which adds its subcommands to the parser:
     tapis rules [ID]      the rule ids: statement, engine functions, page (clients/rules_cmd.py)
 
 Exit status: 0 success; 1 a transcript refused or a record invalid; 2 a file that cannot be
-read as records, or bad command-line usage; 130 interrupted (verify).
+read as records, or bad command-line usage; 130 interrupted (verify). An error that ends a
+command ends it with the exit code its class carries (`docs/errors.md`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from clients.archive_cmd import add_archive_parser
 from clients.record_cmd import add_record_parser
 from clients.referee_cmd import add_referee_parsers
 from clients.rules_cmd import add_rules_parser
+from referee.errors import TapisError, exit_status
 
 __all__ = ["build_parser", "main"]
 
@@ -44,6 +46,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except BrokenPipeError:
         return 0
+    except TapisError as exc:  # an error that ends the command: its message, its exit code
+        print(exc, file=sys.stderr)
+        return exit_status(exc)
 
 
 if __name__ == "__main__":

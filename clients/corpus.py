@@ -22,6 +22,7 @@ from clients.bots import Bot, RandomBot, make_bot
 from records.codec import Provenance, build_record, canonical_bytes, envelope
 from records.dealing import ALGORITHM
 from referee.engine import find_game, make_rules, new_match
+from referee.engine.options import Option
 from referee.server.service import seat_view
 from referee.server.tables import Seat, Table, token_hash
 from tapis.v1 import record_pb2 as pb
@@ -37,7 +38,7 @@ def play_record(
     bots: Sequence[Bot],
     seed: str,
     ruleset: str = "",
-    options: Mapping[str, bool | int | str] | None = None,
+    options: Mapping[str, Option] | None = None,
     names: Sequence[str] = NAMES,
     played_at: str = "",
 ) -> pb.RecordEnvelope:
@@ -83,7 +84,7 @@ def make_corpus(
     seed: str = "corpus",
     kind: str = "heuristic",
     ruleset: str = "",
-    options: Mapping[str, bool | int | str] | None = None,
+    options: Mapping[str, Option] | None = None,
     players: int | None = None,
     start: int = 0,
 ) -> list[pb.RecordEnvelope]:
@@ -102,7 +103,7 @@ def make_corpus(
 
 
 CHUNK = 250  # matches per task with --jobs
-Job = tuple[str, int, int, str, str, str, dict[str, bool | int | str], int | None]
+Job = tuple[str, int, int, str, str, str, dict[str, Option], int | None]
 
 
 def _chunk(job: Job) -> list[bytes]:
@@ -118,7 +119,7 @@ def corpus_chunks(
     seed: str = "corpus",
     kind: str = "heuristic",
     ruleset: str = "",
-    options: Mapping[str, bool | int | str] | None = None,
+    options: Mapping[str, Option] | None = None,
     players: int | None = None,
     jobs: int = 1,
 ) -> Iterator[list[bytes]]:

@@ -23,7 +23,6 @@ import grpc
 from clients.bots import make_bot, play_seat
 from clients.sdk import (
     ActionRefused,
-    OptionValue,
     RefereeClient,
     RefereeError,
     SeatHandle,
@@ -39,29 +38,17 @@ from referee.engine.actions import (
 )
 from referee.engine.cards import SUIT_WORDS, card_str
 from referee.engine.errors import InvalidAction
+from referee.engine.options import Option
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 
-__all__ = ["parse_choice", "parse_option", "run_bot", "run_play", "score_text"]
+__all__ = ["parse_choice", "run_bot", "run_play", "score_text"]
 
 LIST_LIMIT = 40  # more legal actions than this are not listed unless asked
 HELP = (
     "Type the number of an action, or its text: 'play QS' or 'QS', 'pass QS AS KH', "
     "'bid nap' or 'nap'; 'list' shows every legal action; 'resign' concedes."
 )
-
-
-def parse_option(text: str) -> tuple[str, OptionValue]:
-    """`KEY=VALUE` with VALUE a bool (true/false), an int, or text."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise ValueError(f"option {text!r}: expected KEY=VALUE")
-    if value.lower() in ("true", "false"):
-        return key, value.lower() == "true"
-    try:
-        return key, int(value)
-    except ValueError:
-        return key, value
 
 
 # --- reading a person's choice ---------------------------------------------------------------
@@ -305,7 +292,7 @@ async def _game(client: RefereeClient, game: str) -> pb.GameInfo:
     raise RefereeError(grpc.StatusCode.NOT_FOUND, f"the referee has no game {game!r}")
 
 
-def _players(info: pb.GameInfo, ruleset: str, options: Mapping[str, OptionValue]) -> int:
+def _players(info: pb.GameInfo, ruleset: str, options: Mapping[str, Option]) -> int:
     """The number of seats: the `players` option, else its default, else the ruleset's."""
     given = options.get("players")
     if isinstance(given, int) and not isinstance(given, bool):
@@ -321,7 +308,7 @@ async def run_play(
     address: str | None,
     game: str = "hearts",
     ruleset: str = "",
-    options: Mapping[str, OptionValue] | None = None,
+    options: Mapping[str, Option] | None = None,
     name: str = "You",
     bots: str = "heuristic",
     seed: int | None = None,

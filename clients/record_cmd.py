@@ -31,7 +31,6 @@ from clients.archive_cmd import add_key_options, keys_given, positive_int
 from records.annotate import CommentError, annotate, parse_comment
 from records.codec import (
     Provenance,
-    RecordFileError,
     atomic_write,
     build_record,
     decode_record,
@@ -60,6 +59,8 @@ from records.verify import (
 )
 from referee.engine import RecordError, TapisError
 from referee.engine.errors import quoted
+from referee.engine.options import Option, parse_option
+from referee.errors import exit_status
 from tapis.v1 import record_pb2 as pb
 
 __all__ = ["add_record_parser"]
@@ -112,17 +113,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 # --- reading records ----------------------------------------------------------------------
 
 
-def _load(paths: Sequence[str]) -> list[tuple[str, int, pb.RecordEnvelope]] | None:
-    """(file, index, envelope) of every record; None (after printing why) when a file
-    cannot be read as records."""
+def _load(paths: Sequence[str]) -> list[tuple[str, int, pb.RecordEnvelope]]:
+    """(file, index, envelope) of every record; `RecordFileError` (which ends the command)
+    when a file cannot be read as records."""
     out: list[tuple[str, int, pb.RecordEnvelope]] = []
     for p in paths:
-        try:
-            envs = read_envelopes(p)
-        except RecordFileError as exc:
-            _err(str(exc))
-            return None
-        out.extend((p, i, e) for i, e in enumerate(envs, 1))
+        out.extend((p, i, e) for i, e in enumerate(read_envelopes(p), 1))
     return out
 
 
@@ -130,9 +126,7 @@ def _where(path: str, index: int, count: int) -> str:
     return path if count == 1 else f"{path} (record {index})"
 
 
-def _rescored(
-    rec: pb.GameRecord, changes: dict[str, bool | int | str]
-) -> tuple[pb.GameRecord, str]:
+def _rescored(rec: pb.GameRecord, changes: dict[str, Option]) -> tuple[pb.GameRecord, str]:
     """The record as its match goes under the changed options (the same deals and actions;
     unsigned), and the report of what changes (records/rescore.py); `NotReplayable` when the
     new rules refuse them."""
@@ -149,16 +143,12 @@ def _rescored(
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from clients.play import parse_option
-
     try:
         changes = dict(parse_option(t) for t in args.set or ())
     except ValueError as exc:
         _err(f"tapis record score: {exc}")
         return 2
     loaded = _load(args.records)
-    if loaded is None:
-        return 2
     status = 0
     counts = {p: sum(1 for q, _, _ in loaded if q == p) for p in args.records}
     under = ", ".join(f"{k}={v}" for k, v in sorted(changes.items()))
@@ -232,11 +222,7 @@ def _is_file_error(result: VerifyResult) -> bool:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify every record of the files, here or with `--workers N` on a local process pool
     (the same output either way, in file and record order)."""
-    try:
-        keys = keys_given(args)
-    except TapisError as exc:
-        _err(str(exc))
-        return 2
+    keys = keys_given(args)
     tally = _VerifyTally()
     t0 = time.perf_counter()
     results = verify_files(args.records, keys, make_executor("local", args.workers))
@@ -288,8 +274,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     loaded = _load([args.record])
-    if loaded is None:
-        return 2
     status = 0
     for n, (path, index, env) in enumerate(loaded):
         if n:
@@ -309,14 +293,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_sign(args: argparse.Namespace) -> int:
     """Sign every record of a file (each must verify first); annotations are kept."""
-    try:
-        key = load_private_key(args.key)
-    except TapisError as exc:
-        _err(str(exc))
-        return 2
+    key = load_private_key(args.key)
     loaded = _load([args.record])
-    if loaded is None:
-        return 2
     signed = []
     for path, index, env in loaded:
         result = verify_envelope(env)
@@ -339,10 +317,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         comments = [parse_comment(c) for c in args.comment or ()]
     except CommentError as exc:
         _err(f"tapis record annotate: {exc}")
-        return 2
+        return exit_status(exc)
     loaded = _load([args.record])
-    if loaded is None:
-        return 2
     if comments and len(loaded) != 1:
         _err(f"{args.record} holds {len(loaded)} records: --comment needs a file of one record")
         return 2
@@ -352,9 +328,9 @@ def cmd_annotate(args: argparse.Namespace) -> int:
             rec = decode_record(env.record)
             previous = env.annotations if env.HasField("annotations") else None
             notes = annotate(rec, comments, previous)
-        except TapisError as exc:
+        except TapisError as exc:  # RecordError, CommentOutOfRange
             _err(f"{_where(path, index, len(loaded))}: {exc}")
-            return 1
+            return exit_status(exc)
         new = pb.RecordEnvelope()
         new.CopyFrom(env)
         new.annotations.CopyFrom(notes)
@@ -368,8 +344,6 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     loaded = _load([args.record])
-    if loaded is None:
-        return 2
     try:
         if args.format == "json":
             text = envelopes_to_json([env for _, _, env in loaded]) + "\n"
@@ -378,9 +352,9 @@ def cmd_export(args: argparse.Namespace) -> int:
                 _err(f"{args.record} holds {len(loaded)} records; a transcript holds one match")
                 return 1
             text = transcript_text(decode_record(loaded[0][2].record))
-    except TapisError as exc:
+    except TapisError as exc:  # RecordError, ExportError
         _err(f"{args.record}: {exc}")
-        return 1
+        return exit_status(exc)
     if args.output is None:
         print(text, end="")
     else:
@@ -398,7 +372,7 @@ def cmd_import_json(args: argparse.Namespace) -> int:
         envs = envelopes_from_json(text)
     except ExportError as exc:
         _err(f"{args.json}: {exc}")
-        return 1
+        return exit_status(exc)
     write_envelopes(args.output, envs)
     print(f"{len(envs)} record{'s' if len(envs) != 1 else ''} -> {args.output}")
     return 0

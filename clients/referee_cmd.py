@@ -10,7 +10,8 @@ key; a person or a bot at a table; the bundled example.
               [--kind heuristic|random] [--seed N]
     tapis example [--print]        (the bundled example transcript, imported and scored)
 
-Exit status: 0 success; 1 a refusal of the referee, a key that cannot be read or made; 2 bad
+Exit status: 0 success; 1 a refusal of the referee, a key that cannot be read or made (these
+commands end with 1 for any error, whatever its class's exit code: docs/errors.md); 2 bad
 command-line usage.
 """
 
@@ -29,7 +30,8 @@ from records.codec import decode_record
 from records.score import score_sheet
 from records.signing import key_id, load_or_create_private_key, load_public_key, public_pem
 from records.transcript import import_transcript
-from referee.engine import TapisError
+from referee.engine.options import parse_option
+from referee.errors import TapisError, exit_status
 
 __all__ = ["add_referee_parsers"]
 
@@ -59,8 +61,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from clients.play import parse_option, run_play
-    from clients.sdk import RefereeError
+    from clients.play import run_play
 
     try:
         options = dict(parse_option(o) for o in args.option or ())
@@ -73,7 +74,7 @@ def cmd_play(args: argparse.Namespace) -> int:
                 args.address, args.game, args.ruleset, options, args.name, args.bots, args.seed
             )
         )
-    except (RefereeError, OSError, TapisError) as exc:
+    except (OSError, TapisError) as exc:  # RefereeError, ...
         _err(f"tapis play: {exc}")
         return 1
 
@@ -93,12 +94,11 @@ def cmd_bot(args: argparse.Namespace) -> int:
         )
     except RefereeError as exc:
         _err(f"tapis bot: {exc}")
-        return 1
+        return exit_status(exc)
 
 
 def cmd_table_create(args: argparse.Namespace) -> int:
     """Open a table on a referee; print its id and the tokens of the seats taken here."""
-    from clients.play import parse_option
     from clients.sdk import RefereeClient, RefereeError
 
     names = args.players.split(",")
@@ -127,7 +127,7 @@ def cmd_table_create(args: argparse.Namespace) -> int:
         asyncio.run(create())
     except RefereeError as exc:
         _err(f"tapis table create: {exc}")
-        return 1
+        return exit_status(exc)
     return 0
 
 

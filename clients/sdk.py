@@ -29,6 +29,8 @@ from typing import TypeVar
 import grpc
 from grpc_status import rpc_status
 
+from referee.engine.options import Option
+from referee.errors import ActionRefused, RefereeError, StaleAction
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 from tapis.v1 import referee_pb2_grpc
@@ -45,7 +47,6 @@ __all__ = [
 ]
 
 Resp = TypeVar("Resp")
-OptionValue = bool | int | str
 Metadata = tuple[tuple[str, str], ...]
 
 # A watch stream that fails with one of these is resumed; any other code is final.
@@ -72,43 +73,6 @@ _CHANNEL_OPTIONS = (
 # --- errors --------------------------------------------------------------------------------
 
 
-class RefereeError(Exception):
-    """A call the referee failed; `status` is its gRPC status code."""
-
-    def __init__(self, status: grpc.StatusCode, message: str) -> None:
-        super().__init__(f"{status.name}: {message}")
-        self.status = status
-        self.message = message
-
-
-class ActionRefused(RefereeError):
-    """FAILED_PRECONDITION with an `ActionRefusal`: the rules refuse the action."""
-
-    def __init__(
-        self,
-        message: str,
-        rule: str,
-        code: str,
-        reason: str,
-        legal_actions: Sequence[pb.ActionChoice],
-    ) -> None:
-        super().__init__(grpc.StatusCode.FAILED_PRECONDITION, message)
-        self.rule = rule  # the RULES.md rule id, e.g. "DP.FOLLOW"
-        self.code = code  # stable code, e.g. "must-follow"
-        self.reason = reason  # for a person
-        self.legal_actions = list(legal_actions)
-
-
-class StaleAction(RefereeError):
-    """ABORTED: the table is not at the expected action index. `view` is a fresh view of
-    the seat when the SDK re-read it."""
-
-    def __init__(self, message: str, action_index: int, view: pb.SeatView | None = None) -> None:
-        super().__init__(grpc.StatusCode.ABORTED, message)
-        self.action_index = action_index
-        self.view = view
-
-
 def _error(exc: grpc.aio.AioRpcError) -> RefereeError:
     """The SDK exception of a failed call, with the details of its google.rpc.Status."""
     status, message = exc.code(), exc.details() or ""
@@ -133,7 +97,7 @@ def _error(exc: grpc.aio.AioRpcError) -> RefereeError:
 # --- helpers -------------------------------------------------------------------------------
 
 
-def option_messages(options: Mapping[str, OptionValue] | None) -> list[rpb.Option]:
+def option_messages(options: Mapping[str, Option] | None) -> list[rpb.Option]:
     """`{"end_threshold": 50}` as the contract's `Option` messages."""
     out = []
     for key, value in (options or {}).items():
@@ -243,7 +207,7 @@ class RefereeClient:
         self,
         game: str,
         ruleset: str = "",
-        options: Mapping[str, OptionValue] | None = None,
+        options: Mapping[str, Option] | None = None,
         seats: Sequence[tuple[str, bool]] = (),
         request_id: str | None = None,
     ) -> CreatedTable:

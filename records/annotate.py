@@ -17,17 +17,14 @@ from collections.abc import Iterable, Sequence
 
 from records.codec import score_to_pb
 from records.replay import BaseVisitor, compare_record, replay
-from referee.engine import Hand, TapisError
+from referee.engine import Hand
 from referee.engine.errors import quoted
+from referee.errors import CommentError, CommentOutOfRange
 from tapis.v1 import record_pb2 as pb
 
-__all__ = ["Comment", "CommentError", "annotate", "parse_comment"]
+__all__ = ["Comment", "CommentError", "CommentOutOfRange", "annotate", "parse_comment"]
 
 Comment = tuple[int, int, str]  # (hand, action, text), hand and action 1-based
-
-
-class CommentError(TapisError):
-    """A comment that is malformed or names a position the record does not have."""
 
 
 _NUMBER = re.compile(r"[0-9]{1,9}")  # a hand or action number (ASCII digits, no more than 9)
@@ -55,7 +52,8 @@ def annotate(
 ) -> pb.Annotations:
     """The annotations of every action of `rec`. Comments already in `previous` are kept
     (the analysis is recomputed); `comments` are added after them. `RecordError` when the
-    record does not replay, `CommentError` for a comment on a position that does not exist."""
+    record does not replay, `CommentOutOfRange` (a `CommentError`) for a comment on a
+    position that does not exist."""
     kept: dict[tuple[int, int], list[str]] = {}
     for old in previous.actions if previous is not None else ():
         if old.comments:
@@ -129,11 +127,11 @@ class _AnnotateVisitor(BaseVisitor[pb.Annotations]):
 
 def _check_position(sizes: Sequence[int], hand: int, action: int) -> None:
     if not 1 <= hand <= len(sizes):
-        raise CommentError(
+        raise CommentOutOfRange(
             f"comment on hand {hand}, action {action}: the record has {len(sizes)} "
             f"hand{'s' if len(sizes) != 1 else ''}"
         )
     if not 1 <= action <= sizes[hand - 1]:
-        raise CommentError(
+        raise CommentOutOfRange(
             f"comment on hand {hand}, action {action}: hand {hand} has {sizes[hand - 1]} actions"
         )

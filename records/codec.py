@@ -25,6 +25,8 @@ from typing import BinaryIO, TypeVar
 from google.protobuf.message import DecodeError
 
 from referee.engine import Deal, Match, RecordError, Rules, ScoreLine, Start, find_game
+from referee.engine.options import Option
+from referee.errors import RecordFileError
 from tapis.v1 import record_pb2 as pb
 
 T = TypeVar("T")
@@ -67,10 +69,6 @@ MAX_TEXT = 256
 # A start score is below this in magnitude (as an action is below 2**53): any client holds it
 # exactly, and no match can add enough to it to overflow a record's 64-bit score.
 SCORE_LIMIT = 1 << 53
-
-
-class RecordFileError(RecordError):
-    """A file that cannot be read as a record file at all (wrong magic, truncated, ...)."""
 
 
 # --- scores -------------------------------------------------------------------------------
@@ -117,8 +115,8 @@ def _options_to_pb(rules: Rules) -> list[pb.Option]:
     return out
 
 
-def options_from_pb(options: Iterable[pb.Option]) -> dict[str, bool | int | str]:
-    out: dict[str, bool | int | str] = {}
+def options_from_pb(options: Iterable[pb.Option]) -> dict[str, Option]:
+    out: dict[str, Option] = {}
     for o in options:
         which = o.WhichOneof("value")
         if which is None:

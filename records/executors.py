@@ -29,7 +29,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol, TypeVar
 
-from referee.engine import TapisError
+from referee.errors import ExecutorError
 
 __all__ = [
     "DaskExecutor",
@@ -43,10 +43,6 @@ __all__ = [
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-class ExecutorError(TapisError):
-    """An engine that cannot run (Dask missing, a scheduler that does not answer)."""
 
 
 class Executor(Protocol):

@@ -21,9 +21,11 @@ from google.protobuf import json_format
 
 from records.codec import decode_record, options_from_pb, score_from_pb
 from records.replay import BaseVisitor, replay
-from referee.engine import RecordError, TapisError, make_rules
+from referee.engine import RecordError, make_rules
 from referee.engine.actions import action_to_json
 from referee.engine.cards import card_str, iter_cards
+from referee.engine.options import Option
+from referee.errors import ExportError
 from tapis.v1 import record_pb2 as pb
 
 __all__ = [
@@ -36,10 +38,6 @@ __all__ = [
 ]
 
 JSON_FORMAT = "tapis-records-json/1"
-
-
-class ExportError(TapisError):
-    """A JSON export that cannot be read back, or a record that cannot be exported."""
 
 
 # --- protobuf JSON ------------------------------------------------------------------------
@@ -112,7 +110,7 @@ def _cards(data: bytes | list[int]) -> list[str]:
     return [card_str(c) for c in data]
 
 
-def _option_value(o: pb.Option) -> bool | int | str:
+def _option_value(o: pb.Option) -> Option:
     return options_from_pb([o])[o.key]
 
 

@@ -37,7 +37,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Generic, TypeVar
 
-from records.codec import deal_from_pb, options_from_pb, score_from_pb, start_from_pb
+from records.codec import deal_from_pb, score_from_pb, start_from_pb
 from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
 from records.strict import check_fields, check_rules_fields, check_start
 from referee.engine import (
@@ -55,6 +55,7 @@ from referee.engine import (
     new_match,
 )
 from referee.engine.errors import quoted
+from referee.engine.options import Option
 from tapis.v1 import record_pb2 as pb
 
 __all__ = [
@@ -67,7 +68,6 @@ __all__ = [
     "replay_record",
 ]
 
-Option = bool | int | str
 T = TypeVar("T")
 
 
@@ -171,7 +171,9 @@ def replay(
     visitor.match, visitor.units = match, units
     if changes is not None:
         try:
-            match = visitor.match = _changed_match(rec, changes, units)
+            rules = _changed_rules(match.rules, tuple((k, type(v), v) for k, v in changes.items()))
+            start = start_from_pb(units, rec.start)
+            match = visitor.match = new_match(rules, start, log_events=False)
         except RulesError as exc:
             visitor.handle_error(RecordError("options", str(exc)), exc)
             return visitor.result()
@@ -344,24 +346,11 @@ def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
 
 
 @functools.lru_cache(maxsize=64)
-def _changed_rules(
-    game: str, ruleset: str, options: tuple[tuple[str, Option], ...], players: int
-) -> Rules:
-    """The rules of a record with its options changed, made once per distinct rules."""
-    return make_rules(game, ruleset or None, dict(options), players)
-
-
-def _changed_match(
-    rec: pb.GameRecord, changes: Mapping[str, Option], units: tuple[str, ...]
-) -> Match:
-    """A new match for `rec`'s rules with its options changed; `RulesError` when they do not
-    hold."""
-    options = options_from_pb(rec.rules.options)
-    options.pop("players", None)
-    options.update(changes)
-    key = tuple(sorted(options.items()))
-    rules = _changed_rules(rec.rules.game, rec.rules.ruleset, key, rec.rules.players)
-    return new_match(rules, start_from_pb(units, rec.start), log_events=False)
+def _changed_rules(rules: Rules, changes: tuple[tuple[str, type, Option], ...]) -> Rules:
+    """`rules.with_changes(changes)`, made once per distinct rules (a record's checked rules:
+    frozen) and changes (each value with its type, so that the cache never takes `True` for
+    `1`)."""
+    return rules.with_changes({key: value for key, _, value in changes})
 
 
 def _checked_seed(rec: pb.GameRecord) -> bytes | None:

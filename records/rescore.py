@@ -21,6 +21,7 @@ from typing import Any
 from records.codec import score_from_pb
 from records.score import NotReplayable, diff_text, first_diff, replay_changed
 from referee.engine import Match, find_game
+from referee.engine.options import Option
 from tapis.v1 import record_pb2 as pb
 
 __all__ = [
@@ -34,8 +35,6 @@ __all__ = [
     "runs_text",
     "summary_text",
 ]
-
-Option = bool | int | str
 
 
 @dataclass(frozen=True)

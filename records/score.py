@@ -19,6 +19,8 @@ from referee.engine import (
     TapisError,
     find_game,
 )
+from referee.engine.options import Option
+from referee.errors import NotReplayable
 from tapis.v1 import record_pb2 as pb
 
 __all__ = [
@@ -30,18 +32,6 @@ __all__ = [
     "score_sheet",
     "text_table",
 ]
-
-Option = bool | int | str
-
-
-class NotReplayable(TapisError):
-    """A record whose deals or actions the changed options refuse: `rule` is the rule id
-    that refused (or `option:KEY` for an option that does not hold), `detail` says where."""
-
-    def __init__(self, rule: str, detail: str) -> None:
-        super().__init__(f"not replayable [{rule}]: {detail}")
-        self.rule = rule
-        self.detail = detail
 
 
 def replay_changed(rec: pb.GameRecord, changes: Mapping[str, Option]) -> Match:

@@ -24,8 +24,8 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from referee.engine import TapisError
 from referee.engine.errors import quoted
+from referee.errors import KeyFileError
 from tapis.v1 import record_pb2 as pb
 
 __all__ = [
@@ -44,10 +44,6 @@ __all__ = [
     "signature_holds",
     "signature_ok",
 ]
-
-
-class KeyFileError(TapisError):
-    """A key file that cannot be read or created."""
 
 
 def load_private_key(path: str | Path) -> Ed25519PrivateKey:

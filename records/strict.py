@@ -62,6 +62,7 @@ from referee.engine.actions import (
 )
 from referee.engine.cards import card_str, iter_cards
 from referee.engine.errors import quoted
+from referee.engine.options import Option
 from tapis.v1 import record_pb2 as pb
 
 __all__ = [
@@ -75,7 +76,6 @@ __all__ = [
     "first_difference",
 ]
 
-Option = bool | int | str
 
 SEED_SIZE = 32  # bytes of a deal seed and of its commitment (SHA-256)
 _SEATS = [bytes(range(n)) for n in range(256)]  # the seats of n players, one a byte

@@ -50,6 +50,7 @@ from records.signing import TrustedKey, signature_holds
 from records.strict import check_content, decode_canonical
 from referee.engine import RecordError
 from referee.engine.errors import quoted
+from referee.errors import SignatureError
 from tapis.v1 import record_pb2 as pb
 
 __all__ = [
@@ -132,36 +133,28 @@ def _signature_form(env: pb.RecordEnvelope) -> str | None:
     return None
 
 
-class _SignatureError(RecordError):
-    """A signature that does not hold, and the signature state a result reports."""
-
-    def __init__(self, state: str, code: str, message: str) -> None:
-        super().__init__(code, message)
-        self.state = state
-
-
 def _check_signature(env: pb.RecordEnvelope, ring: dict[str, TrustedKey]) -> tuple[str, str | None]:
     """(signature state, signer label) of a signature that holds (or cannot be checked);
-    `_SignatureError` (code `signature-...`, and the state to report) when it does not."""
+    `SignatureError` (code `signature-...`, and the state to report) when it does not."""
     if not ring:
         problem = _signature_form(env)
         if problem is not None:
-            raise _SignatureError("malformed", "signature-malformed", f"the envelope has {problem}")
+            raise SignatureError("malformed", "signature-malformed", f"the envelope has {problem}")
         return ("unchecked" if env.signature else "none"), None
     if not env.signature:
-        raise _SignatureError(
+        raise SignatureError(
             "none", "signature-missing", "the record is not signed, and keys were given"
         )
     trusted = ring.get(env.key_id)
     if trusted is None:
         claims = f"key id {env.key_id[:80]!r}" if env.key_id else "no key id"
-        raise _SignatureError(
+        raise SignatureError(
             "unknown-key",
             "signature-unknown-key",
             f"the envelope claims {claims}, which is not the id of a key given",
         )
     if not signature_holds(env, trusted.key):
-        raise _SignatureError(
+        raise SignatureError(
             "invalid",
             "signature-invalid",
             f"the signature is not valid for key {trusted.key_id[:16]}"
@@ -178,7 +171,7 @@ def verify_envelope(env: pb.RecordEnvelope, keys: Keys = ()) -> VerifyResult:
     kid = env.key_id
     try:
         state, signer = _check_signature(env, keyring(keys))
-    except _SignatureError as exc:
+    except SignatureError as exc:
         return VerifyResult(rid, 0, exc, exc.state, kid)
     try:
         hands = verify_record(env.record)

@@ -7,8 +7,8 @@ id, the functions whose code names it, so this index stays right when functions 
 function names an id through a string literal (a refusal's or a score line's rule, a
 docstring), a comment inside it (`# IMP-A.E1 / IMP-M.RETOURNE: ...`), or a table: an id
 written in a module-level or class-level assignment, or as a keyword argument (imperiale.py's
-`settings_of`: `point_id="IMP-A.E5"`), is also credited to the functions of that module that
-read the name it is bound to (`_REGIME_RULES`, `cfg.point_id`).
+`FIXED` table: `point_id="IMP-A.E5"`), is also credited to the functions of that module that
+read the name it is bound to (`_REGIME_RULES`, `self.ids.point_id`).
 
 Nothing here imports the engine: the sources are read as text, so `tapis rules` works the same
 whether the engine runs compiled or as pure Python.

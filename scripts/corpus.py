@@ -20,14 +20,13 @@ from pathlib import Path
 
 from clients.corpus import CHUNK, corpus_chunks, make_corpus, play_record
 from records.codec import write_frames
+from referee.engine.options import parse_option
 from tapis.v1 import record_pb2 as pb
 
 __all__ = ["CHUNK", "main", "make_corpus", "play_record"]  # the library: clients/corpus.py
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from clients.play import parse_option
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--game", default="hearts")
     ap.add_argument("--ruleset", default="")

@@ -14,7 +14,7 @@ One module per concern, their public names importable from here:
 from records.archive.add import ADD_CHUNK, AddReport, AddTask, add_envelopes, add_files, check_task
 from records.archive.query import Selection, find_record, iter_envelopes, query_records
 from records.archive.rescoring import Shard, check_changes, rescore, run_shard
-from records.archive.schema import ArchiveError, Option, open_archive
+from records.archive.schema import ArchiveError, open_archive
 from records.archive.summary import list_runs, run_results
 from records.rescore import RescoreSummary, rescore_record
 
@@ -23,7 +23,6 @@ __all__ = [
     "AddReport",
     "AddTask",
     "ArchiveError",
-    "Option",
     "RescoreSummary",
     "Selection",
     "Shard",

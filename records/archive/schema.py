@@ -19,15 +19,9 @@ from typing import Any
 
 import sqlite_utils
 
-from referee.engine import TapisError
+from referee.errors import ArchiveError
 
-__all__ = ["ArchiveError", "Option", "now", "open_archive", "to_json"]
-
-Option = bool | int | str
-
-
-class ArchiveError(TapisError):
-    """A request the archive cannot answer (no such archive, unknown or ambiguous id, ...)."""
+__all__ = ["ArchiveError", "now", "open_archive", "to_json"]
 
 
 def now() -> str:

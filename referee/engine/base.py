@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, NamedTuple, NoReturn
@@ -92,6 +92,18 @@ class Rules:
     def option_values(self) -> dict[str, Any]:
         """Every option with its effective value (enums as their string values)."""
         return self.options.model_dump(mode="json")
+
+    def with_changes(self, changes: Mapping[str, Any] | None = None, **more: Any) -> Rules:
+        """These rules with some options changed (`changes`, then `more`): new rules, validated
+        as `make_rules` validates (`RulesError` naming the key). The number of players stays:
+        a `players` change must agree with it."""
+        from referee.engine.registry import make_rules  # the registry imports this module
+
+        values = dict(self.options)
+        values.pop("players", None)
+        values.update(changes or {})
+        values.update(more)
+        return make_rules(self.game, self.ruleset, values, self.players)
 
     @property
     def digest(self) -> str:

@@ -50,7 +50,7 @@ from referee.engine.cards import (
     mask_str,
 )
 from referee.engine.errors import DealError, IllegalAction
-from referee.engine.options import DamePiqueOptions
+from referee.engine.options import DamePiqueOptions, DealerRotation, HeartsBrokenBy, MoonMode
 from referee.engine.tricks import Regime, TrickRules, explain, follow
 
 __all__ = ["DamePiqueMatch", "DamePiqueOptions"]
@@ -114,7 +114,7 @@ class DamePiqueHand(Hand):
         self.taken = [0, 0, 0, 0]  # cards won in tricks, per seat
         self.broken = False  # DP.HEARTS: hearts broken by an earlier trick
         self.lead_unbroken = lead_mask(opts.qs_counts_as_heart_for_lead)
-        self.broken_by_any_heart = opts.hearts_broken_by == "played"
+        self.broken_by_any_heart = opts.hearts_broken_by is HeartsBrokenBy.PLAYED
         # The cards whose play may open hearts (DP.HEARTS).
         self.breaking = HEARTS_MASK | (1 << QUEEN_SPADES if opts.qs_breaks_hearts else 0)
         self._phase = Phase.PASS
@@ -250,7 +250,7 @@ class DamePiqueHand(Hand):
         shooter = next((s for s in range(4) if points[s] == 26), -1)
         if shooter >= 0:
             # DP.VOLTE: all 13 hearts and Q♠ to one seat.
-            add = self.opts.moon_mode == "add_to_others"
+            add = self.opts.moon_mode is MoonMode.ADD_TO_OTHERS
             for s in range(4):
                 delta = (26 if add else 0) if s != shooter else (0 if add else -26)
                 self.score(s, "volte", (delta,), "DP.VOLTE", f"seat {shooter} took all 26")
@@ -347,7 +347,7 @@ class DamePiqueMatch(Match):
         return encode(PASS, 0) if action & 7 == PASS else action
 
     def _next_dealer(self, previous: HandResult) -> int:
-        step = 1 if self.opts.dealer_rotation == "clockwise" else -1
+        step = 1 if self.opts.dealer_rotation is DealerRotation.CLOCKWISE else -1
         return (previous.dealer + step) % 4
 
     def _end_after_hand(self) -> None:

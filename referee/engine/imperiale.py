@@ -103,11 +103,21 @@ from referee.engine.cards import (
     rank_of,
 )
 from referee.engine.errors import DealError, IllegalAction, RulesError
-from referee.engine.options import GameOptions, ImperialeAcademieOptions, ImperialeModerneOptions
+from referee.engine.options import (
+    CardsScoring,
+    GameOptions,
+    HonourTiming,
+    ImperialeAcademieOptions,
+    ImperialeModerneOptions,
+    PointRule,
+    TombeeMode,
+    TourneeHolder,
+)
 from referee.engine.tricks import Regime, TrickRules, explain, legal_cards
 
 __all__ = [
     "ALIASES",
+    "FIXED",
     "FIXED_PLAYERS",
     "NAME",
     "RULESETS",
@@ -115,12 +125,11 @@ __all__ = [
     "TITLE",
     "UNITS",
     "Combo",
+    "Fixed",
     "ImperialeHand",
     "ImperialeMatch",
     "Phase",
-    "Settings",
     "point_of",
-    "settings_of",
 ]
 
 HAND_SIZE = 12
@@ -192,33 +201,12 @@ def best_disjoint(combos: Sequence[Combo]) -> list[Combo]:
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Both rulesets' options as one set of fields (each names its RULES.md rule), and the
-    rule ids of the ruleset."""
+class Fixed:
+    """What a ruleset fixes that is not an option: its trick regime and the rule ids its
+    events cite. The options themselves are read from the ruleset's model (options.py), where
+    each ruleset also names the values it fixes for the other's options."""
 
-    moderne: bool
-    players: int
-    target: int  # IMP-A.TARGET, IMP-M.END
-    point_by_count: bool  # point_rule = count_then_pips
-    imperiales_before_point: bool
-    trump_major_value: int  # IMP-A.E2 (moderne: an impériale de couleur is worth 1)
-    tournee: str  # moderne tournee_holder: any | dealer; academie: none
-    imperiale_de_retourne: bool  # IMP-A.E3 (c)
-    tombee: str  # off | per_trick | end_of_coup
-    tombee_requires_capture: bool  # IMP-A.E7, 2.3.6
-    cartes_blanches: bool  # IMP-A.E2 (a), E4
-    effacement: bool
-    protect_retourne: bool  # academie only
-    blanches_erase: bool
-    optional_erase: bool
-    capot_fiches: int  # 0: no capot
-    cards_flat: bool  # moderne flat_first_to_six
-    honours_at_end: bool  # moderne honour_timing = end_of_coup
-    allow_overlap: bool
-    packet: int
-    first_lead_trump: bool  # IMP-A.3P three_player_first_lead_trump
-    trick_rules: TrickRules
-    # rule ids
+    regime: Regime
     deal_id: str
     end_id: str
     play_id: str
@@ -231,70 +219,22 @@ class Settings:
     cards_id: str
 
 
-def settings_of(rules: Rules) -> Settings:
-    """The `Settings` of validated rules of L'Impériale."""
-    o = rules.options
-    if isinstance(o, ImperialeModerneOptions):
-        return Settings(
-            moderne=True,
-            players=2,
-            target=o.target_fiches,
-            point_by_count=o.point_rule == "count_then_pips",
-            imperiales_before_point=o.imperiales_before_point,
-            trump_major_value=1,
-            tournee=o.tournee_holder,
-            imperiale_de_retourne=False,
-            tombee=o.tombee_mode,
-            tombee_requires_capture=True,
-            cartes_blanches=False,
-            effacement=o.effacement,
-            protect_retourne=False,  # RULES.md 7: no retourne protection in moderne
-            blanches_erase=True,
-            optional_erase=True,
-            capot_fiches=0,
-            cards_flat=o.cards_scoring == "flat_first_to_six",
-            honours_at_end=o.honour_timing == "end_of_coup",
-            allow_overlap=o.allow_overlap,
-            packet=3,
-            first_lead_trump=False,
-            trick_rules=TrickRules(Regime.FORCEE, R1),  # LEGAL_IMP000
-            deal_id="IMP-M.RETOURNE",
-            end_id="IMP-M.END",
-            play_id="IMP-M.PLAY",
-            retourne_id="IMP-M.RETOURNE",
-            first_id="IMP-M.IMPERIALES",
-            dealer_id="IMP-M.IMPERIALES",
-            point_id="IMP-M.COULEUR",
-            honours_id="IMP-M.HONNEURS",
-            tombee_id="IMP-M.TOMBEE",
-            cards_id="IMP-M.CARTES",
-        )
-    assert isinstance(o, ImperialeAcademieOptions)
-    return Settings(
-        moderne=False,
-        players=rules.players,
-        target=o.target_fiches,
-        point_by_count=o.point_rule == "count_then_pips",
-        imperiales_before_point=o.imperiales_before_point,
-        trump_major_value=o.trump_major_value,
-        tournee="none",
-        imperiale_de_retourne=o.imperiale_de_retourne,
-        tombee="end_of_coup" if o.imperiale_tombee else "off",
-        tombee_requires_capture=o.tombee_requires_capture,
-        cartes_blanches=o.cartes_blanches,
-        effacement=o.effacement,
-        protect_retourne=o.protect_retourne,
-        blanches_erase=o.blanches_erase,
-        optional_erase=o.optional_erase,
-        capot_fiches=o.capot_fiches,
-        cards_flat=False,
-        honours_at_end=False,
-        allow_overlap=o.allow_overlap,
-        packet=o.packet,
-        first_lead_trump=o.three_player_first_lead_trump,
-        trick_rules=TrickRules(
-            Regime.IMPERIALE_1725, R1, o.undertrump_duty, o.force_after_ruff
-        ),  # LEGAL_IMP1725
+FIXED = {
+    "moderne": Fixed(
+        regime=Regime.FORCEE,  # LEGAL_IMP000
+        deal_id="IMP-M.RETOURNE",
+        end_id="IMP-M.END",
+        play_id="IMP-M.PLAY",
+        retourne_id="IMP-M.RETOURNE",
+        first_id="IMP-M.IMPERIALES",
+        dealer_id="IMP-M.IMPERIALES",
+        point_id="IMP-M.COULEUR",
+        honours_id="IMP-M.HONNEURS",
+        tombee_id="IMP-M.TOMBEE",
+        cards_id="IMP-M.CARTES",
+    ),
+    "academie": Fixed(
+        regime=Regime.IMPERIALE_1725,  # LEGAL_IMP1725
         deal_id="IMP-A.E1",
         end_id="IMP-A.TARGET",
         play_id="IMP-A.PLAY",
@@ -305,7 +245,8 @@ def settings_of(rules: Rules) -> Settings:
         honours_id="IMP-A.E6",
         tombee_id="IMP-A.E7",
         cards_id="IMP-A.E8",
-    )
+    ),
+}
 
 
 class Phase(Enum):
@@ -319,9 +260,17 @@ class ImperialeHand(Hand):
 
     def __init__(self, match: ImperialeMatch, number: int, dealer: int, deal: Deal) -> None:
         super().__init__(match, number, dealer, deal)
-        self.cfg = match.settings
+        opts = match.opts
+        self.opts = opts
+        self.ids = match.ids
+        self.moderne = match.moderne
+        # Read at every trick: kept here once.
+        self.trick_rules = match.trick_rules
+        self.first_lead_trump = opts.three_player_first_lead_trump
+        self.tombee = opts.tombee_mode
+        self.honours_at_end = opts.honour_timing is HonourTiming.END_OF_COUP
         self.phases = PHASES
-        self.play_rule = self.cfg.play_id
+        self.play_rule = self.ids.play_id
         n = self.players
         self.retourne = deal.retourne
         self.trump = deal.retourne // 13
@@ -330,8 +279,7 @@ class ImperialeHand(Hand):
         self.majors = QUATRIEME[self.trump]  # trump K Q J A
         # The ranks whose carré is an impériale (RULES.md 1.1 step 3, 2.1 E2 (b)), in the
         # order they are scored; no other rank makes one, in hand or with the retourne.
-        moderne = match.settings.moderne
-        self.carre_ranks = (KING, QUEEN, JACK, ACE, SEVEN) if moderne else (*MAJOR_RANKS, low)
+        self.carre_ranks = (KING, QUEEN, JACK, ACE, SEVEN) if self.moderne else (*MAJOR_RANKS, low)
         self.honours = self.majors | 1 << card(low, self.trump)
         # The seats from E round to the dealer: announcements, the Point, card jetons.
         self.order = tuple((dealer + 1 + k) % n for k in range(n))
@@ -384,7 +332,7 @@ class ImperialeHand(Hand):
         self._fiches_won(seat, erase)
 
     def _fiches_won(self, seat: int, erase: bool) -> None:
-        cfg = self.cfg
+        cfg = self.opts
         if erase and cfg.effacement:
             # IMP-A.EFFACEMENT: every opponent's jetons fall to 0; before the Point the
             # dealer keeps this coup's retourne jeton (protect_retourne).
@@ -398,7 +346,7 @@ class ImperialeHand(Hand):
                     if keep:
                         why += "; the retourne jeton is protected"
                     self._line(o, "effacement", (0, -lost), "IMP-A.EFFACEMENT", why)
-        if self.winner < 0 and self.fiches[seat] >= cfg.target:
+        if self.winner < 0 and self.fiches[seat] >= cfg.target_fiches:
             # IMP-A.TARGET / IMP-M.END: the match ends at this very event.
             self.winner = seat
             self.note("target", f"seat {seat} holds {self.fiches[seat]} impériales", seat)
@@ -406,7 +354,7 @@ class ImperialeHand(Hand):
     # -- the announcements ----------------------------------------------------------------
 
     def _announce(self) -> None:
-        cfg = self.cfg
+        cfg = self.opts
         if cfg.imperiales_before_point:
             steps = (self._retourne_honour, self._imperiales, self._point)
         else:
@@ -429,8 +377,8 @@ class ImperialeHand(Hand):
             return
         d = self.dealer
         before = self.fiches[d]
-        self._jetons(d, 1, "retourne", self.cfg.retourne_id, f"{card_str(r)} is an honour")
-        if self.cfg.protect_retourne and self.fiches[d] == before:
+        self._jetons(d, 1, "retourne", self.ids.retourne_id, f"{card_str(r)} is an honour")
+        if self.opts.protect_retourne and self.fiches[d] == before:
             self.protected[d] = 1
 
     def _imperiales(self) -> None:
@@ -444,9 +392,9 @@ class ImperialeHand(Hand):
             self.note("cartes-blanches", f"cartes blanches ({who}): the coup is not played")
 
     def _emblee(self, seat: int) -> None:
-        cfg = self.cfg
+        cfg = self.opts
         hand = self.deal.hands[seat]
-        rule = cfg.dealer_id if seat == self.dealer else cfg.first_id
+        rule = self.ids.dealer_id if seat == self.dealer else self.ids.first_id
         if cfg.cartes_blanches and not hand & FIGURES:
             # IMP-A.E2 (a): no king, queen or jack among the twelve: a double impériale.
             self.blanches.append(seat)
@@ -475,7 +423,7 @@ class ImperialeHand(Hand):
         hand = self.deal.hands[seat]
         trump = self.trump
         out: list[Combo] = []
-        if self.cfg.moderne:
+        if self.moderne:
             # IMP-M.IMPERIALES: des quatre honneurs, de couleur, tournée (seed 000's order).
             for r in self.carre_ranks:
                 if hand & CARRE[r] == CARRE[r]:
@@ -489,7 +437,7 @@ class ImperialeHand(Hand):
             if (
                 self.majors >> self.retourne & 1
                 and hand & rest == rest
-                and (self.cfg.tournee == "any" or seat == self.dealer)
+                and (self.opts.tournee_holder is TourneeHolder.ANY or seat == self.dealer)
             ):
                 note = f"{card_str(self.retourne)} turned, the other three held"
                 out.append(Combo("imperiale-tournee", rest, 1, note))
@@ -497,7 +445,7 @@ class ImperialeHand(Hand):
         # IMP-A.E2 (b): quatrièmes majeures by suit, then carrés J Q K A and the low card.
         for s in range(4):
             if hand & QUATRIEME[s] == QUATRIEME[s]:
-                value = self.cfg.trump_major_value if s == trump else 1
+                value = self.opts.trump_major_value if s == trump else 1
                 note = f"J Q K A of {SUIT_WORDS[s]}" + (" (trump)" if s == trump else "")
                 out.append(Combo("quatrieme-majeure", QUATRIEME[s], value, note))
         for r in self.carre_ranks:
@@ -518,26 +466,26 @@ class ImperialeHand(Hand):
             rest = group & ~bit
             if group & bit and hand & rest == rest and not rest & used:
                 self.shown[self.dealer] |= rest
-                self.show(self.dealer, rest, "imperiale-de-retourne", self.cfg.dealer_id)
+                self.show(self.dealer, rest, "imperiale-de-retourne", self.ids.dealer_id)
                 note = f"{card_str(r)} completes {' '.join(map(card_str, iter_cards(rest)))}"
-                erase = self.cfg.optional_erase
-                rule = self.cfg.dealer_id
+                erase = self.opts.optional_erase
+                rule = self.ids.dealer_id
                 self._fiches(self.dealer, 1, "imperiale-de-retourne", rule, note, erase)
                 return
 
     def _point(self) -> None:
         # IMP-A.E5 / IMP-M.COULEUR: best suit by count then total (or total), ties to the
         # earliest seat; the retourne protection lapses as this event starts.
-        cfg = self.cfg
+        by_count = self.opts.point_rule is PointRule.COUNT_THEN_PIPS
         self.pre_point = False
         self.protected = [0] * self.players
         best_key: tuple[int, ...] = ()
         points: list[tuple[int, int, int, int]] = []
         winner = -1
         for seat in self.order:
-            count, total, suit = point_of(self.deal.hands[seat], cfg.point_by_count)
+            count, total, suit = point_of(self.deal.hands[seat], by_count)
             points.append((seat, count, total, suit))
-            key = (count, total) if cfg.point_by_count else (total,)
+            key = (count, total) if by_count else (total,)
             if key > best_key:  # strictly better: a tie stays with the earlier seat
                 best_key = key
                 winner = seat
@@ -546,17 +494,17 @@ class ImperialeHand(Hand):
         others = ", ".join(f"seat {s}: {said[s]}" for s in self.order if s != winner)
         suit = next(p[3] for p in points if p[0] == winner)
         self.shown[winner] |= self.deal.hands[winner] & SUIT_MASK[suit]
-        kind = "couleur" if cfg.moderne else "point"
-        self.show(winner, self.deal.hands[winner] & SUIT_MASK[suit], kind, cfg.point_id)
-        self._jetons(winner, 1, kind, cfg.point_id, f"{said[winner]}, against {others}")
+        kind = "couleur" if self.moderne else "point"
+        self.show(winner, self.deal.hands[winner] & SUIT_MASK[suit], kind, self.ids.point_id)
+        self._jetons(winner, 1, kind, self.ids.point_id, f"{said[winner]}, against {others}")
 
     # -- the card play (the base's loop, with these hooks) --------------------------------
 
     def legal_mask(self, hand: int, led: int, mask: int, count: int) -> int:
-        if led < 0 and self.cfg.first_lead_trump and self.trick_number == 1:
+        if led < 0 and self.first_lead_trump and self.trick_number == 1:
             # IMP-A.3P (three_player_first_lead_trump): the first lead is a trump if possible.
             return (hand & SUIT_MASK[self.trump]) or hand
-        return legal_cards(self.cfg.trick_rules, hand, self.trump, led, mask)  # IMP-A.PLAY
+        return legal_cards(self.trick_rules, hand, self.trump, led, mask)  # IMP-A.PLAY
 
     def _not_a_card(self, seat: int, action: int) -> IllegalAction | None:
         # Cards only: the referee scores the announcements as the hand is dealt.
@@ -566,14 +514,13 @@ class ImperialeHand(Hand):
     def _why_not(self, seat: int, c: int, hand: int, legal: int) -> tuple[str, str, str]:
         if self.led < 0:
             return "first-lead-trump", "the first lead of the coup must be a trump", "IMP-A.3P"
-        rules = self.cfg.trick_rules
+        rules = self.trick_rules
         code, duty = explain(rules, hand, self.trump, self.led, self.mask, c, by_card=True)
         return code, f"seat {seat} {duty}", self.play_rule
 
     # -- the tricks and the end of the coup -----------------------------------------------
 
     def _trick_end(self, winner: int, best: int, led: int, mask: int) -> bool:
-        cfg = self.cfg
         number = len(self.tricks)
         self.won[winner] += 1
         self.taken[winner] |= mask
@@ -581,13 +528,13 @@ class ImperialeHand(Hand):
             self.first_to_six = winner
         majors = mask & self.majors
         honours = mask & self.honours
-        if cfg.tombee == "per_trick" and majors >> best & 1 and majors.bit_count() >= 2:
+        if self.tombee is TombeeMode.PER_TRICK and majors >> best & 1 and majors.bit_count() >= 2:
             # IMP-M.TOMBEE: a trump K Q J A takes another: an impériale, no honour jetons.
             took = " ".join(card_str(x) for x in iter_cards(majors & ~(1 << best)))
             note = f"trick {number}: {card_str(best)} takes {took}"
-            self._fiches(winner, 1, "imperiale-tombee", cfg.tombee_id, note)
+            self._fiches(winner, 1, "imperiale-tombee", self.ids.tombee_id, note)
         elif honours:
-            if cfg.honours_at_end:
+            if self.honours_at_end:
                 self.pending_honours.append((number, winner, honours))
             else:
                 self._honours(number, winner, honours)
@@ -601,11 +548,11 @@ class ImperialeHand(Hand):
     def _honours(self, number: int, winner: int, honours: int) -> None:
         # IMP-A.E6 / IMP-M.HONNEURS: a jeton per trump honour in the trick, whoever played it.
         note = f"trick {number}: {' '.join(card_str(x) for x in iter_cards(honours))}"
-        self._jetons(winner, honours.bit_count(), "honneurs", self.cfg.honours_id, note)
+        self._jetons(winner, honours.bit_count(), "honneurs", self.ids.honours_id, note)
 
     def _end_of_coup(self) -> None:
-        cfg = self.cfg
-        if cfg.tombee == "end_of_coup":
+        cfg = self.opts
+        if self.tombee is TombeeMode.END_OF_COUP:
             # IMP-A.E7: trump K Q J A in one seat's tricks (not dealt to him, by default).
             for seat in self.order:
                 majors = self.majors
@@ -615,7 +562,7 @@ class ImperialeHand(Hand):
                 ):
                     note = f"K Q J A of {SUIT_WORDS[self.trump]} in his tricks"
                     erase = cfg.optional_erase
-                    self._fiches(seat, 1, "imperiale-tombee", cfg.tombee_id, note, erase)
+                    self._fiches(seat, 1, "imperiale-tombee", self.ids.tombee_id, note, erase)
                     if self.winner >= 0:
                         return
         self._cards()
@@ -628,14 +575,14 @@ class ImperialeHand(Hand):
 
     def _cards(self) -> None:
         # IMP-A.E8 / IMP-M.CARTES.
-        cfg = self.cfg
+        cfg = self.opts
         won = self.won
-        rule = cfg.cards_id
+        rule = self.ids.cards_id
         capot = next((s for s in self.order if won[s] == HAND_SIZE), -1)
         if capot >= 0 and cfg.capot_fiches > 0:
             self._fiches(capot, cfg.capot_fiches, "capot", rule, "all twelve tricks")
             return
-        if cfg.cards_flat:
+        if cfg.cards_scoring is CardsScoring.FLAT_FIRST_TO_SIX:
             # Seed 000: one jeton for more than six tricks; at 6-6 the first to six.
             seat = next((s for s in self.order if won[s] > 6), -1)
             note = f"{won[seat]} tricks" if seat >= 0 else "6-6, first to six tricks"
@@ -656,13 +603,14 @@ class ImperialeHand(Hand):
     def describe(self) -> list[str]:
         out = [f"retourne {card_str(self.retourne)}: trump {SUIT_WORDS[self.trump]}"]
         if self.point_winner >= 0:
-            what = "couleur" if self.cfg.moderne else "point"
+            what = "couleur" if self.moderne else "point"
             out.append(f"the {what}: seat {self.point_winner}")
         if self.blanches:
             out.append("cartes blanches: the coup is not played")
         if self.winner >= 0:
+            # IMP-A.TARGET / IMP-M.END
             when = f"after trick {len(self.tricks)}" if self.tricks else "in the announcements"
-            out.append(f"seat {self.winner} reaches {self.cfg.target} impériales {when}")
+            out.append(f"seat {self.winner} reaches {self.opts.target_fiches} impériales {when}")
         if self.tricks:
             out.append("tricks: " + ", ".join(f"seat {s} {w}" for s, w in enumerate(self.won)))
         return out
@@ -710,11 +658,19 @@ class ImperialeMatch(Match):
 
     def __init__(self, rules: Rules, start: Start | None = None, log_events: bool = True) -> None:
         super().__init__(rules, start, log_events)
-        self.settings = settings_of(rules)
-        self.deal_rule = self.settings.deal_id  # IMP-A.E1 or IMP-M.RETOURNE
+        opts = rules.options
+        assert isinstance(opts, (ImperialeModerneOptions, ImperialeAcademieOptions))
+        self.opts = opts
+        self.moderne = isinstance(opts, ImperialeModerneOptions)
+        self.ids = FIXED[rules.ruleset]
+        # IMP-A.PLAY / IMP-M.PLAY: the ruleset's regime (the duties are academie options).
+        self.trick_rules = TrickRules(
+            self.ids.regime, R1, opts.undertrump_duty, opts.force_after_ruff
+        )
+        self.deal_rule = self.ids.deal_id  # IMP-A.E1 or IMP-M.RETOURNE
         self.pack = PACK_36 if self.players == 3 else PACK_32
         self.pack_name = _PACK_NAMES[self.players]
-        target = self.settings.target
+        target = opts.target_fiches
         for s, (fiches, jetons) in enumerate(self.start_scores):
             if not (0 <= jetons <= 5 and 0 <= fiches < target):
                 raise RulesError(
@@ -724,7 +680,7 @@ class ImperialeMatch(Match):
                 )
 
     def rules_end_rule(self) -> str:
-        return self.settings.end_id
+        return self.ids.end_id
 
     def _new_hand(self, number: int, dealer: int, deal: Deal) -> Hand:
         if self.players == 3 and not deal.hands[dealer] >> deal.retourne & 1:
@@ -737,7 +693,7 @@ class ImperialeMatch(Match):
         return ImperialeHand(self, number, dealer, deal)
 
     def _check_deal(self, deal: Deal) -> None:
-        rule = self.settings.deal_id
+        rule = self.ids.deal_id
         if self.players == 3:
             # IMP-A.3P: no talon; the retourne is one of the 36 dealt cards.
             check_cards(Deal(deal.hands), self.pack, HAND_SIZE, 3, rule, self.pack_name)
@@ -765,10 +721,10 @@ class ImperialeMatch(Match):
         dealer; two players: the 25th card is the retourne and the last 7 the talon; three
         players: the 36th card, the dealer's last, is the retourne and stays in his hand."""
         n = self.players
-        rule = self.settings.deal_id
+        rule = self.ids.deal_id
         self._check_dealer(dealer)
         check_deck(deck, self.pack, rule, self.pack_name)
-        packet = self.settings.packet
+        packet = self.opts.packet
         hands = [0] * n
         for i in range(HAND_SIZE * n):
             hands[(dealer + 1 + i // packet) % n] |= 1 << deck[i]
@@ -786,7 +742,7 @@ class ImperialeMatch(Match):
         if isinstance(hand, ImperialeHand) and hand.winner >= 0:
             self.finished = True
             self.winners = (hand.winner,)
-            self.end_reason = f"seat {hand.winner} reached {self.settings.target} impériales"
+            self.end_reason = f"seat {hand.winner} reached {self.opts.target_fiches} impériales"
 
 
 # The registry entry (registry.py builds the GameSpec from these).

@@ -60,7 +60,7 @@ from referee.engine.cards import (
     deck_of_ranks,
 )
 from referee.engine.errors import DealError, IllegalAction, RulesError
-from referee.engine.options import GameOptions, NapoleonOptions
+from referee.engine.options import GameOptions, MisereTrump, NapoleonOptions, NapoleonScoring
 from referee.engine.tricks import Regime, TrickRules, explain, legal_cards
 
 __all__ = [
@@ -228,7 +228,7 @@ class NapoleonHand(Hand):
     def _first_lead(self, seat: int, c: int) -> None:
         # NAP.TRUMP: the suit of the declarer's first card is trump, except in Misère without
         # trump (5.2.1).
-        if self.contract == BID_MISERE and self.opts.misere_trump == "none":
+        if self.contract == BID_MISERE and self.opts.misere_trump is MisereTrump.NONE:
             text = "misere is played without trump"
         else:
             self.trump = c // 13
@@ -277,7 +277,7 @@ class NapoleonHand(Hand):
         opponents = [
             s % n for s in range(self.dealer + 1, self.dealer + 1 + n) if s % n != declarer
         ]
-        if self.opts.scoring == "stakes":
+        if self.opts.scoring is NapoleonScoring.STAKES:
             sign = 1 if made else -1
             self.score(declarer, kind, (sign * value * (n - 1),), "NAP.SCORE", note)
             for s in opponents:

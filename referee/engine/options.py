@@ -1,8 +1,15 @@
 """Typed, validated options: one pydantic model per game and ruleset, all in this module.
 
-Each model is frozen, forbids unknown keys and is strict about types; every int option has a
-range (`int_range`). A failure becomes a `RulesError` that names the key and the allowed
-values (a closed list, or the range).
+The one form of a game's options. Each model is frozen, forbids unknown keys and is strict
+about types; every int option has a range (`int_range`), every closed list of words is an
+enum (`OneOf` names the members a ruleset allows, in order: `choices`). A failure becomes a
+`RulesError` that names the key and the allowed values (a closed list, or the range).
+
+The options are validated once, where they come in (`make_rules`: a table created, a record
+or a transcript read, a command line's `--option`, whose `KEY=VALUE` text `parse_option`
+reads); the game modules then read the model as it is (`Rules.options`), and a change makes
+new rules (`Rules.with_changes`), validated the same way. `Option` is an option's value as
+text, JSON and records carry it.
 
 No score can overflow
 ---------------------
@@ -29,12 +36,16 @@ a minimum that still makes a game (a target of at least 1, a vole worth at least
 from __future__ import annotations
 
 import typing
-from typing import Any, ClassVar, Literal, TypeVar
+from collections.abc import Callable
+from enum import Enum, StrEnum
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from annotated_types import Ge, Le
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import core_schema
 
 from referee.engine.errors import QUOTE_LIMIT, RulesError, quoted
+from referee.engine.tricks import Regime
 
 __all__ = [
     "HAND_DELTA_MAX",
@@ -42,18 +53,35 @@ __all__ = [
     "SCORE_MAX",
     "START_HAND_MAX",
     "START_SCORE_MAX",
+    "CardsScoring",
     "DamePiqueOptions",
+    "DealerRotation",
     "GameOptions",
+    "HeartsBrokenBy",
+    "HonourTiming",
     "ImperialeAcademieOptions",
     "ImperialeModerneOptions",
+    "MisereTrump",
+    "MoonMode",
     "NapoleonOptions",
+    "NapoleonScoring",
+    "OneOf",
+    "Option",
+    "PointRule",
+    "RankOrderName",
+    "TombeeMode",
+    "TourneeHolder",
     "TriompheAsQuiPilleOptions",
     "TriompheEquipeOptions",
     "TriompheIndividuelleOptions",
     "TriompheOptions",
+    "choices",
     "int_range",
+    "parse_option",
     "validate_options",
 ]
+
+Option = bool | int | str  # an option's value as text, JSON and records carry it
 
 START_HAND_MAX = 10**6  # the first hand number of a match: 1 to this
 START_SCORE_MAX = 10**6  # a start score (each unit): at most this either way
@@ -61,6 +89,121 @@ HAND_NUMBER_MAX = 2**32 - 1  # the record's uint32: no hand is numbered above it
 HAND_DELTA_MAX = 1000  # no seat's score moves by more than this in one hand (see above)
 SCORE_MAX = START_SCORE_MAX + HAND_NUMBER_MAX * HAND_DELTA_MAX  # |any score| at most this
 assert SCORE_MAX < 2**63
+
+
+def parse_option(text: str) -> tuple[str, Option]:
+    """`KEY=VALUE` (a command line's `--option`/`--set`) with VALUE a bool (true/false), an
+    int, or text; `ValueError` without `=` or a key. The value is checked against the game's
+    options where the rules are made (`make_rules`, `Rules.with_changes`)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"option {text!r}: expected KEY=VALUE")
+    if value.lower() in ("true", "false"):
+        return key, value.lower() == "true"
+    try:
+        return key, int(value)
+    except ValueError:
+        return key, value
+
+
+# --- the words an option may take --------------------------------------------------------
+# Each enum option's members are its words (a `StrEnum` member equals its word, so text and
+# JSON compare and print as before); the engine compares members with `is`. Triomphe's
+# `regime` takes the trick module's own `Regime`.
+
+
+class MoonMode(StrEnum):
+    ADD_TO_OTHERS = "add_to_others"
+    SUBTRACT_SELF = "subtract_self"
+
+
+class HeartsBrokenBy(StrEnum):
+    PLAYED = "played"
+    DISCARDED = "discarded"
+
+
+class DealerRotation(StrEnum):
+    CLOCKWISE = "clockwise"
+    COUNTERCLOCKWISE = "counterclockwise"
+
+
+class MisereTrump(StrEnum):
+    NONE = "none"
+    FIRST_CARD = "first_card"
+
+
+class NapoleonScoring(StrEnum):
+    SEED_POINTS = "seed_points"
+    STAKES = "stakes"
+
+
+class RankOrderName(StrEnum):
+    """The name of a rank order (cards.py `R1`, `R2`)."""
+
+    R1 = "R1"
+    R2 = "R2"
+
+
+class PointRule(StrEnum):
+    COUNT_THEN_PIPS = "count_then_pips"
+    PIPS = "pips"
+
+
+class TourneeHolder(StrEnum):
+    ANY = "any"
+    DEALER = "dealer"
+
+
+class TombeeMode(StrEnum):
+    PER_TRICK = "per_trick"
+    END_OF_COUP = "end_of_coup"
+    OFF = "off"
+
+
+class CardsScoring(StrEnum):
+    FLAT_FIRST_TO_SIX = "flat_first_to_six"
+    PER_TRICK = "per_trick"
+
+
+class HonourTiming(StrEnum):
+    PER_TRICK = "per_trick"
+    END_OF_COUP = "end_of_coup"
+
+
+class OneOf:
+    """The members an enum option may take, in the order a refusal and `ListGames` list
+    them: `Annotated[Kind, OneOf(Kind.A, Kind.B)]`. A member or its value (the word of
+    text, JSON and records) is taken; the value dumped to JSON is the word."""
+
+    def __init__(self, *members: Enum) -> None:
+        self.members = members
+        self._by_value = {m.value: m for m in members}
+
+    def _member(self, value: object) -> Enum:
+        if type(value) is str and value in self._by_value:
+            return self._by_value[value]
+        for m in self.members:
+            if value is m:
+                return m
+        raise ValueError("not one of the allowed words")
+
+    def __get_pydantic_core_schema__(
+        self, source: type[Any], handler: Callable[[Any], core_schema.CoreSchema]
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            self._member,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda m: m.value, when_used="json"
+            ),
+        )
+
+
+def choices(model: type[GameOptions], key: str) -> list[str]:
+    """The words the enum option `key` of `model` may take, in order; [] for any other key."""
+    field = model.model_fields.get(key)
+    if field is None:
+        return []
+    return [str(m.value) for o in field.metadata if isinstance(o, OneOf) for m in o.members]
 
 
 class GameOptions(BaseModel):
@@ -111,18 +254,10 @@ def _allowed(model: type[GameOptions], key: str, error: str) -> str:
         if error == "int_type":
             return f"; expected an integer from {_range_text(*bounds)}"
         return f"; allowed: {_range_text(*bounds)}"
-    ann = field.annotation
-    args = typing.get_args(ann)
-    literal_args: list[Any] = []
-    if typing.get_origin(ann) is Literal:
-        literal_args = list(args)
-    else:
-        for a in args:
-            if typing.get_origin(a) is Literal:
-                literal_args += list(typing.get_args(a))
-    if literal_args:
-        return "; allowed: " + ", ".join(str(v).lower() for v in literal_args)
-    if ann is bool:
+    words = choices(model, key)
+    if words:
+        return "; allowed: " + ", ".join(w.lower() for w in words)
+    if field.annotation is bool:
         return "; allowed: true, false"
     return ""
 
@@ -181,22 +316,26 @@ class DamePiqueOptions(GameOptions):
             "(RULES.md 4.2.4)"
         ),
     )
-    moon_mode: Literal["add_to_others", "subtract_self"] = Field(
-        "add_to_others",
+    moon_mode: Annotated[MoonMode, OneOf(MoonMode.ADD_TO_OTHERS, MoonMode.SUBTRACT_SELF)] = Field(
+        MoonMode.ADD_TO_OTHERS,
         description=(
             "a seat taking all 26 points: the others score 26 (add_to_others) or it scores -26 "
             "(subtract_self) (RULES.md 4.2.6)"
         ),
     )
-    hearts_broken_by: Literal["played", "discarded"] = Field(
-        "played",
+    hearts_broken_by: Annotated[
+        HeartsBrokenBy, OneOf(HeartsBrokenBy.PLAYED, HeartsBrokenBy.DISCARDED)
+    ] = Field(
+        HeartsBrokenBy.PLAYED,
         description=(
             "what opens hearts: any heart played on an earlier trick (played), or only a heart "
             "discarded on another suit (discarded) (RULES.md 4.2.2, 7)"
         ),
     )
-    dealer_rotation: Literal["clockwise", "counterclockwise"] = Field(
-        "clockwise",
+    dealer_rotation: Annotated[
+        DealerRotation, OneOf(DealerRotation.CLOCKWISE, DealerRotation.COUNTERCLOCKWISE)
+    ] = Field(
+        DealerRotation.CLOCKWISE,
         description=(
             "the next dealer: the seat after (clockwise) or before (counterclockwise) (RULES.md "
             "4.2.8)"
@@ -217,8 +356,8 @@ class NapoleonOptions(GameOptions):
             "5.1, 5.2.10: 4 × (players + 3) cards)"
         ),
     )
-    misere_trump: Literal["none", "first_card"] = Field(
-        "none",
+    misere_trump: Annotated[MisereTrump, OneOf(MisereTrump.NONE, MisereTrump.FIRST_CARD)] = Field(
+        MisereTrump.NONE,
         description=(
             "Misère is played without trump (none) or with the suit of the first card "
             "(first_card) (RULES.md 5.2.1)"
@@ -230,8 +369,10 @@ class NapoleonOptions(GameOptions):
             "after a deal thrown in (all passed) the same dealer deals again (RULES.md 5.2.3, 7)"
         ),
     )
-    scoring: Literal["seed_points", "stakes"] = Field(
-        "seed_points",
+    scoring: Annotated[
+        NapoleonScoring, OneOf(NapoleonScoring.SEED_POINTS, NapoleonScoring.STAKES)
+    ] = Field(
+        NapoleonScoring.SEED_POINTS,
         description=(
             "the seed's points (seed_points) or zero-sum stakes (stakes) (RULES.md 5.2.4, 7)"
         ),
@@ -281,11 +422,12 @@ class TriompheOptions(GameOptions):
             "number of players (RULES.md 3.4: 2 to 6 (equipe: 4 or 6; as-qui-pille: 3 to 6))"
         ),
     )
-    regime: Literal["forcee", "forcat", "plaisant"] = Field(
-        "forcee", description="the trump regime: forcée, forçat or plaisant (RULES.md 3.2, 3.6.1)"
+    regime: Annotated[Regime, OneOf(Regime.FORCEE, Regime.FORCAT, Regime.PLAISANT)] = Field(
+        Regime.FORCEE,
+        description="the trump regime: forcée, forçat or plaisant (RULES.md 3.2, 3.6.1)",
     )
-    rank_order: Literal["R1", "R2"] = Field(
-        "R1",
+    rank_order: Annotated[RankOrderName, OneOf(RankOrderName.R1, RankOrderName.R2)] = Field(
+        RankOrderName.R1,
         description=(
             "rank order: R1 (ace between ten and jack) or R2 (ace high) (RULES.md 3.1, 0.3)"
         ),
@@ -335,7 +477,7 @@ class TriompheOptions(GameOptions):
         # between keys.
         if self.ruleset_name == "equipe" and players % 2:
             raise self._refuse("players", players, "the team game is played 2 v 2 or 3 v 3")
-        if self.regime == "plaisant":
+        if self.regime is Regime.PLAISANT:
             if self.ruleset_name == "equipe":
                 raise self._refuse(
                     "regime", "plaisant", "plaisant is only for the individual game (3.2)"
@@ -402,8 +544,8 @@ class TriompheAsQuiPilleOptions(TriompheOptions):
         le=10,
         description="cards dealt to each seat (RULES.md 3.1, 3.6.14; at most 10 with 3 players)",
     )
-    rank_order: Literal["R1", "R2"] = Field(
-        "R2", description="rank order: R2 (ace high) or R1 (RULES.md 3.5, 0.3)"
+    rank_order: Annotated[RankOrderName, OneOf(RankOrderName.R1, RankOrderName.R2)] = Field(
+        RankOrderName.R2, description="rank order: R2 (ace high) or R1 (RULES.md 3.5, 0.3)"
     )
     as_pille: bool = Field(
         True,
@@ -438,8 +580,8 @@ class ImperialeAcademieOptions(GameOptions):
         le=100,
         description="fiches (impériales) that win the match (RULES.md IMP-A.TARGET 2.1, 2.3.11)",
     )
-    point_rule: Literal["count_then_pips", "pips"] = Field(
-        "count_then_pips",
+    point_rule: Annotated[PointRule, OneOf(PointRule.COUNT_THEN_PIPS, PointRule.PIPS)] = Field(
+        PointRule.COUNT_THEN_PIPS,
         description=(
             "the Point: by pip total (pips), or by number of cards then pips (count_then_pips) "
             "(RULES.md IMP-A.E5, 2.2)"
@@ -547,6 +689,18 @@ class ImperialeAcademieOptions(GameOptions):
         ),
     )
 
+    # What academie fixes where moderne has an option (imperiale.py reads either ruleset's
+    # model as one value): no impériale tournée, a jeton per trick above par, honours per
+    # trick, and the tombée at the end of the coup when it is played at all.
+    tournee_holder: ClassVar[TourneeHolder | None] = None
+    cards_scoring: ClassVar[CardsScoring] = CardsScoring.PER_TRICK
+    honour_timing: ClassVar[HonourTiming] = HonourTiming.PER_TRICK
+
+    @property
+    def tombee_mode(self) -> TombeeMode:
+        """IMP-A.E7: the impériale tombée, scored at the end of the coup, or off."""
+        return TombeeMode.END_OF_COUP if self.imperiale_tombee else TombeeMode.OFF
+
     def check(self, players: int) -> None:
         if players != 3 and self.three_player_first_lead_trump:
             raise self._refuse(
@@ -565,6 +719,20 @@ class ImperialeModerneOptions(GameOptions):
     """L'Impériale `moderne` (RULES.md 1, seed 000): 2 players, 32 cards."""
 
     label: ClassVar[str] = "imperiale (moderne)"
+    # What seed 000 fixes where academie has an option (imperiale.py reads either ruleset's
+    # model as one value).
+    trump_major_value: ClassVar[int] = 1  # an impériale de couleur is worth 1, trump or not
+    imperiale_de_retourne: ClassVar[bool] = False
+    tombee_requires_capture: ClassVar[bool] = True
+    cartes_blanches: ClassVar[bool] = False
+    protect_retourne: ClassVar[bool] = False  # RULES.md 7: no retourne protection
+    blanches_erase: ClassVar[bool] = True
+    optional_erase: ClassVar[bool] = True
+    capot_fiches: ClassVar[int] = 0  # no capot
+    packet: ClassVar[int] = 3
+    three_player_first_lead_trump: ClassVar[bool] = False
+    undertrump_duty: ClassVar[bool] = False
+    force_after_ruff: ClassVar[bool] = False
 
     players: int = Field(
         2, ge=2, le=2, description="number of players (RULES.md 1.1: two players only)"
@@ -572,8 +740,8 @@ class ImperialeModerneOptions(GameOptions):
     target_fiches: int = Field(
         3, ge=1, le=100, description="fiches (impériales) that win the match (RULES.md IMP-M.END)"
     )
-    point_rule: Literal["pips", "count_then_pips"] = Field(
-        "pips",
+    point_rule: Annotated[PointRule, OneOf(PointRule.PIPS, PointRule.COUNT_THEN_PIPS)] = Field(
+        PointRule.PIPS,
         description=(
             "the Point: by pip total (pips), or by number of cards then pips (count_then_pips) "
             "(RULES.md IMP-M.COULEUR, 1.2.6)"
@@ -582,22 +750,28 @@ class ImperialeModerneOptions(GameOptions):
     imperiales_before_point: bool = Field(
         False, description="impériales are scored before the Point (RULES.md 1.2.4)"
     )
-    tournee_holder: Literal["any", "dealer"] = Field(
-        "any",
-        description=(
-            "who may score the impériale tournée: any seat or only the dealer (RULES.md "
-            "IMP-M.IMPERIALES, 1.2.3)"
-        ),
+    tournee_holder: Annotated[TourneeHolder, OneOf(TourneeHolder.ANY, TourneeHolder.DEALER)] = (
+        Field(
+            TourneeHolder.ANY,
+            description=(
+                "who may score the impériale tournée: any seat or only the dealer (RULES.md "
+                "IMP-M.IMPERIALES, 1.2.3)"
+            ),
+        )
     )
-    tombee_mode: Literal["per_trick", "end_of_coup", "off"] = Field(
-        "per_trick",
+    tombee_mode: Annotated[
+        TombeeMode, OneOf(TombeeMode.PER_TRICK, TombeeMode.END_OF_COUP, TombeeMode.OFF)
+    ] = Field(
+        TombeeMode.PER_TRICK,
         description=(
             "the impériale tombée: per trick, at the end of the coup, or off (RULES.md "
             "IMP-M.TOMBEE, 2.2)"
         ),
     )
-    cards_scoring: Literal["flat_first_to_six", "per_trick"] = Field(
-        "flat_first_to_six",
+    cards_scoring: Annotated[
+        CardsScoring, OneOf(CardsScoring.FLAT_FIRST_TO_SIX, CardsScoring.PER_TRICK)
+    ] = Field(
+        CardsScoring.FLAT_FIRST_TO_SIX,
         description=(
             "the cards: one jeton for the majority, first to six on a tie (flat_first_to_six), or"
             " one per trick above six (per_trick) (RULES.md 2.2)"
@@ -610,8 +784,10 @@ class ImperialeModerneOptions(GameOptions):
         True,
         description="one card may serve in two impériales (RULES.md IMP-M.IMPERIALES, 1.1 step 3)",
     )
-    honour_timing: Literal["per_trick", "end_of_coup"] = Field(
-        "per_trick",
+    honour_timing: Annotated[
+        HonourTiming, OneOf(HonourTiming.PER_TRICK, HonourTiming.END_OF_COUP)
+    ] = Field(
+        HonourTiming.PER_TRICK,
         description=(
             "honour jetons scored after each trick or at the end of the coup (RULES.md "
             "IMP-M.HONNEURS, 1.2.8)"

@@ -3,6 +3,7 @@
 `make_rules(game, ruleset, options, players)` is the one way to build `Rules`: it resolves
 aliases, validates options (unknown key, wrong type, forbidden combination: `RulesError`
 naming the key and the allowed values) and settles the number of players.
+`Rules.with_changes(...)` makes rules with some options changed, validated the same way.
 `new_match(rules, start)` makes the match.
 """
 

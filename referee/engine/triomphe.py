@@ -104,6 +104,7 @@ from referee.engine.cards import (
 from referee.engine.errors import DealError, IllegalAction, RulesError
 from referee.engine.options import (
     GameOptions,
+    RankOrderName,
     TriompheAsQuiPilleOptions,
     TriompheEquipeOptions,
     TriompheIndividuelleOptions,
@@ -131,9 +132,12 @@ PACK_NAME = "the 32-card pack"
 OFFER, ACCEPT, REFUSE = range(3)  # ABANDON payloads (actions.ABANDON_WORDS)
 STOP, CONTINUE = range(2)  # VOLE payloads (actions.VOLE_WORDS)
 PILLE_HIDDEN = 0  # the public form of a discard's card (2S: in no Triomphe pack)
-_REGIMES = {"forcee": Regime.FORCEE, "forcat": Regime.FORCAT, "plaisant": Regime.PLAISANT}
-_REGIME_RULES = {"forcee": "TRI.FORCEE", "forcat": "TRI.FORCAT", "plaisant": "TRI.PLAISANT"}
-_ORDERS = {"R1": R1, "R2": R2}
+_REGIME_RULES = {
+    Regime.FORCEE: "TRI.FORCEE",
+    Regime.FORCAT: "TRI.FORCAT",
+    Regime.PLAISANT: "TRI.PLAISANT",
+}
+_ORDERS = {RankOrderName.R1: R1, RankOrderName.R2: R2}
 
 
 def _order_text(order: RankOrder) -> str:
@@ -158,7 +162,7 @@ class TriompheHand(Hand):
         self.opts = opts
         n = self.players
         self.order = match.order
-        self.trick_rules = TrickRules(_REGIMES[opts.regime], self.order)
+        self.trick_rules = TrickRules(opts.regime, self.order)
         self.phases = PHASES
         self.play_rule = _REGIME_RULES[opts.regime]
         self.hand_size = opts.hand_size

@@ -26,7 +26,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from records.signing import key_id, load_or_create_private_key
-from referee.engine import TapisError
+from referee.errors import ListenError
 from referee.server.limits import DEFAULT_LIMITS, Limits
 from referee.server.service import RefereeServicer, add_referee_service
 from referee.server.store import Store
@@ -59,10 +59,6 @@ def setup_logging(level: int = logging.INFO) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
-
-
-class ListenError(TapisError, OSError):
-    """The referee cannot listen on the address given."""
 
 
 @dataclass

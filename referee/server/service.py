@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import typing
 import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import any_pb2
@@ -23,16 +22,7 @@ from grpc_status import rpc_status
 
 from records.codec import options_from_pb, rules_to_pb, score_to_pb
 from records.signing import public_bytes
-from referee.engine import (
-    GAMES,
-    IllegalAction,
-    InvalidAction,
-    RulesError,
-    TapisError,
-    find_game,
-    int_range,
-    make_rules,
-)
+from referee.engine import GAMES, find_game, int_range, make_rules
 from referee.engine.actions import action_str, check_action
 from referee.engine.base import (
     CardFact,
@@ -48,6 +38,17 @@ from referee.engine.base import (
 )
 from referee.engine.cards import iter_cards
 from referee.engine.errors import quoted
+from referee.engine.options import choices
+from referee.errors import (
+    BadRequest,
+    IllegalAction,
+    RulesError,
+    Stale,
+    TapisError,
+    TooMany,
+    Unauthenticated,
+    Unavailable,
+)
 from referee.server.limits import (
     DEFAULT_LIMITS,
     MAX_ID,
@@ -59,22 +60,13 @@ from referee.server.limits import (
 )
 from referee.server.tables import (
     ActionEvent,
-    BadRequest,
     ClosedEvent,
     EndEvent,
     HandEvent,
-    NotFound,
-    NotReady,
-    OutOfRange,
-    PermissionDenied,
     Referee,
     SeatEvent,
-    Stale,
     Table,
     TableEventData,
-    TooMany,
-    Unauthenticated,
-    Unavailable,
 )
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
@@ -93,37 +85,26 @@ Resp = TypeVar("Resp")
 
 
 def _status_of(exc: Exception) -> status_pb2.Status:
+    """The status of a call that ends with `exc`: the code its class carries
+    (`TapisError.grpc_status`, docs/errors.md), its message (naming the field or the option
+    key) and its details (the rule's refusal, the table's action index); INTERNAL for any
+    other exception, a bug (`_abort` logs it)."""
+    name = _grpc_status(exc)
+    if name is None:
+        code, message = code_pb2.INTERNAL, f"internal error: {type(exc).__name__} (logged)"
+    else:
+        code, message = code_pb2.Code.Value(name), str(exc)
     details: list[Any] = []
     if isinstance(exc, IllegalAction):
-        code, message = code_pb2.FAILED_PRECONDITION, f"{exc.message} [{exc.rule}]"
         refusal = pb.ActionRefusal(code=exc.code, rule=exc.rule, reason=exc.reason)
         _add_choices(refusal.legal_actions, exc.legal)
         details.append(refusal)
     elif isinstance(exc, Stale):
-        code, message = code_pb2.ABORTED, str(exc)
         details.append(pb.StaleAction(action_index=exc.index))
-    elif isinstance(exc, NotFound):
-        code, message = code_pb2.NOT_FOUND, str(exc)
-    elif isinstance(exc, Unauthenticated):
-        code, message = code_pb2.UNAUTHENTICATED, str(exc)
-    elif isinstance(exc, PermissionDenied):
-        code, message = code_pb2.PERMISSION_DENIED, str(exc)
-    elif isinstance(exc, NotReady):
-        code, message = code_pb2.FAILED_PRECONDITION, str(exc)
-    elif isinstance(exc, TooMany):
-        code, message = code_pb2.RESOURCE_EXHAUSTED, str(exc)
-    elif isinstance(exc, OutOfRange):
-        code, message = code_pb2.OUT_OF_RANGE, str(exc)
-    elif isinstance(exc, Unavailable):
-        code, message = code_pb2.UNAVAILABLE, str(exc)
     elif isinstance(exc, BadRequest):
-        code, message = code_pb2.INVALID_ARGUMENT, f"{exc.field_name}: {exc}"
+        message = f"{exc.field_name}: {exc}"
     elif isinstance(exc, RulesError):
-        code, message = code_pb2.INVALID_ARGUMENT, f"{exc.key or 'rules'}: {exc}"
-    elif isinstance(exc, InvalidAction | TapisError):
-        code, message = code_pb2.INVALID_ARGUMENT, str(exc)
-    else:
-        code, message = code_pb2.INTERNAL, f"internal error: {type(exc).__name__} (logged)"
+        message = f"{exc.key or 'rules'}: {exc}"
     if len(message) > MAX_MESSAGE:
         message = message[: MAX_MESSAGE - 1] + "…"
     status = status_pb2.Status(code=code, message=message)
@@ -134,23 +115,14 @@ def _status_of(exc: Exception) -> status_pb2.Status:
     return status
 
 
-_EXPECTED = (
-    TapisError,
-    NotFound,
-    NotReady,
-    Unauthenticated,
-    PermissionDenied,
-    Stale,
-    TooMany,
-    BadRequest,
-    OutOfRange,
-    Unavailable,
-)
+def _grpc_status(exc: Exception) -> str | None:
+    """The status code name of an error the referee answers with; None for a bug."""
+    return exc.grpc_status if isinstance(exc, TapisError) else None
 
 
 async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: Exception) -> None:
     """End the call with the status of `exc`; an unexpected one (a bug) is logged."""
-    if not isinstance(exc, _EXPECTED):
+    if _grpc_status(exc) is None:
         log.error(
             "call failed",
             exc_info=exc,
@@ -328,12 +300,8 @@ def _options_info(game: str, ruleset: str) -> list[pb.OptionInfo]:
     defaults = make_rules(game, ruleset, {}, None).option_values()
     out = []
     for key, fld in sorted(model.model_fields.items()):
-        ann = fld.annotation
-        args = typing.get_args(ann)
-        allowed: list[str] = []
-        if typing.get_origin(ann) is Literal:
-            allowed = [str(a) for a in args]
-        kind = "enum" if allowed else "bool" if ann is bool else "int"
+        allowed = choices(model, key)
+        kind = "enum" if allowed else "bool" if fld.annotation is bool else "int"
         value = defaults.get(key)
         default = rpb.Option(key=key)
         if isinstance(value, bool):

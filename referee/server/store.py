@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from referee.engine import TapisError
+from referee.errors import StoreError, StoreLocked
 
 __all__ = ["REQUEST_MEMORY", "Request", "Store", "StoreError", "StoreLocked", "StoredTable"]
 
@@ -77,14 +77,6 @@ CREATE TABLE IF NOT EXISTS requests (  -- the request ids of CreateTable and Joi
 # Columns added to the first schema, added to an older store when it is opened:
 # `closed_status` is "expired" or "broken" for a table closed without a record, with a reason.
 COLUMNS = (("tables", "closed_status", "TEXT"), ("tables", "closed_reason", "TEXT"))
-
-
-class StoreError(TapisError):
-    """The store cannot be opened, read or written (the message says why)."""
-
-
-class StoreLocked(StoreError):
-    """Another referee holds the store."""
 
 
 @dataclass

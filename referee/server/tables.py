@@ -57,6 +57,18 @@ from referee.engine import Event, Match, Rules, TapisError, make_rules, new_matc
 from referee.engine.actions import RESIGN, encode
 from referee.engine.base import HandsChanged
 from referee.engine.errors import quoted
+from referee.errors import (
+    BadRequest,
+    NotFound,
+    NotReady,
+    OutOfRange,
+    PermissionDenied,
+    Stale,
+    TableClosed,
+    TooMany,
+    Unauthenticated,
+    Unavailable,
+)
 from referee.server.limits import DEFAULT_LIMITS, Limits
 from referee.server.store import REQUEST_MEMORY, Request, Store, StoredTable
 from tapis.v1 import record_pb2 as pb
@@ -84,54 +96,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-class RefereeError(Exception):
-    """Base of the referee's own refusals (mapped to gRPC codes in service.py)."""
-
-
-class NotFound(RefereeError):
-    pass
-
-
-class Unauthenticated(RefereeError):
-    pass
-
-
-class PermissionDenied(RefereeError):
-    pass
-
-
-class Stale(RefereeError):
-    def __init__(self, message: str, index: int) -> None:
-        super().__init__(message)
-        self.index = index
-
-
-class TooMany(RefereeError):
-    pass
-
-
-class NotReady(RefereeError):
-    """A request the table's state does not allow yet (a record before the end, ...)."""
-
-
-class TableClosed(NotReady):
-    """A call on a table closed without a record (expired, or broken)."""
-
-
-class OutOfRange(RefereeError):
-    """An index past what the table has (WatchTable from a future event)."""
-
-
-class Unavailable(RefereeError):
-    """The referee cannot answer now (starting, stopping, its store failing): retry."""
-
-
-class BadRequest(RefereeError):
-    def __init__(self, message: str, field_name: str) -> None:
-        super().__init__(message)
-        self.field_name = field_name
 
 
 # --- the referee's own events ---------------------------------------------------------------
@@ -929,7 +893,7 @@ class Referee:
         if task.cancelled():
             return
         exc = task.exception()  # retrieved here: its caller may have gone away
-        if exc is not None and not isinstance(exc, RefereeError | TapisError):
+        if exc is not None and not isinstance(exc, TapisError):
             log.error(
                 "change failed",
                 exc_info=exc,

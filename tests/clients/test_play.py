@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clients.play import parse_choice, parse_option
+from clients.play import parse_choice
 from referee.engine.actions import BID, PILLE, PILLE_STOP, PLAY, VOLE, encode, pass_action
 from referee.engine.cards import mask_of, parse_card
 from tapis.v1 import referee_pb2 as pb
@@ -81,11 +81,3 @@ def test_parse_choice() -> None:
     for bad in ("", "9", "0", "XX", "play QS KH"):
         with pytest.raises(ValueError):
             parse_choice(bad, legal)
-
-
-def test_parse_option() -> None:
-    assert parse_option("end_threshold=20") == ("end_threshold", 20)
-    assert parse_option("short_deck=true") == ("short_deck", True)
-    assert parse_option("moon_mode=subtract_self") == ("moon_mode", "subtract_self")
-    with pytest.raises(ValueError):
-        parse_option("novalue")

@@ -1181,8 +1181,8 @@ def test_registry_and_defaults() -> None:
     assert isinstance(rules.options, ImperialeAcademieOptions)
     assert isinstance(make_rules("imperiale", "moderne").options, ImperialeModerneOptions)
     m = match_of(options={"undertrump_duty": True, "players": 3})
-    assert m.settings.trick_rules == TrickRules(Regime.IMPERIALE_1725, R1, True, False)
-    assert match_of("moderne").settings.trick_rules == TrickRules(Regime.FORCEE, R1)
+    assert m.trick_rules == TrickRules(Regime.IMPERIALE_1725, R1, True, False)
+    assert match_of("moderne").trick_rules == TrickRules(Regime.FORCEE, R1)
 
 
 @pytest.mark.parametrize(
@@ -1520,7 +1520,7 @@ def check_hand(
     m: ImperialeMatch, result: HandResult, before: list[tuple[int, int]], opts: dict[str, Any]
 ) -> None:
     n = m.players
-    target = m.settings.target
+    target = m.opts.target_fiches
     hand = result.hand
     assert isinstance(hand, ImperialeHand)
     # Each card played once, by the seat that held it.
@@ -1592,7 +1592,7 @@ def random_match(
             seat, legal, view = one_to_act(m)
             got = sum(1 << (a >> 3) for a in legal)
             hand = hand_of(m)
-            if not (hand.tricks == [] and not view.trick and hand.cfg.first_lead_trump):
+            if not (hand.tricks == [] and not view.trick and hand.first_lead_trump):
                 assert got == reference_legal(view.hand, view.trick, view.trump, opts)
             action = rng.choice(legal)
             m.apply(seat, action)
@@ -1614,8 +1614,8 @@ def test_random_playouts(index: int) -> None:
         m, deals, plays = random_match(ruleset, players, opts, rng)
         assert m.finished and len(m.winners) == 1
         (w,) = m.winners
-        assert m.scores[w][0] >= m.settings.target
-        assert all(s[0] < m.settings.target for i, s in enumerate(m.scores) if i != w)
+        assert m.scores[w][0] >= m.opts.target_fiches
+        assert all(s[0] < m.opts.target_fiches for i, s in enumerate(m.scores) if i != w)
         # Replay: live with events, then the fast path without.
         assert [len(actions) for actions in plays] == [len(r.actions) for r in m.results]
         assert_replay_equals_live(m, deals, [a for actions in plays for a in actions])

@@ -1,6 +1,7 @@
 """Rules and options (referee/engine/registry.py, options.py): game names and aliases,
 rulesets, option validation (unknown key, strict types, closed value lists, players), the
-rules digest and `option_values()` (RULES.md section 6, TRANSCRIPT.md `options`)."""
+rules digest and `option_values()` (RULES.md section 6, TRANSCRIPT.md `options`), typed values
+(enums), `Rules.with_changes` and `parse_option`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,13 @@ from pydantic import ValidationError
 
 from referee.engine.base import Rules
 from referee.engine.errors import RulesError, TapisError
+from referee.engine.options import (
+    MoonMode,
+    PointRule,
+    TombeeMode,
+    choices,
+    parse_option,
+)
 from referee.engine.registry import GAMES, find_game, make_rules
 
 HAS_NAPOLEON = "napoleon" in GAMES
@@ -308,3 +316,69 @@ def test_napoleon_digest_follows_deals() -> None:
     assert base.digest == make_rules("nap", options={"deals": 8}).digest
     assert base.digest != make_rules("nap", options={"deals": 9}).digest
     assert base.digest != make_rules("nap", players=5).digest
+
+
+# --- one typed value, one way to change it, one parser of KEY=VALUE ------------------------
+
+
+def test_parse_option() -> None:
+    assert parse_option("end_threshold=20") == ("end_threshold", 20)
+    assert parse_option("short_deck=true") == ("short_deck", True)
+    assert parse_option("moon_mode=subtract_self") == ("moon_mode", "subtract_self")
+    with pytest.raises(ValueError):
+        parse_option("novalue")
+
+
+def test_enum_options_are_members_that_equal_their_words() -> None:
+    rules = make_rules("hearts", None, {"moon_mode": "subtract_self"})
+    assert rules.options.moon_mode is MoonMode.SUBTRACT_SELF  # type: ignore[attr-defined]
+    assert rules.options.moon_mode == "subtract_self"  # type: ignore[attr-defined]
+    assert rules.option_values()["moon_mode"] == "subtract_self"
+    assert make_rules("hearts", None, {"moon_mode": MoonMode.SUBTRACT_SELF}) == rules
+    academie = make_rules("imperiale", "academie", {"imperiale_tombee": True})
+    assert academie.options.point_rule is PointRule.COUNT_THEN_PIPS  # type: ignore[attr-defined]
+    assert academie.options.tombee_mode is TombeeMode.END_OF_COUP  # type: ignore[attr-defined]
+    # A member of another option's enum is not a word of this one.
+    with pytest.raises(RulesError) as info:
+        make_rules("imperiale", "moderne", {"tombee_mode": PointRule.PIPS})
+    assert info.value.key == "tombee_mode"
+
+
+def test_choices_keep_each_ruleset_order() -> None:
+    model = find_game("imperiale").rulesets
+    assert choices(model["moderne"], "point_rule") == ["pips", "count_then_pips"]
+    assert choices(model["academie"], "point_rule") == ["count_then_pips", "pips"]
+    assert choices(model["academie"], "packet") == []
+    assert choices(find_game("triomphe").rulesets["individuelle"], "regime") == [
+        "forcee",
+        "forcat",
+        "plaisant",
+    ]
+
+
+def test_with_changes_validates_and_returns_new_rules() -> None:
+    rules = make_rules("hearts")
+    changed = rules.with_changes({"moon_mode": "subtract_self"}, end_threshold=50)
+    assert changed == make_rules(
+        "hearts", None, {"moon_mode": "subtract_self", "end_threshold": 50}
+    )
+    assert changed.digest != rules.digest and rules == make_rules("hearts")
+    assert rules.with_changes() == rules
+    with pytest.raises(RulesError) as info:
+        rules.with_changes(moon_mode="double")
+    assert info.value.key == "moon_mode" and "allowed: add_to_others, subtract_self" in str(
+        info.value
+    )
+    with pytest.raises(RulesError) as info:
+        rules.with_changes(no_such_option=1)
+    assert "unknown option" in str(info.value)
+    # The number of players stays; the other options keep their effective values.
+    nap = make_rules("napoleon", None, {"players": 5})
+    assert nap.with_changes(scoring="stakes").option_values()["deals"] == 10
+    with pytest.raises(RulesError) as info:
+        nap.with_changes(players=6)
+    assert info.value.key == "players"
+    # Combination rules hold on the result.
+    with pytest.raises(RulesError) as info:
+        make_rules("triomphe", None, {"players": 2}).with_changes(regime="plaisant")
+    assert info.value.key == "regime"

@@ -17,7 +17,6 @@ dealer's rotation) stay in each game's test module."""
 from __future__ import annotations
 
 import random
-import typing
 from typing import Any
 
 import pytest
@@ -26,7 +25,7 @@ from referee.engine import GAMES, Deal, make_rules
 from referee.engine.actions import BID, PLAY, RESIGN, encode
 from referee.engine.cards import iter_cards
 from referee.engine.errors import RulesError
-from referee.engine.options import int_range
+from referee.engine.options import choices, int_range
 from tests.engine.playing import (
     Config,
     Played,
@@ -48,8 +47,9 @@ def other_values(model: Any, key: str) -> list[bool | int | str]:
     default = field.default
     if field.annotation is bool:
         return [not default]
-    if typing.get_origin(field.annotation) is typing.Literal:
-        return [v for v in typing.get_args(field.annotation) if v != default]
+    words = choices(model, key)
+    if words:
+        return [w for w in words if w != getattr(default, "value", default)]
     bounds = int_range(model, key)
     if bounds is not None and bounds[0] != default:
         return [bounds[0]]

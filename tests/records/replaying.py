@@ -14,9 +14,8 @@ from records.codec import (
 )
 from records.verify import replay_record
 from referee.engine import Deal, Match, RecordError, Rules, Start, find_game, make_rules, new_match
+from referee.engine.options import Option
 from tapis.v1 import record_pb2 as pb
-
-Option = bool | int | str
 
 
 def rules_of(r: pb.Rules) -> Rules:

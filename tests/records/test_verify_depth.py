@@ -427,7 +427,7 @@ def test_every_verify_code_is_documented() -> None:
     for module in ("verify.py", "strict.py", "codec.py"):
         codes |= set(_literal_codes(ROOT / "records" / module, "RecordError"))
     codes |= {f"file:{c}" for c in _literal_codes(ROOT / "records" / "codec.py", "RecordFileError")}
-    # _SignatureError(state, code, ...): the code is its second argument.
+    # SignatureError(state, code, ...): the code is its second argument.
     codes |= set(re.findall(r'"(signature-[a-z-]+)"', (ROOT / "records" / "verify.py").read_text()))
     codes |= {"deal:<engine code>", "action:<engine code>"}
     assert {"decode", "rules", "file:truncated", "signature-unknown-key"} <= codes  # the scan works

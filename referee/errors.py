@@ -1,0 +1,459 @@
+"""The one exception tree of Tapis: every exception the project defines, under `TapisError`.
+
+A broken internal invariant is an `assert`, never one of these. Each class carries, as class
+attributes, the gRPC status code the referee answers with when a call ends with it
+(`grpc_status`, a `google.rpc.Code` name; None when the referee never returns it) and the exit
+status of a `tapis` command it ends (`exit_code`; None when no command ends with it).
+`referee/server/service.py` and the command line read them; `docs/errors.md` is the table.
+
+The rules (`referee.engine` re-exports these, with no I/O and no protobuf):
+- `InvalidAction`: the action cannot be parsed or does not exist in this game.
+- `IllegalAction`: the action exists but breaks a rule; carries a stable code, the rule id of
+  `RULES.md` and the legal set. `NotYourTurn` (a seat acted out of turn) and `DealError` (a
+  malformed deal, or a dealer out of rotation) are kinds of it.
+- `RulesError`: bad options (unknown key, wrong type, forbidden combination).
+- `RecordError`: a bad or tampered record, with the position of the first fault;
+  `RecordFileError` (a file that is not a record file) and `SignatureError` are kinds of it.
+- `TranscriptError`: a transcript that does not follow `TRANSCRIPT.md`.
+
+The records (`records/`): `NotReplayable`, `CommentError` (`CommentOutOfRange`),
+`ExportError`, `KeyFileError`, `ExecutorError`, `ArchiveError`.
+
+The referee (`referee/server/`): `StoreError` (`StoreLocked`), `ListenError`, and
+`ServiceError`, the referee's own refusals of a call (not for a rule): `BadRequest`,
+`NotFound`, `Unauthenticated`, `PermissionDenied`, `Stale`, `TooMany`, `NotReady`
+(`TableClosed`), `OutOfRange`, `Unavailable`.
+
+The client SDK (`clients/sdk.py`): `RefereeError`, a call the referee answered with an error
+status, as the client sees it; `ActionRefused` and `StaleAction` are kinds of it.
+"""
+
+from __future__ import annotations
+
+import reprlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:  # the SDK's errors name gRPC and protobuf types; the engine imports neither
+    import grpc
+
+    from tapis.v1 import referee_pb2
+
+__all__ = [
+    "QUOTE_LIMIT",
+    "ActionRefused",
+    "ArchiveError",
+    "BadRequest",
+    "CommentError",
+    "CommentOutOfRange",
+    "DealError",
+    "ExecutorError",
+    "ExportError",
+    "IllegalAction",
+    "InvalidAction",
+    "KeyFileError",
+    "ListenError",
+    "NotFound",
+    "NotReady",
+    "NotReplayable",
+    "NotYourTurn",
+    "OutOfRange",
+    "PermissionDenied",
+    "RecordError",
+    "RecordFileError",
+    "RefereeError",
+    "RulesError",
+    "ServiceError",
+    "SignatureError",
+    "Stale",
+    "StaleAction",
+    "StoreError",
+    "StoreLocked",
+    "TableClosed",
+    "TapisError",
+    "TooMany",
+    "TranscriptError",
+    "Unauthenticated",
+    "Unavailable",
+    "exit_status",
+    "quoted",
+]
+
+QUOTE_LIMIT = 40  # characters of a value from outside that a message quotes
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """`repr(value)` for a message, cut to about `limit` characters: an error names what it
+    was given without echoing a megabyte of it (`'aaaa…' (100000 characters)`). An int too
+    long to show is named by its size (`<an integer of 4000 bits>`): Python refuses to write
+    one of more than 4300 digits, and a message must never fail. Never raises."""
+    if isinstance(value, str | bytes) and len(value) > limit:
+        unit = "characters" if isinstance(value, str) else "bytes"
+        return f"{value[:limit]!r}… ({len(value)} {unit})"
+    try:
+        text = repr(value) if isinstance(value, str | bytes) else _SHORT.repr(value)
+    except Exception:  # a repr that fails: name the type only
+        return f"<{type(value).__name__}>"
+    if len(text) > limit:
+        return f"{text[:limit]}… ({len(text)} characters)"
+    return text
+
+
+def _int_text(value: int) -> str:
+    # 2**128 has 39 digits: anything longer is shown by its size.
+    if value.bit_length() > 128:
+        sign = "a negative" if value < 0 else "an"
+        return f"<{sign} integer of {value.bit_length()} bits>"
+    return repr(value)
+
+
+class _ShortRepr(reprlib.Repr):
+    """`reprlib`'s bounded repr (a few items of a container, a cut string), with ints too
+    long to show named by their size."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        return _int_text(x)
+
+
+_SHORT = _ShortRepr()
+_SHORT.maxstring = QUOTE_LIMIT
+_SHORT.maxother = QUOTE_LIMIT
+
+
+# --- the root --------------------------------------------------------------------------------
+
+
+class TapisError(Exception):
+    """Root of every error Tapis raises on purpose."""
+
+    # The google.rpc.Code name the referee answers a call with when it ends with this error
+    # (None: the referee never returns it), and the exit status of a `tapis` command this
+    # error ends (None: no command ends with it). Read by service.py and the command line.
+    grpc_status: ClassVar[str | None] = None
+    exit_code: ClassVar[int | None] = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled with its fields as they are, not by calling `__init__` again with `args`
+        # (most subclasses take other arguments): errors cross process pools.
+        return (_unpickle, (type(self), self.args), self.__dict__)
+
+
+def _unpickle(cls: type[TapisError], args: tuple[Any, ...]) -> TapisError:
+    return cls.__new__(cls, *args)
+
+
+def exit_status(exc: TapisError) -> int:
+    """The status a `tapis` command ends with when `exc` stops it: the `exit_code` of its
+    class (1 for an error that no command expects to end with)."""
+    return 1 if exc.exit_code is None else exc.exit_code
+
+
+# --- the rules (referee/engine/) -------------------------------------------------------------
+
+
+class InvalidAction(TapisError):
+    """An action that cannot be parsed, or that has no meaning in this game."""
+
+    grpc_status = "INVALID_ARGUMENT"
+    exit_code = 1
+
+
+class IllegalAction(TapisError):
+    """An action that breaks a rule.
+
+    `code` is stable (for programs), `message` is for a person (it names the action, the
+    phase and the legal set), `reason` the same without the action (for callers that print
+    the action themselves), `rule` the `RULES.md` id, `legal` the legal actions of the seat at
+    that moment (empty for deal errors).
+    """
+
+    grpc_status = "FAILED_PRECONDITION"
+    exit_code = 1
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        rule: str,
+        *,
+        seat: int | None = None,
+        legal: tuple[int, ...] = (),
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(f"{message} [{rule}]")
+        self.code = code
+        self.message = message
+        self.reason = reason if reason is not None else message
+        self.rule = rule
+        self.seat = seat
+        self.legal = legal
+
+
+class NotYourTurn(IllegalAction):
+    """A seat acted while it was not one of the seats to act."""
+
+
+class DealError(IllegalAction):
+    """A deal that is not a possible deal of this game (or a dealer out of rotation)."""
+
+
+class RulesError(TapisError):
+    """Bad rules: unknown game or ruleset, unknown option key, wrong type, forbidden combination."""
+
+    grpc_status = "INVALID_ARGUMENT"
+    exit_code = 1
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class RecordError(TapisError):
+    """A record that cannot be decoded, or whose content does not follow from the rules.
+
+    `code` is stable; `hand` and `action` (1-based, None when not applicable) give the
+    position of the first fault.
+    """
+
+    grpc_status: ClassVar[str | None] = "INVALID_ARGUMENT"  # a request's options, as a record's
+    exit_code = 1
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        hand: int | None = None,
+        action: int | None = None,
+    ) -> None:
+        where = ""
+        if hand is not None:
+            where = f"hand {hand}" + (f", action {action}" if action is not None else "") + ": "
+        super().__init__(where + message)
+        self.code = code
+        self.message = message
+        self.hand = hand
+        self.action = action
+
+
+class TranscriptError(TapisError):
+    """A transcript that does not follow TRANSCRIPT.md; the message names the place."""
+
+    exit_code = 1
+
+
+# --- the records (records/) ------------------------------------------------------------------
+
+
+class RecordFileError(RecordError):
+    """A file that cannot be read as a record file at all (wrong magic, truncated, ...)."""
+
+    grpc_status = None
+    exit_code = 2
+
+
+class SignatureError(RecordError):
+    """A record's signature that does not hold, or that cannot be checked as asked.
+
+    `code` is `signature-...` (docs/verify.md); `state` the signature state a verify result
+    reports.
+    """
+
+    grpc_status = None
+
+    def __init__(self, state: str, code: str, message: str) -> None:
+        super().__init__(code, message)
+        self.state = state
+
+
+class NotReplayable(TapisError):
+    """A record whose deals or actions the changed options refuse.
+
+    `rule` is the rule id that refused (or `option:KEY` for an option that does not hold),
+    `detail` says where.
+    """
+
+    exit_code = 1
+
+    def __init__(self, rule: str, detail: str) -> None:
+        super().__init__(f"not replayable [{rule}]: {detail}")
+        self.rule = rule
+        self.detail = detail
+
+
+class CommentError(TapisError):
+    """A comment that is malformed (`HAND:ACTION:TEXT`)."""
+
+    exit_code = 2
+
+
+class CommentOutOfRange(CommentError):
+    """A comment on a position the record does not have."""
+
+    exit_code = 1
+
+
+class ExportError(TapisError):
+    """A JSON export that cannot be read back, or a record that cannot be exported."""
+
+    exit_code = 1
+
+
+class KeyFileError(TapisError):
+    """A key file that cannot be read or created."""
+
+    exit_code = 2
+
+
+class ExecutorError(TapisError):
+    """An engine that cannot run (Dask missing, a scheduler that does not answer)."""
+
+    exit_code = 2
+
+
+class ArchiveError(TapisError):
+    """A request the archive cannot answer (no such archive, unknown or ambiguous id, ...)."""
+
+    exit_code = 2
+
+
+# --- the referee (referee/server/) -----------------------------------------------------------
+
+
+class StoreError(TapisError):
+    """The store cannot be opened, read or written (the message says why)."""
+
+    grpc_status: ClassVar[str | None] = "UNAVAILABLE"  # written once closed (when stopping)
+    exit_code = 1
+
+
+class StoreLocked(StoreError):
+    """Another referee holds the store."""
+
+    grpc_status = None
+
+
+class ListenError(TapisError, OSError):
+    """The referee cannot listen on the address given."""
+
+    exit_code = 1
+
+
+class ServiceError(TapisError):
+    """A call the referee refuses or cannot answer now, for a reason of its own (not a rule)."""
+
+
+class BadRequest(ServiceError):
+    """A request field out of its bounds or meaningless; `field_name` names it."""
+
+    grpc_status = "INVALID_ARGUMENT"
+
+    def __init__(self, message: str, field_name: str) -> None:
+        super().__init__(message)
+        self.field_name = field_name
+
+
+class NotFound(ServiceError):
+    """No table (or game) by the id given."""
+
+    grpc_status = "NOT_FOUND"
+
+
+class Unauthenticated(ServiceError):
+    """A seat call without a well-formed seat token."""
+
+    grpc_status = "UNAUTHENTICATED"
+
+
+class PermissionDenied(ServiceError):
+    """A token that is not the seat's, or a seat that is taken."""
+
+    grpc_status = "PERMISSION_DENIED"
+
+
+class Stale(ServiceError):
+    """A submission at an action index the table is no longer at; `index` is where it is."""
+
+    grpc_status = "ABORTED"
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class TooMany(ServiceError):
+    """A client past one of its limits (open tables, open streams)."""
+
+    grpc_status = "RESOURCE_EXHAUSTED"
+
+
+class NotReady(ServiceError):
+    """A request the table's state does not allow yet (a record before the end, ...)."""
+
+    grpc_status = "FAILED_PRECONDITION"
+
+
+class TableClosed(NotReady):
+    """A call on a table closed without a record (expired, or broken)."""
+
+
+class OutOfRange(ServiceError):
+    """An index past what the table has (WatchTable from a future event)."""
+
+    grpc_status = "OUT_OF_RANGE"
+
+
+class Unavailable(ServiceError):
+    """The referee cannot answer now (starting, stopping, its store failing): retry."""
+
+    grpc_status = "UNAVAILABLE"
+
+
+# --- the client SDK (clients/sdk.py) ---------------------------------------------------------
+
+
+class RefereeError(TapisError):
+    """A call the referee failed, as a client sees it; `status` is its gRPC status code."""
+
+    exit_code = 1
+
+    def __init__(self, status: grpc.StatusCode, message: str) -> None:
+        super().__init__(f"{status.name}: {message}")
+        self.status = status
+        self.message = message
+
+
+class ActionRefused(RefereeError):
+    """FAILED_PRECONDITION with an `ActionRefusal`: the rules refuse the action."""
+
+    def __init__(
+        self,
+        message: str,
+        rule: str,
+        code: str,
+        reason: str,
+        legal_actions: Sequence[referee_pb2.ActionChoice],
+    ) -> None:
+        import grpc  # the SDK's: at hand whenever a call failed
+
+        super().__init__(grpc.StatusCode.FAILED_PRECONDITION, message)
+        self.rule = rule  # the RULES.md rule id, e.g. "DP.FOLLOW"
+        self.code = code  # stable code, e.g. "must-follow"
+        self.reason = reason  # for a person
+        self.legal_actions = list(legal_actions)
+
+
+class StaleAction(RefereeError):
+    """ABORTED with a `StaleAction`: the table is not at the expected action index.
+
+    `view` is a fresh view of the seat when the SDK re-read it.
+    """
+
+    def __init__(
+        self, message: str, action_index: int, view: referee_pb2.SeatView | None = None
+    ) -> None:
+        import grpc
+
+        super().__init__(grpc.StatusCode.ABORTED, message)
+        self.action_index = action_index
+        self.view = view
