@@ -258,6 +258,7 @@ class _Function:
     first: int  # the `def` line
     last: int
     names: frozenset[str]  # every name and attribute its code reads
+    loads: frozenset[str]  # the attributes it reads (not those it only assigns)
 
 
 def _expand(token: str) -> list[str]:
@@ -285,8 +286,13 @@ def _functions(tree: ast.Module) -> list[_Function]:
                     for n in ast.walk(child)
                     if isinstance(n, ast.Name | ast.Attribute)
                 )
+                loads = frozenset(
+                    n.attr
+                    for n in ast.walk(child)
+                    if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
+                )
                 last = child.end_lineno or child.lineno
-                out.append(_Function(qualname, child.lineno, last, names))
+                out.append(_Function(qualname, child.lineno, last, names, loads))
                 visit(child, qualname + ".")
             elif isinstance(child, ast.ClassDef):
                 visit(child, prefix + child.name + ".")
@@ -323,6 +329,27 @@ def _bound_names(tree: ast.Module) -> list[tuple[int, int, str, bool]]:
         if isinstance(node, ast.keyword) and node.arg is not None:
             out.append((node.lineno, node.end_lineno or node.lineno, node.arg, True))
     return out
+
+
+def _attribute_entries(tree: ast.Module) -> Iterator[tuple[str, str, tuple[str, ...]]]:
+    """(id, attribute, classes) of each `self.play_rule = "DP.FOLLOW"` in a class's method: an
+    id a game sets on an attribute that the class and the classes it derives from (the base's
+    card play) read; `classes` is the class's name and its bases' names."""
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        classes = (cls.name, *(b.id for b in cls.bases if isinstance(b, ast.Name)))
+        for node in ast.walk(cls):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+                and ID_PATTERN.fullmatch(node.value.value.strip())
+            ):
+                for target in node.targets:
+                    if isinstance(target, ast.Attribute):
+                        for rule_id in _ids(node.value.value):
+                            yield rule_id, target.attr, classes
 
 
 def _mentions(source: str, tree: ast.Module) -> Iterator[tuple[int, str, str]]:
@@ -388,11 +415,22 @@ def _engine_modules() -> Iterator[tuple[Path, str]]:
 def _scan() -> tuple[dict[str, tuple[Site, ...]], frozenset[str]]:
     sites: dict[str, set[Site]] = {}
     seen: set[str] = set()
+    readers: list[tuple[str, _Function]] = []  # every engine function, with its module
+    attributes: list[tuple[str, str, tuple[str, ...]]] = []  # (id, attribute, classes)
     for path, module in _engine_modules():
         for rule_id, found in scan_module(path, module):
             seen.add(rule_id)
             if found is not None:
                 sites.setdefault(rule_id, set()).add(found)
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        readers.extend((module, fn) for fn in _functions(tree))
+        attributes.extend(_attribute_entries(tree))
+    # An id set on an attribute is applied where that class or a class it derives from (the
+    # base's card play) reads the attribute.
+    for rule_id, attr, classes in attributes:
+        for module, fn in readers:
+            if attr in fn.loads and fn.qualname.split(".")[0] in classes:
+                sites.setdefault(rule_id, set()).add(Site(module, fn.qualname, fn.first))
     return {k: tuple(sorted(v)) for k, v in sites.items()}, frozenset(seen)
 
 

@@ -107,6 +107,19 @@ class Hand:
     assert not set(found) & REGISTERED
 
 
+def test_an_id_a_game_sets_on_an_attribute_leads_to_the_base_that_applies_it() -> None:
+    # Dame de Pique sets `play_rule = "DP.FOLLOW"`; the base's card play refuses with it. The
+    # other games' readers of their own `play_rule` are not credited with it.
+    sites = {f"{s.module}:{s.qualname}" for s in engine_sites("DP.FOLLOW")}
+    assert "referee.engine.base:Hand._play_refusal" in sites
+    assert "referee.engine.dame_de_pique:DamePiqueHand.__init__" in sites
+    others = ("referee.engine.imperiale", "referee.engine.triomphe", "referee.engine.napoleon")
+    assert not {s for s in sites if s.startswith(others)}
+    napoleon = {f"{s.module}:{s.qualname}" for s in engine_sites("NAP.FOLLOW")}
+    assert "referee.engine.base:Hand._play_refusal" in napoleon
+    assert not {s for s in napoleon if s.startswith("referee.engine.dame_de_pique")}
+
+
 def test_a_range_of_events_names_each_event(tmp_path: Path) -> None:
     path = tmp_path / "options.py"
     path.write_text('HELP = "scored first (RULES.md IMP-A.E2-E5)"\n', encoding="utf-8")
