@@ -379,8 +379,14 @@ def scan_module(path: Path, module: str) -> Iterator[tuple[str, Site | None]]:
     `module`), and (id, site) for each function credited with it."""
     source = path.read_text(encoding="utf-8")
     tree = ast.parse(source, str(path))
+    return _scan_tree(source, tree, _functions(tree), module)
+
+
+def _scan_tree(
+    source: str, tree: ast.Module, functions: list[_Function], module: str
+) -> Iterator[tuple[str, Site | None]]:
+    """`scan_module` on a source already parsed."""
     lines = source.splitlines()
-    functions = _functions(tree)
     bound = _bound_names(tree)
 
     def site(fn: _Function) -> Site:
@@ -418,12 +424,14 @@ def _scan() -> tuple[dict[str, tuple[Site, ...]], frozenset[str]]:
     readers: list[tuple[str, _Function]] = []  # every engine function, with its module
     attributes: list[tuple[str, str, tuple[str, ...]]] = []  # (id, attribute, classes)
     for path, module in _engine_modules():
-        for rule_id, found in scan_module(path, module):
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source, str(path))
+        functions = _functions(tree)
+        for rule_id, found in _scan_tree(source, tree, functions, module):
             seen.add(rule_id)
             if found is not None:
                 sites.setdefault(rule_id, set()).add(found)
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        readers.extend((module, fn) for fn in _functions(tree))
+        readers.extend((module, fn) for fn in functions)
         attributes.extend(_attribute_entries(tree))
     # An id set on an attribute is applied where that class or a class it derives from (the
     # base's card play) reads the attribute.
