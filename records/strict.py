@@ -74,6 +74,7 @@ __all__ = [
     "check_start",
     "decode_canonical",
     "first_difference",
+    "rebuild_record",
 ]
 
 
@@ -414,6 +415,23 @@ def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> No
 # --- the content: exactly what a replay gives -----------------------------------------------
 
 
+def rebuild_record(rec: pb.GameRecord, match: Match) -> pb.GameRecord:
+    """What `build_record` makes of `match` (the replay of `rec`) with the record's own free
+    fields: its seat names, provenance, packs and deal source, and, for a match not finished,
+    its reason."""
+    p = rec.provenance
+    built = build_record(
+        match,
+        [s.name for s in rec.seats],
+        Provenance(p.source, p.reference, p.played_at),
+        [h.deal.deck or None for h in rec.hands],
+        rec.deal_source if rec.HasField("deal_source") else None,
+    )
+    if not match.finished:
+        built.outcome.reason = rec.outcome.reason  # why a stopped match stopped: free text
+    return built
+
+
 def check_content(
     rec: pb.GameRecord,
     match: Match,
@@ -425,16 +443,7 @@ def check_content(
     own free fields: its seat names, provenance, packs and deal source, and, for a match not
     finished, its reason. The message names the first field that differs. Where they differ,
     `explain()` is called first: it may raise a more precise error (the score lines, ...)."""
-    p = rec.provenance
-    built = build_record(
-        match,
-        [s.name for s in rec.seats],
-        Provenance(p.source, p.reference, p.played_at),
-        [h.deal.deck or None for h in rec.hands],
-        rec.deal_source if rec.HasField("deal_source") else None,
-    )
-    if not match.finished:
-        built.outcome.reason = rec.outcome.reason  # why a stopped match stopped: free text
+    built = rebuild_record(rec, match)
     if canonical_bytes(built) == record_bytes:
         return
     explain()

@@ -5,13 +5,12 @@ a record replayed under changed options (what `tapis archive rescore` should fin
 from __future__ import annotations
 
 from records.codec import (
-    Provenance,
-    build_record,
     canonical_bytes,
     decode_record,
     options_from_pb,
     rules_to_pb,
 )
+from records.strict import rebuild_record
 from records.verify import replay_record
 from referee.engine import Deal, Match, RecordError, Rules, Start, find_game, make_rules, new_match
 from referee.engine.options import Option
@@ -44,17 +43,7 @@ def rebuilt(rec: pb.GameRecord) -> bytes:
         match.start_hand(hand.dealer, deal)
         for seat, action in zip(hand.seats, hand.actions, strict=True):
             match.step(seat, action)
-    p = rec.provenance
-    again = build_record(
-        match,
-        [s.name for s in rec.seats],
-        Provenance(p.source, p.reference, p.played_at),
-        [h.deal.deck or None for h in rec.hands],
-        rec.deal_source if rec.HasField("deal_source") else None,
-    )
-    if not match.finished:
-        again.outcome.reason = rec.outcome.reason
-    return canonical_bytes(again)
+    return canonical_bytes(rebuild_record(rec, match))
 
 
 def replayed_with(env: pb.RecordEnvelope, changes: dict[str, Option]) -> Match:
