@@ -86,7 +86,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     imported = []
     for name in args.transcripts:
         try:
-            record_bytes = import_transcript(load_transcript(name), Path(name).name)
+            doc = load_transcript(name)
+        except TapisError as exc:  # its message names the file
+            refused += 1
+            _err(str(exc))
+            continue
+        try:
+            record_bytes = import_transcript(doc, Path(name).name)
         except TapisError as exc:
             refused += 1
             _err(f"{name}: {exc}")
