@@ -19,8 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 from clients.bots import Bot, RandomBot, make_bot
-from records.codec import Provenance, build_record, canonical_bytes, envelope
-from records.dealing import ALGORITHM
+from records.codec import Provenance, canonical_bytes, envelope
 from referee.engine import find_game, make_rules, new_match
 from referee.engine.options import Option
 from referee.server.service import seat_view
@@ -68,14 +67,7 @@ def play_record(
             table.apply(s, bot.choose_among(table.legal(s)))
         else:
             table.apply(s, bot.choose(seat_view(table, s, match.view(s))))
-    rec = build_record(
-        match,
-        [s.name for s in table.seats],
-        Provenance("corpus", seed, played_at),
-        table.decks,
-        pb.DealSource(algorithm=ALGORITHM, commitment=table.commitment, seed=table.seed),
-    )
-    return envelope(canonical_bytes(rec))
+    return envelope(canonical_bytes(table.record(Provenance("corpus", seed, played_at))))
 
 
 def make_corpus(

@@ -27,8 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from records.codec import Provenance, build_record, canonical_bytes, envelope, write_envelopes
-from records.dealing import ALGORITHM
+from records.codec import Provenance, canonical_bytes, envelope, write_envelopes
 from records.score import score_json
 from records.transcript import import_transcript, load_transcript
 from referee.engine import make_rules, new_match
@@ -146,15 +145,7 @@ def play(golden: Golden) -> pb.RecordEnvelope:
             break
         seat = rng.choice(table.match.to_act())
         table.apply(seat, rng.choice([a for a in table.legal(seat) if a & 7 != RESIGN]))
-    rec = build_record(
-        table.match,
-        [s.name for s in table.seats],
-        Provenance("golden", golden.name, PLAYED_AT),
-        table.decks,
-        pb.DealSource(algorithm=ALGORITHM, commitment=table.commitment, seed=table.seed),
-    )
-    if table.stopped:
-        rec.outcome.reason = table.stopped
+    rec = table.record(Provenance("golden", golden.name, PLAYED_AT))
     return envelope(canonical_bytes(rec))
 
 

@@ -316,19 +316,26 @@ class Table:
             )
         return self.events[first:]
 
-    def signed_record(self, key: Ed25519PrivateKey) -> tuple[bytes, str]:
-        """The signed record of the match as played (its envelope's bytes) and its id."""
-        played_at = datetime.fromtimestamp(self.created, UTC).isoformat(timespec="seconds")
+    def record(self, provenance: Provenance | None = None) -> pb.GameRecord:
+        """The record of the match as played: its seats, packs, deal source and, for a match
+        the referee stopped, why; `provenance` by default this referee's table."""
+        if provenance is None:
+            played_at = datetime.fromtimestamp(self.created, UTC).isoformat(timespec="seconds")
+            provenance = Provenance("referee", self.id, played_at)
         rec = build_record(
             self.match,
             [s.name for s in self.seats],
-            Provenance("referee", self.id, played_at),
+            provenance,
             self.decks,
             pb.DealSource(algorithm=ALGORITHM, commitment=self.commitment, seed=self.seed),
         )
         if self.stopped:
             rec.outcome.reason = self.stopped
-        data = canonical_bytes(rec)
+        return rec
+
+    def signed_record(self, key: Ed25519PrivateKey) -> tuple[bytes, str]:
+        """The signed record of the match as played (its envelope's bytes) and its id."""
+        data = canonical_bytes(self.record())
         return sign(data, key).SerializeToString(deterministic=True), record_id(data)
 
     def legal(self, seat: int) -> list[int]:
