@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError, Message
-from google.rpc import code_pb2, status_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from records.codec import options_from_pb, rules_to_pb, score_to_pb
@@ -42,6 +42,7 @@ from referee.engine.options import choices
 from referee.errors import (
     BadRequest,
     IllegalAction,
+    InvalidAction,
     RulesError,
     Stale,
     TapisError,
@@ -84,11 +85,13 @@ Resp = TypeVar("Resp")
 # --- errors: the one place where they become status codes ----------------------------------
 
 
-def _status_of(exc: Exception) -> status_pb2.Status:
+def _status_of(exc: Exception, request: object = None) -> status_pb2.Status:
     """The status of a call that ends with `exc`: the code its class carries
-    (`TapisError.grpc_status`, docs/errors.md), its message (naming the field or the option
-    key) and its details (the rule's refusal, the table's action index); INTERNAL for any
-    other exception, a bug (`_abort` logs it)."""
+    (`TapisError.grpc_status`, docs/errors.md), its message and its details (referee.proto,
+    "Status codes"): the rule's refusal (ActionRefusal), the table's action index
+    (StaleAction), or for INVALID_ARGUMENT a google.rpc.BadRequest whose one field violation
+    names the field of `request` at fault, as the message does (`seats[1].name: ...`);
+    INTERNAL for any other exception, a bug (`_abort` logs it)."""
     name = _grpc_status(exc)
     if name is None:
         code, message = code_pb2.INTERNAL, f"internal error: {type(exc).__name__} (logged)"
@@ -101,13 +104,14 @@ def _status_of(exc: Exception) -> status_pb2.Status:
         details.append(refusal)
     elif isinstance(exc, Stale):
         details.append(pb.StaleAction(action_index=exc.index))
-    elif isinstance(exc, BadRequest):
-        message = f"{exc.field_name}: {exc}"
-    elif isinstance(exc, RulesError):
-        message = f"{exc.key or 'rules'}: {exc}"
-    if len(message) > MAX_MESSAGE:
-        message = message[: MAX_MESSAGE - 1] + "…"
-    status = status_pb2.Status(code=code, message=message)
+    elif code == code_pb2.INVALID_ARGUMENT:
+        field = _field_of(exc, request)
+        message = f"{field}: {exc}"
+        violation = error_details_pb2.BadRequest.FieldViolation(
+            field=field, description=_cut(str(exc))
+        )
+        details.append(error_details_pb2.BadRequest(field_violations=[violation]))
+    status = status_pb2.Status(code=code, message=_cut(message))
     for d in details:
         packed = any_pb2.Any()
         packed.Pack(d)
@@ -115,20 +119,50 @@ def _status_of(exc: Exception) -> status_pb2.Status:
     return status
 
 
+def _cut(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
+
+
+def _field_of(exc: Exception, request: object) -> str:
+    """The path of the request field an INVALID_ARGUMENT is about (`seats[1].name`,
+    `options[2].int_value`, `action`), as google.rpc.BadRequest.FieldViolation.field has it.
+    Bad rules name an option key (`RulesError.key`): the option of the request that holds it,
+    else the field that stands for it (`seats` for the number of players)."""
+    if isinstance(exc, BadRequest):
+        return exc.field_name
+    if isinstance(exc, InvalidAction):
+        return "action"
+    key = exc.key if isinstance(exc, RulesError) else None
+    if key in ("game", "ruleset"):
+        return key
+    if isinstance(request, pb.CreateTableRequest):
+        for i, o in enumerate(request.options):
+            if o.key == key:
+                if str(exc).startswith("unknown option"):
+                    return f"options[{i}].key"
+                return f"options[{i}].{o.WhichOneof('value')}"
+        if key == "players":  # no `players` option: the number of seats stands for it
+            return "seats"
+    return "options"
+
+
 def _grpc_status(exc: Exception) -> str | None:
     """The status code name of an error the referee answers with; None for a bug."""
     return exc.grpc_status if isinstance(exc, TapisError) else None
 
 
-async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: Exception) -> None:
-    """End the call with the status of `exc`; an unexpected one (a bug) is logged."""
+async def _abort(
+    context: grpc.aio.ServicerContext[Any, Any], exc: Exception, request: object = None
+) -> None:
+    """End the call with the status of `exc` (about `request`); an unexpected one (a bug) is
+    logged."""
     if _grpc_status(exc) is None:
         log.error(
             "call failed",
             exc_info=exc,
             extra={"fields": {"error": f"{type(exc).__name__}: {quoted(str(exc), 200)}"}},
         )
-    await context.abort_with_status(rpc_status.to_status(_status_of(exc)))
+    await context.abort_with_status(rpc_status.to_status(_status_of(exc, request)))
 
 
 def _handled(
@@ -143,7 +177,7 @@ def _handled(
             self._check(request)
             return await method(self, request, context)
         except Exception as exc:
-            await _abort(context, exc)
+            await _abort(context, exc, request)
             raise  # unreachable: abort raises
 
     return wrapper
@@ -681,7 +715,7 @@ class RefereeServicer:
         except asyncio.CancelledError:
             return  # the client went away, or the server is shutting down
         except Exception as exc:
-            await _abort(context, exc)
+            await _abort(context, exc, request)
         finally:
             if counted:
                 left = self._streams[client] - 1
