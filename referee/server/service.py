@@ -329,32 +329,44 @@ def _add_choices(out: Any, actions: Sequence[int]) -> None:
         add(action=a, text=_text(a))
 
 
-def _options_info(game: str, ruleset: str) -> list[pb.OptionInfo]:
+def _options_info(game: str, ruleset: str, counts: Sequence[int]) -> list[pb.OptionInfo]:
+    """The options of a ruleset with their defaults: the values the rules take for an
+    omitted option, for each number of players in `counts` (the engine fills some in from
+    the number of players: Napoléon `deals`, the team Triomphe's `target`, `players`)."""
     model = find_game(game).rulesets[ruleset]
-    defaults = make_rules(game, ruleset, {}, None).option_values()
+    by_count = [make_rules(game, ruleset, {}, n).option_values() for n in counts]
     out = []
     for key, fld in sorted(model.model_fields.items()):
         allowed = choices(model, key)
         kind = "enum" if allowed else "bool" if fld.annotation is bool else "int"
-        value = defaults.get(key)
-        default = rpb.Option(key=key)
-        if isinstance(value, bool):
-            default.bool_value = value
-        elif isinstance(value, int):
-            default.int_value = value
-        elif value is not None:
-            default.string_value = str(value)
+        values = [defaults.get(key) for defaults in by_count]
         info = pb.OptionInfo(
             key=key,
             type=kind,
-            default_value=default,
+            default_value=_option(key, values[0]),
             allowed=allowed,
             description=fld.description or "",
         )
+        if any(v != values[0] for v in values):
+            info.defaults.extend(
+                pb.PlayersDefault(players=n, value=_option(key, v))
+                for n, v in zip(counts, values, strict=True)
+            )
         bounds = int_range(model, key)
         if bounds is not None:
             info.min_value, info.max_value = bounds
         out.append(info)
+    return out
+
+
+def _option(key: str, value: object) -> rpb.Option:
+    out = rpb.Option(key=key)
+    if isinstance(value, bool):
+        out.bool_value = value
+    elif isinstance(value, int):
+        out.int_value = value
+    elif value is not None:
+        out.string_value = str(value)
     return out
 
 
@@ -747,14 +759,14 @@ def _games_reply() -> pb.ListGamesResponse:
                 title=spec.title,
                 aliases=list(spec.aliases),
                 units=list(spec.units),
-                rulesets=[
-                    pb.RulesetInfo(
-                        name=r,
-                        options=_options_info(spec.name, r),
-                        player_counts=_player_counts(spec.name, r),
-                    )
-                    for r in spec.rulesets
-                ],
+                rulesets=[_ruleset_info(spec.name, r) for r in spec.rulesets],
             )
         )
     return pb.ListGamesResponse(games=games)
+
+
+def _ruleset_info(game: str, ruleset: str) -> pb.RulesetInfo:
+    counts = _player_counts(game, ruleset)
+    return pb.RulesetInfo(
+        name=ruleset, options=_options_info(game, ruleset, counts), player_counts=counts
+    )

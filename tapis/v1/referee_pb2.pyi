@@ -244,6 +244,7 @@ class OptionInfo(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     MIN_VALUE_FIELD_NUMBER: _builtins.int
     MAX_VALUE_FIELD_NUMBER: _builtins.int
+    DEFAULTS_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     """The option key of RULES.md section 6, e.g. "moon_mode"."""
     type: _builtins.str
@@ -256,11 +257,23 @@ class OptionInfo(_message.Message):
     """For "int": the largest value allowed."""
     @_builtins.property
     def default_value(self) -> _record_pb2.Option:
-        """The default value, as an Option."""
+        """The default value, as an Option: the value a table gets when the option is omitted. Where
+        the default depends on the number of players (`defaults` is not empty), this is the
+        default for the ruleset's first player count (RulesetInfo.player_counts[0]); read
+        `defaults` for the others.
+        """
 
     @_builtins.property
     def allowed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """For "enum": the allowed values."""
+
+    @_builtins.property
+    def defaults(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlayersDefault]:
+        """Where the default depends on the number of players (Napoléon `deals`: 2 × players; the
+        team Triomphe's `target`: 5 with 4 players, 7 with 6; `players` itself: the number of
+        seats): the default for each number of players of RulesetInfo.player_counts, in that
+        order. Empty when the default is the same for every number of players.
+        """
 
     def __init__(
         self,
@@ -272,10 +285,11 @@ class OptionInfo(_message.Message):
         description: _builtins.str = ...,
         min_value: _builtins.int | None = ...,
         max_value: _builtins.int | None = ...,
+        defaults: _abc.Iterable[Global___PlayersDefault] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_max_value", b"_max_value", "_min_value", b"_min_value", "default_value", b"default_value", "max_value", b"max_value", "min_value", b"min_value"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_value", b"_max_value", "_min_value", b"_min_value", "allowed", b"allowed", "default_value", b"default_value", "description", b"description", "key", b"key", "max_value", b"max_value", "min_value", b"min_value", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_value", b"_max_value", "_min_value", b"_min_value", "allowed", b"allowed", "default_value", b"default_value", "defaults", b"defaults", "description", b"description", "key", b"key", "max_value", b"max_value", "min_value", b"min_value", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_value: _TypeAlias = _typing.Literal["max_value"]  # noqa: Y015
     _WhichOneofArgType__max_value: _TypeAlias = _typing.Literal["_max_value", b"_max_value"]  # noqa: Y015
@@ -287,6 +301,34 @@ class OptionInfo(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__min_value) -> _WhichOneofReturnType__min_value | None: ...
 
 Global___OptionInfo: _TypeAlias = OptionInfo  # noqa: Y015
+
+@_typing.final
+class PlayersDefault(_message.Message):
+    """The default of an option for one number of players."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PLAYERS_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    players: _builtins.int
+    """The number of players (seats)."""
+    @_builtins.property
+    def value(self) -> _record_pb2.Option:
+        """The value a table of that many players gets when the option is omitted."""
+
+    def __init__(
+        self,
+        *,
+        players: _builtins.int = ...,
+        value: _record_pb2.Option | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["players", b"players", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PlayersDefault: _TypeAlias = PlayersDefault  # noqa: Y015
 
 @_typing.final
 class SeatRequest(_message.Message):

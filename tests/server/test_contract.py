@@ -5,13 +5,10 @@ defaults ListGames gives for every number of players, and server reflection v1."
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
-from google.protobuf import descriptor_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from referee.server.app import RunningServer
@@ -19,7 +16,7 @@ from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 from tapis.v1 import referee_pb2_grpc as rpc
 
-from .util import auth, new_table, option, play_random, run
+from .util import auth, new_table, option, run
 
 DETAILS = "grpc-status-details-bin"
 TYPE_URL = "type.googleapis.com/"
@@ -66,8 +63,12 @@ def test_invalid_argument_carries_a_bad_request_naming_the_field(tmp_path: Path)
             (
                 "seats[1].name",
                 "longer than 64",
-                create(pb.CreateTableRequest(game="hearts", seats=[pb.SeatRequest(name="A"),
-                       pb.SeatRequest(name="x" * 100)])),  # fmt: skip
+                create(
+                    pb.CreateTableRequest(
+                        game="hearts",
+                        seats=[pb.SeatRequest(name="A"), pb.SeatRequest(name="x" * 100)],
+                    )
+                ),
             ),
             ("game", "unknown game", create(pb.CreateTableRequest(game="go", seats=_seats(4)))),
             (
@@ -153,5 +154,54 @@ def test_invalid_argument_carries_a_bad_request_naming_the_field(tmp_path: Path)
             assert violations[0].field == field, (violations[0], message)
             assert words in violations[0].description, (violations[0], words)
             assert message == f"{field}: {violations[0].description}"
+
+    run(body, tmp_path)
+
+
+def test_list_games_defaults_are_what_a_table_gets_for_every_number_of_players(
+    tmp_path: Path,
+) -> None:
+    """For every game, ruleset and number of players: a table created without options gets,
+    in its signed record, the defaults ListGames gives for that number of players
+    (`defaults` where the default depends on it, else `default_value`)."""
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        games = (await stub.ListGames(pb.ListGamesRequest())).games
+        depends: set[tuple[str, str, str]] = set()
+        tables = 0
+        for game in games:
+            for ruleset in game.rulesets:
+                counts = list(ruleset.player_counts)
+                assert counts == sorted(counts) and counts, ruleset
+                for info in ruleset.options:
+                    if info.defaults:
+                        depends.add((game.name, ruleset.name, info.key))
+                        assert [d.players for d in info.defaults] == counts, info
+                        # default_value: the default for the first number of players.
+                        assert info.defaults[0].value == info.default_value, info
+                        assert any(d.value != info.default_value for d in info.defaults), info
+                for n in counts:
+                    table_id, tokens = await new_table(stub, game.name, ruleset.name, {}, n)
+                    tables += 1
+                    await stub.Resign(
+                        pb.ResignRequest(table_id=table_id, seat=0), metadata=auth(tokens[0])
+                    )
+                    got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+                    rules = rpb.GameRecord.FromString(got.envelope.record).rules
+                    assert rules.players == n
+                    table = {o.key: o for o in rules.options}
+                    assert sorted(table) == [o.key for o in ruleset.options]
+                    for info in ruleset.options:
+                        expected = next(
+                            (d.value for d in info.defaults if d.players == n), info.default_value
+                        )
+                        assert table[info.key] == expected, (game.name, ruleset.name, n, info.key)
+        # The defaults that depend on the number of players, as RULES.md has them.
+        assert {
+            ("napoleon", "standard", "deals"),
+            ("triomphe", "equipe", "target"),
+            ("napoleon", "standard", "players"),
+        } <= depends
+        assert tables >= 20
 
     run(body, tmp_path)
