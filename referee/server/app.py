@@ -5,8 +5,9 @@ The port is bound first (exclusively: no other process may share it), then the s
 locked, so a bad address or a second referee on the same store fails before anything is
 created. Until every live table is reloaded, the service answers UNAVAILABLE and standard gRPC
 health checking reports NOT_SERVING; NOT_SERVING again as soon as shutdown begins, and the
-changes under way finish before the store closes. Server reflection lists the services. Logs
-are JSON lines on stderr, one per event in a table's life.
+changes under way finish before the store closes. Server reflection (`grpc.reflection.v1` and
+`v1alpha`) lists the services and serves their descriptors. Logs are JSON lines on stderr, one
+per event in a table's life.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 from records.signing import key_id, load_or_create_private_key
 from referee.errors import ListenError
@@ -36,6 +38,7 @@ from tapis.v1 import referee_pb2
 __all__ = ["Limits", "ListenError", "RunningServer", "create_server", "serve"]
 
 SERVICE = referee_pb2.DESCRIPTOR.services_by_name["RefereeService"].full_name
+REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
 log = logging.getLogger("tapis.referee")
 
 
@@ -108,13 +111,8 @@ async def create_server(
         add_referee_service(RefereeServicer(referee, limits), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        reflection.enable_server_reflection(
-            (
-                SERVICE,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ),
-            server,
+        _enable_reflection(
+            (SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server
         )
         await health_servicer.set(SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
         await health_servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -141,6 +139,55 @@ async def create_server(
         },
     )
     return RunningServer(server, port, referee, health_servicer, store)
+
+
+def _enable_reflection(services: tuple[str, ...], server: grpc.aio.Server) -> None:
+    """Server reflection under both names tools ask for: `grpc.reflection.v1` (the stable
+    one) and `grpc.reflection.v1alpha`. grpcio-reflection implements only v1alpha; v1 has
+    the same messages, field for field (only the package differs), so one servicer answers
+    both: v1alpha's, registered a second time under v1's service name, and v1's file
+    descriptor (v1alpha's, renamed) added to the pool it describes from."""
+    _add_reflection_v1_file(descriptor_pool.Default())
+    servicer = reflection.aio.ReflectionServicer(
+        (*services, REFLECTION_V1, reflection.SERVICE_NAME)
+    )
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
+    method = grpc.stream_stream_rpc_method_handler(
+        servicer.ServerReflectionInfo,
+        request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+        response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+    )
+    handlers = {"ServerReflectionInfo": method}
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(REFLECTION_V1, handlers),)
+    )
+    server.add_registered_method_handlers(REFLECTION_V1, handlers)
+
+
+def _add_reflection_v1_file(pool: descriptor_pool.DescriptorPool) -> None:
+    """Add `grpc/reflection/v1/reflection.proto` to `pool` (once): v1alpha's file with the
+    package `grpc.reflection.v1`."""
+    name = "grpc/reflection/v1/reflection.proto"
+    try:
+        pool.FindFileByName(name)
+        return
+    except KeyError:
+        pass
+    old, new = ".grpc.reflection.v1alpha.", ".grpc.reflection.v1."
+    proto = descriptor_pb2.FileDescriptorProto()
+    reflection_pb2.DESCRIPTOR.CopyToProto(proto)
+    proto.name = name
+    proto.package = "grpc.reflection.v1"
+    proto.ClearField("options")
+    for message in proto.message_type:
+        for field in message.field:
+            if field.type_name.startswith(old):
+                field.type_name = new + field.type_name[len(old) :]
+    for service in proto.service:
+        for m in service.method:
+            m.input_type = new + m.input_type[len(old) :]
+            m.output_type = new + m.output_type[len(old) :]
+    pool.Add(proto)
 
 
 SWITCH_INTERVAL = 0.0005  # seconds (Python's default: 0.005)

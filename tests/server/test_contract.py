@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 from google.rpc import error_details_pb2, status_pb2
 
 from referee.server.app import RunningServer
@@ -203,5 +204,112 @@ def test_list_games_defaults_are_what_a_table_gets_for_every_number_of_players(
             ("napoleon", "standard", "players"),
         } <= depends
         assert tables >= 20
+
+    run(body, tmp_path)
+
+
+# The part of grpc/reflection/v1/reflection.proto a client needs to list services and fetch
+# descriptors (field numbers as the public v1 schema has them), for a client that shares
+# nothing with the referee's own reflection code.
+REFLECTION_V1 = """
+name: "client/reflection_v1.proto"
+package: "grpc.reflection.v1"
+syntax: "proto3"
+message_type {
+  name: "ServerReflectionRequest"
+  field { name: "host" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "file_containing_symbol" number: 4 label: LABEL_OPTIONAL type: TYPE_STRING
+          oneof_index: 0 }
+  field { name: "list_services" number: 7 label: LABEL_OPTIONAL type: TYPE_STRING
+          oneof_index: 0 }
+  oneof_decl { name: "message_request" }
+}
+message_type {
+  name: "ServerReflectionResponse"
+  field { name: "valid_host" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
+  field { name: "file_descriptor_response" number: 4 label: LABEL_OPTIONAL type: TYPE_MESSAGE
+          type_name: ".grpc.reflection.v1.FileDescriptorResponse" oneof_index: 0 }
+  field { name: "list_services_response" number: 6 label: LABEL_OPTIONAL type: TYPE_MESSAGE
+          type_name: ".grpc.reflection.v1.ListServiceResponse" oneof_index: 0 }
+  field { name: "error_response" number: 7 label: LABEL_OPTIONAL type: TYPE_MESSAGE
+          type_name: ".grpc.reflection.v1.ErrorResponse" oneof_index: 0 }
+  oneof_decl { name: "message_response" }
+}
+message_type {
+  name: "FileDescriptorResponse"
+  field { name: "file_descriptor_proto" number: 1 label: LABEL_REPEATED type: TYPE_BYTES }
+}
+message_type {
+  name: "ListServiceResponse"
+  field { name: "service" number: 1 label: LABEL_REPEATED type: TYPE_MESSAGE
+          type_name: ".grpc.reflection.v1.ServiceResponse" }
+}
+message_type {
+  name: "ServiceResponse"
+  field { name: "name" number: 1 label: LABEL_OPTIONAL type: TYPE_STRING }
+}
+message_type {
+  name: "ErrorResponse"
+  field { name: "error_code" number: 1 label: LABEL_OPTIONAL type: TYPE_INT32 }
+  field { name: "error_message" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+}
+"""
+
+
+def test_server_reflection_v1_lists_and_describes_the_services(tmp_path: Path) -> None:
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(text_format.Parse(REFLECTION_V1, descriptor_pb2.FileDescriptorProto()))
+    request_type = message_factory.GetMessageClass(
+        pool.FindMessageTypeByName("grpc.reflection.v1.ServerReflectionRequest")
+    )
+    response_type = message_factory.GetMessageClass(
+        pool.FindMessageTypeByName("grpc.reflection.v1.ServerReflectionResponse")
+    )
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, channel: Any) -> None:
+        call = channel.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=response_type.FromString,
+        )
+        requests = [
+            request_type(list_services=""),
+            request_type(file_containing_symbol="tapis.v1.RefereeService"),
+            request_type(file_containing_symbol="grpc.reflection.v1.ServerReflection"),
+            request_type(file_containing_symbol="tapis.v1.NoSuchThing"),
+        ]
+        replies = [r async for r in call(iter(requests))]
+        assert len(replies) == len(requests)
+        listed = {s.name for s in replies[0].list_services_response.service}
+        assert listed == {
+            "tapis.v1.RefereeService",
+            "grpc.health.v1.Health",
+            "grpc.reflection.v1.ServerReflection",
+            "grpc.reflection.v1alpha.ServerReflection",
+        }
+        files = {}
+        for reply in replies[1:3]:
+            assert reply.WhichOneof("message_response") == "file_descriptor_response", reply
+            for data in reply.file_descriptor_response.file_descriptor_proto:
+                f = descriptor_pb2.FileDescriptorProto.FromString(data)
+                files[f.name] = f
+        referee = files["tapis/v1/referee.proto"]
+        assert [s.name for s in referee.service] == ["RefereeService"]
+        assert "tapis/v1/record.proto" in files  # its dependency comes with it
+        assert "SubmitAction" in [m.name for m in referee.service[0].method]
+        v1 = files["grpc/reflection/v1/reflection.proto"]
+        assert v1.package == "grpc.reflection.v1"
+        (method,) = v1.service[0].method
+        assert method.input_type == ".grpc.reflection.v1.ServerReflectionRequest"
+        assert method.client_streaming and method.server_streaming
+        assert replies[3].error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0]
+        # v1alpha still answers, with the same services.
+        old = channel.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=response_type.FromString,
+        )
+        (reply,) = [r async for r in old(iter([request_type(list_services="")]))]
+        assert {s.name for s in reply.list_services_response.service} == listed
 
     run(body, tmp_path)
