@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 from google.rpc import error_details_pb2, status_pb2
 
@@ -313,3 +314,82 @@ def test_server_reflection_v1_lists_and_describes_the_services(tmp_path: Path) -
         assert {s.name for s in reply.list_services_response.service} == listed
 
     run(body, tmp_path)
+
+
+def _detail(status: status_pb2.Status, kind: type[Any]) -> Any:
+    (detail,) = status.details
+    assert detail.type_url == TYPE_URL + kind.DESCRIPTOR.full_name
+    out = kind()
+    assert detail.Unpack(out)
+    return out
+
+
+def test_statuses_of_the_edge_cases(tmp_path: Path) -> None:
+    """Each case referee.proto and docs/protocol.md name: its status and its detail."""
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, tokens = await new_table(stub, "dame-de-pique", "", {}, 4)
+        seat0 = auth(tokens[0])
+        # JoinTable on a full table: PERMISSION_DENIED, no detail.
+        for seat in ({}, {"seat": 2}):
+            code, message, status = await _status(
+                stub.JoinTable(pb.JoinTableRequest(table_id=table_id, **seat))
+            )
+            assert code == grpc.StatusCode.PERMISSION_DENIED and not status.details, message
+        # GetRecord before the end: FAILED_PRECONDITION, no detail.
+        code, message, status = await _status(
+            stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+        )
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and not status.details
+        assert "not finished" in message
+        view = await stub.GetView(pb.GetViewRequest(table_id=table_id, seat=0), metadata=seat0)
+        index = view.view.action_index
+
+        def submit(action: int, expected: int = index) -> Any:
+            request = pb.SubmitActionRequest(
+                table_id=table_id, seat=0, expected_action_index=expected, action=action
+            )
+            return stub.SubmitAction(request, metadata=seat0)
+
+        # A defined action the rules refuse, also one of a kind this game never uses (a bid):
+        # FAILED_PRECONDITION with an ActionRefusal holding the legal actions.
+        for action in (0 << 3 | 0, 1 << 3 | 2):  # play 2S (seat 0 must pass first), bid two
+            code, message, status = await _status(submit(action))
+            assert code == grpc.StatusCode.FAILED_PRECONDITION, message
+            refusal = _detail(status, pb.ActionRefusal)
+            assert refusal.rule.startswith("DP.") and refusal.code and refusal.reason
+            assert list(refusal.legal_actions) == list(view.view.legal_actions)
+        # A stale expected_action_index: ABORTED with a StaleAction giving the current index.
+        code, message, status = await _status(submit(view.view.legal_actions[0].action, 5))
+        assert code == grpc.StatusCode.ABORTED
+        assert _detail(status, pb.StaleAction).action_index == index
+        # A retry of an acknowledged submission: the same answer, no second action.
+        first = await submit(view.view.legal_actions[0].action)
+        again = await submit(view.view.legal_actions[0].action)
+        assert again == first
+        table = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+        assert table.action_index == index + 1
+        # WatchTable on a finished table: every event, MatchEnded last, then the stream ends.
+        await stub.Resign(pb.ResignRequest(table_id=table_id, seat=1), metadata=auth(tokens[1]))
+        events = [r.event async for r in stub.WatchTable(pb.WatchTableRequest(table_id=table_id))]
+        assert events[-1].WhichOneof("event") == "match_ended"
+        assert [e.index for e in events] == list(range(len(events)))
+        # Unknown table: NOT_FOUND; a watch from past the end: OUT_OF_RANGE.
+        code, _, status = await _status(stub.GetTable(pb.GetTableRequest(table_id="nope")))
+        assert code == grpc.StatusCode.NOT_FOUND and not status.details
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            request = pb.WatchTableRequest(table_id=table_id, from_event_index=len(events) + 1)
+            async for _ in stub.WatchTable(request):
+                pass
+        assert exc.value.code() == grpc.StatusCode.OUT_OF_RANGE
+        # A table whose open seats expire: its watchers get TableClosed, then the stream ends.
+        waiting = await stub.CreateTable(
+            pb.CreateTableRequest(
+                game="hearts", seats=[pb.SeatRequest(name="A"), *[pb.SeatRequest(open=True)] * 3]
+            )
+        )
+        request = pb.WatchTableRequest(table_id=waiting.table_id)
+        events = [r.event async for r in stub.WatchTable(request)]
+        assert events[-1].table_closed.status == pb.TABLE_STATUS_EXPIRED
+
+    run(body, tmp_path, open_seat_ttl=0.3)
