@@ -136,15 +136,17 @@ class RefereeServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WatchTable(self, request, context):
-        """The table's events from an index on, then each new one as it happens. Reconnect with
-        from_event_index = last index received + 1 to resume without gap or duplicate.
+        """The table's events from an index on, then each new one as it happens; the stream ends
+        (OK) after MatchEnded or TableClosed. Reconnect with from_event_index = last index
+        received + 1 to resume without gap or duplicate.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetRecord(self, request, context):
-        """The signed record of a finished table.
+        """The signed record of a finished table. Before the end, or for a table closed without a
+        record: FAILED_PRECONDITION.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -33,27 +33,59 @@ Every int option has the range its OptionInfo gives. A table stops at 1000 hands
 actions (whichever comes first): its match is stopped unfinished, with a record saying why.
 Every reply is far below the 4 MiB a client receives by default.
 
-Status codes:
-- INVALID_ARGUMENT: a request that does not decode, a field out of its bounds or bad rules;
-  the message names the field (`seats[1].name: longer than 64 characters`) and quotes at most
-  a short prefix of what was sent.
-- FAILED_PRECONDITION: an action the rules refuse, with a google.rpc.Status
-  (`grpc-status-details-bin` trailer) whose details hold an ActionRefusal (rule id, reason,
-  legal actions); also a call the table's state does not allow (GetRecord before the end, an
-  action on a table waiting for players, or on a table that is closed: expired, or broken by
-  an internal error of the referee, which isolates that table).
-- ABORTED: a submission whose expected_action_index is not the table's, with a StaleAction
-  detail giving the current index.
-- NOT_FOUND: no such table. OUT_OF_RANGE: WatchTable from an event index the table has not
-  reached. PERMISSION_DENIED: a wrong token, or JoinTable on a seat already taken or a table
-  with no open seat. RESOURCE_EXHAUSTED: a client over its tables or streams.
-- UNAVAILABLE: the referee is starting (reloading its tables; health says NOT_SERVING) or
-  stopping; retry later. Nothing a client sends yields UNKNOWN or INTERNAL.
+Errors: a failed call ends with a status code and a message for people (which names the
+field at fault and quotes at most a short prefix of what was sent). Where there is more, the
+binary trailer `grpc-status-details-bin` holds a serialized `google.rpc.Status` (googleapis
+google/rpc/status.proto; not imported here: you need it only to decode errors) whose `code`
+and `message` repeat the call's and whose `details` are `google.protobuf.Any` messages:
+- `type.googleapis.com/tapis.v1.ActionRefusal` (this file) with FAILED_PRECONDITION;
+- `type.googleapis.com/tapis.v1.StaleAction` (this file) with ABORTED;
+- `type.googleapis.com/google.rpc.BadRequest` (googleapis google/rpc/error_details.proto)
+  with INVALID_ARGUMENT: one FieldViolation whose `field` is the path of the request field
+  at fault and `description` the reason; the message is "<field>: <description>".
 
-Retries: reads, WatchTable (from the next event index) and SubmitAction (at the same
-expected_action_index) are safe to repeat. CreateTable and JoinTable are made safe by a
-client-chosen `request_id`: the same request with the same id gives the same table and
-tokens, even across a restart of the referee.
+Status codes:
+- INVALID_ARGUMENT (BadRequest detail): a request that does not decode (field `request`),
+  a field out of its bounds (`seats[1].name: ... longer than 64 characters`), bad rules
+  (`game`, `ruleset`, `options[i].key` for an unknown option, `options[i].int_value` (or
+  `bool_value`, `string_value`) for a value refused, `seats` for a number of players the
+  ruleset does not allow; a `players` option that differs from the number of seats names
+  that option), a seat the table does not have (`seat`), an undefined action code, one that
+  is no action of any game (`action`), a request_id reused for another request
+  (`request_id`).
+- FAILED_PRECONDITION: an action the rules refuse, with an ActionRefusal detail (rule id,
+  reason, legal actions): a well-formed action that is not legal now, also one of a kind
+  the game never uses (a bid in Dame de Pique). Without detail: a call the table's state
+  does not allow (GetRecord before the end, a submission on a table waiting for players or
+  stopped at the referee's limits, any call on a table that is closed: expired, or broken
+  by an internal error of the referee, which isolates that table).
+- ABORTED (StaleAction detail): a submission whose expected_action_index is not the
+  table's (and is no retry), with the current index.
+- NOT_FOUND: no such table. OUT_OF_RANGE: WatchTable from an event index the table has not
+  reached. PERMISSION_DENIED: a wrong token, or JoinTable on a seat already taken or on a
+  full table (no open seat). RESOURCE_EXHAUSTED: a client over its tables or streams.
+- UNAVAILABLE: the referee is starting (reloading its tables; health says NOT_SERVING) or
+  stopping, or could not store a change (nothing changed); retry later. Nothing a client
+  sends yields UNKNOWN or INTERNAL.
+
+Retries (what counts as one): reads (ListGames, GetTable, GetView, GetRecord) are safe to
+repeat. SubmitAction repeated by the same seat with the same action at the same
+expected_action_index, while the seat has not acted since, is answered again without
+effect; anything else at a passed index is ABORTED. CreateTable and JoinTable are made safe
+by a client-chosen `request_id`: the same request with the same id from the same client
+gives the same table or seat and tokens, even across a restart of the referee. A repeated
+Resign whose first call went through fails with FAILED_PRECONDITION (the match is over).
+WatchTable resumes from the next event index. A change of state, once begun, completes even
+if the caller's deadline expires: after a timeout, retry rather than assume nothing happened.
+
+Streams: WatchTable sends the table's events from from_event_index on, then each new one,
+and ends by itself (status OK) after its last event: MatchEnded (the record is ready) or
+TableClosed (expired or broken, no record).
+
+docs/protocol.md is the guide to this contract (connect, the turn loop, errors, retries,
+clocks, records); docs/facts.md lists every public fact key; docs/deal.md specifies the
+deal algorithm `tapis-deal/1`. The referee serves server reflection
+(grpc.reflection.v1.ServerReflection and v1alpha) and grpc.health.v1.Health.
 """
 
 from collections import abc as _abc
@@ -101,11 +133,14 @@ class RefereeServiceStub:
     Resign: _grpc.UnaryUnaryMultiCallable[_referee_pb2.ResignRequest, _referee_pb2.ResignResponse]
     """Concede the match for a seat (authenticated)."""
     WatchTable: _grpc.UnaryStreamMultiCallable[_referee_pb2.WatchTableRequest, _referee_pb2.WatchTableResponse]
-    """The table's events from an index on, then each new one as it happens. Reconnect with
-    from_event_index = last index received + 1 to resume without gap or duplicate.
+    """The table's events from an index on, then each new one as it happens; the stream ends
+    (OK) after MatchEnded or TableClosed. Reconnect with from_event_index = last index
+    received + 1 to resume without gap or duplicate.
     """
     GetRecord: _grpc.UnaryUnaryMultiCallable[_referee_pb2.GetRecordRequest, _referee_pb2.GetRecordResponse]
-    """The signed record of a finished table."""
+    """The signed record of a finished table. Before the end, or for a table closed without a
+    record: FAILED_PRECONDITION.
+    """
 
 @_typing.type_check_only
 class RefereeServiceAsyncStub(RefereeServiceStub):
@@ -127,11 +162,14 @@ class RefereeServiceAsyncStub(RefereeServiceStub):
     Resign: _aio.UnaryUnaryMultiCallable[_referee_pb2.ResignRequest, _referee_pb2.ResignResponse]  # type: ignore[assignment]
     """Concede the match for a seat (authenticated)."""
     WatchTable: _aio.UnaryStreamMultiCallable[_referee_pb2.WatchTableRequest, _referee_pb2.WatchTableResponse]  # type: ignore[assignment]
-    """The table's events from an index on, then each new one as it happens. Reconnect with
-    from_event_index = last index received + 1 to resume without gap or duplicate.
+    """The table's events from an index on, then each new one as it happens; the stream ends
+    (OK) after MatchEnded or TableClosed. Reconnect with from_event_index = last index
+    received + 1 to resume without gap or duplicate.
     """
     GetRecord: _aio.UnaryUnaryMultiCallable[_referee_pb2.GetRecordRequest, _referee_pb2.GetRecordResponse]  # type: ignore[assignment]
-    """The signed record of a finished table."""
+    """The signed record of a finished table. Before the end, or for a table closed without a
+    record: FAILED_PRECONDITION.
+    """
 
 class RefereeServiceServicer(metaclass=_abc_1.ABCMeta):
     """The referee service."""
@@ -198,8 +236,9 @@ class RefereeServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _referee_pb2.WatchTableRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_referee_pb2.WatchTableResponse], _abc.AsyncIterator[_referee_pb2.WatchTableResponse]]:
-        """The table's events from an index on, then each new one as it happens. Reconnect with
-        from_event_index = last index received + 1 to resume without gap or duplicate.
+        """The table's events from an index on, then each new one as it happens; the stream ends
+        (OK) after MatchEnded or TableClosed. Reconnect with from_event_index = last index
+        received + 1 to resume without gap or duplicate.
         """
 
     @_abc_1.abstractmethod
@@ -208,6 +247,8 @@ class RefereeServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _referee_pb2.GetRecordRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_referee_pb2.GetRecordResponse, _abc.Awaitable[_referee_pb2.GetRecordResponse]]:
-        """The signed record of a finished table."""
+        """The signed record of a finished table. Before the end, or for a table closed without a
+        record: FAILED_PRECONDITION.
+        """
 
 def add_RefereeServiceServicer_to_server(servicer: RefereeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
