@@ -5,6 +5,7 @@ defaults ListGames gives for every number of players, and server reflection v1."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 from google.rpc import error_details_pb2, status_pb2
 
+from referee import errors
 from referee.server.app import RunningServer
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
@@ -393,3 +395,24 @@ def test_statuses_of_the_edge_cases(tmp_path: Path) -> None:
         assert events[-1].table_closed.status == pb.TABLE_STATUS_EXPIRED
 
     run(body, tmp_path, open_seat_ttl=0.3)
+
+
+def test_protocol_doc_names_every_status_the_referee_answers_with() -> None:
+    """docs/protocol.md's table of status codes (section 9) has a row for every code an
+    error of the referee carries (referee/errors.py), and no other."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text("utf-8")
+    section = doc.split("## 9. Errors and their details", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([A-Z_]+)` \|", section, re.M)
+    assert len(rows) == len(set(rows))
+    carried = {
+        cls.grpc_status
+        for cls in vars(errors).values()
+        if isinstance(cls, type) and issubclass(cls, errors.TapisError) and cls.grpc_status
+    }
+    assert set(rows) == carried
+    for url in re.findall(r"`type\.googleapis\.com/([\w.]+)`", section):
+        assert url in {
+            pb.ActionRefusal.DESCRIPTOR.full_name,
+            pb.StaleAction.DESCRIPTOR.full_name,
+            error_details_pb2.BadRequest.DESCRIPTOR.full_name,
+        }
