@@ -146,7 +146,8 @@ def _enable_reflection(services: tuple[str, ...], server: grpc.aio.Server) -> No
     one) and `grpc.reflection.v1alpha`. grpcio-reflection implements only v1alpha; v1 has
     the same messages, field for field (only the package differs), so one servicer answers
     both: v1alpha's, registered a second time under v1's service name, and v1's file
-    descriptor (v1alpha's, renamed) added to the pool it describes from."""
+    descriptor (v1alpha's, renamed) added to the pool it describes from. (When
+    grpcio-reflection ships v1, its own module replaces this.)"""
     _add_reflection_v1_file(descriptor_pool.Default())
     servicer = reflection.aio.ReflectionServicer(
         (*services, REFLECTION_V1, reflection.SERVICE_NAME)

@@ -678,7 +678,9 @@ class GetTableResponse(_message.Message):
     """Number of events so far (the next event index)."""
     @_builtins.property
     def rules(self) -> _record_pb2.Rules:
-        """Game, ruleset, players and rules digest (options are in the record)."""
+        """Game, ruleset, players, every option with its effective value (defaults included) and
+        the rules digest, as the record will have them.
+        """
 
     @_builtins.property
     def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___TableSeat]:
