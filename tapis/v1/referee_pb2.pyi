@@ -57,8 +57,9 @@ Status codes:
   reason, legal actions): a well-formed action that is not legal now, also one of a kind
   the game never uses (a bid in Dame de Pique). Without detail: a call the table's state
   does not allow (GetRecord before the end, a submission on a table waiting for players or
-  stopped at the referee's limits, any call on a table that is closed: expired, or broken
-  by an internal error of the referee, which isolates that table).
+  stopped at the referee's limits, JoinTable, SubmitAction, Resign or GetRecord on a table
+  that is closed: expired, or broken by an internal error of the referee, which isolates
+  that table).
 - ABORTED (StaleAction detail): a submission whose expected_action_index is not the
   table's (and is no retry), with the current index.
 - NOT_FOUND: no such table. OUT_OF_RANGE: WatchTable from an event index the table has not
