@@ -72,7 +72,8 @@ Status codes:
 Retries (what counts as one): reads (ListGames, GetTable, GetView, GetRecord) are safe to
 repeat. SubmitAction repeated by the same seat with the same action at the same
 expected_action_index, while the seat has not acted since, is answered again without
-effect; anything else at a passed index is ABORTED. CreateTable and JoinTable are made safe
+effect; another mismatch of the index is ABORTED (SubmitActionRequest.expected_action_index
+says exactly). CreateTable and JoinTable are made safe
 by a client-chosen `request_id`: the same request with the same id from the same client
 gives the same table or seat and tokens, even across a restart of the referee. A repeated
 Resign whose first call went through fails with FAILED_PRECONDITION (the match is over).
