@@ -73,9 +73,9 @@ Retries (what counts as one): reads (ListGames, GetTable, GetView, GetRecord) ar
 repeat. SubmitAction repeated by the same seat with the same action at the same
 expected_action_index, while the seat has not acted since, is answered again without
 effect; another mismatch of the index is ABORTED (SubmitActionRequest.expected_action_index
-says exactly). CreateTable and JoinTable are made safe
-by a client-chosen `request_id`: the same request with the same id from the same client
-gives the same table or seat and tokens, even across a restart of the referee. A repeated
+says exactly). CreateTable and JoinTable are made safe by a client-chosen `request_id`: the
+same request with the same id from the same client gives the same table or seat and
+tokens, even across a restart of the referee (for 24 hours). A repeated
 Resign whose first call went through fails with FAILED_PRECONDITION (the match is over).
 WatchTable resumes from the next event index. A change of state, once begun, completes even
 if the caller's deadline expires: after a timeout, retry rather than assume nothing happened.
