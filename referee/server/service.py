@@ -138,12 +138,21 @@ def _field_of(exc: Exception, request: object) -> str:
     if isinstance(request, pb.CreateTableRequest):
         for i, o in enumerate(request.options):
             if o.key == key:
-                if str(exc).startswith("unknown option"):
-                    return f"options[{i}].key"
-                return f"options[{i}].{o.WhichOneof('value')}"
+                known = _option_keys(request.game, request.ruleset)
+                return f"options[{i}].{o.WhichOneof('value') if key in known else 'key'}"
         if key == "players":  # no `players` option: the number of seats stands for it
             return "seats"
     return "options"
+
+
+def _option_keys(game: str, ruleset: str) -> frozenset[str]:
+    """The option keys of a game's ruleset (empty for an unknown game or ruleset)."""
+    try:
+        spec = find_game(game)
+    except RulesError:
+        return frozenset()
+    model = spec.rulesets.get(ruleset or spec.default_ruleset)
+    return frozenset(model.model_fields) if model is not None else frozenset()
 
 
 def _grpc_status(exc: Exception) -> str | None:
