@@ -56,9 +56,7 @@ async def settle(server: RunningServer) -> None:
         await server.referee.idle()
 
 
-async def view(
-    stub: rpc.RefereeServiceStub, table_id: str, seat: int, token: str
-) -> pb.SeatView:
+async def view(stub: rpc.RefereeServiceStub, table_id: str, seat: int, token: str) -> pb.SeatView:
     request = pb.GetViewRequest(table_id=table_id, seat=seat)
     return (await stub.GetView(request, metadata=auth(token))).view
 
@@ -189,9 +187,7 @@ def test_views_and_events_show_the_clocks(tmp_path: Path) -> None:
                               policy=FORFEIT)  # fmt: skip
 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
-        table_id, tokens = await timed_table(
-            stub, "napoleon", "", {"deals": 2}, 4, control
-        )
+        table_id, tokens = await timed_table(stub, "napoleon", "", {"deals": 2}, 4, control)
         v = await view(stub, table_id, 0, tokens[0])
         assert [c.seat for c in v.clocks] == [0, 1, 2, 3]
         running = [c.seat for c in v.clocks if c.running]
@@ -302,9 +298,7 @@ def test_clocks_survive_a_restart(tmp_path: Path) -> None:
         rpb.TimeControl(action_ms=1000, policy=7),  # type: ignore[arg-type]
     ],
 )
-def test_a_time_control_out_of_its_ranges_is_refused(
-    tmp_path: Path, bad: rpb.TimeControl
-) -> None:
+def test_a_time_control_out_of_its_ranges_is_refused(tmp_path: Path, bad: rpb.TimeControl) -> None:
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await timed_table(stub, "hearts", "", {}, 4, bad)
