@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
-from records.codec import canonical_bytes, decode_record
+from records.codec import canonical_bytes, decode_record, write_envelopes
 from records.signing import load_private_key, load_public_key, sign
 from records.verify import verify_envelope
 from referee.server.app import RunningServer
@@ -22,6 +22,7 @@ from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 from tapis.v1 import referee_pb2_grpc as rpc
 
+from ..commands import tapis
 from .test_referee import MATCHES
 from .util import ManualTime, auth, option, play_random, referee
 
@@ -325,6 +326,14 @@ def test_a_record_with_its_clocks_tampered_and_re_signed_fails_verify(tmp_path: 
     key = load_private_key(tmp_path / "k.key")
     public = load_public_key(tmp_path / "k.key")
     assert verify_envelope(sign(canonical_bytes(rec), key), [public]).ok
+    # `tapis record show` prints the clocks.
+    path = tmp_path / "timed.tapis"
+    write_envelopes(path, [sign(canonical_bytes(rec), key)])
+    shown = tapis("record", "show", path)
+    assert shown.returncode == 0, shown.stderr
+    assert "clocks: 2 s per action, 5 s per seat, forfeit" in shown.stdout
+    assert "(2.0 s, 0:" in shown.stdout and "out of time)" in shown.stdout
+    assert f"seat {rec.outcome.resigned} lost on time [CLOCK.FORFEIT]" in shown.stdout
 
     def mutant(change: Any) -> rpb.RecordEnvelope:
         bad = rpb.GameRecord()
