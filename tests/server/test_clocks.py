@@ -24,7 +24,7 @@ from tapis.v1 import referee_pb2_grpc as rpc
 
 from ..commands import tapis
 from .test_referee import MATCHES
-from .util import ManualTime, auth, option, play_random, referee
+from .util import ManualTime, Server, auth, option, play_random, referee
 
 FORFEIT = rpb.TIMEOUT_POLICY_FORFEIT
 AUTOPLAY = rpb.TIMEOUT_POLICY_AUTOPLAY
@@ -377,3 +377,38 @@ def test_a_record_with_its_clocks_tampered_and_re_signed_fails_verify(tmp_path: 
     # Without its mark, the forfeit is a plain resignation: the outcome no longer follows.
     result = verify_envelope(mutant(timeout_not_marked), [public])
     assert not result.ok
+
+
+def test_tapis_table_create_opens_a_timed_table(tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    server.start()
+    try:
+
+        async def rules_of(table_id: str) -> rpb.Rules:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                stub = rpc.RefereeServiceStub(channel)
+                return (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).rules
+
+        address = f"127.0.0.1:{server.port}"
+
+        async def ready() -> None:
+            async with grpc.aio.insecure_channel(address) as channel:
+                await server.serving(channel)
+
+        asyncio.run(ready())
+        made = tapis("table", "create", "--address", address, "--game", "nap",
+                     "--action-time", "30", "--budget", "300", "--increment", "2.5",
+                     "--on-timeout", "autoplay")  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        table_id = made.stdout.split()[1]
+        rules = asyncio.run(rules_of(table_id))
+        assert rules.time_control == rpb.TimeControl(
+            action_ms=30_000, budget_ms=300_000, increment_ms=2_500, policy=AUTOPLAY
+        )
+        bad = tapis("table", "create", "--address", address, "--budget", "soon")
+        assert bad.returncode == 2 and "--budget 'soon': give a number of seconds" in bad.stderr
+        out_of_range = tapis("table", "create", "--address", address, "--action-time", "0.01")
+        assert out_of_range.returncode != 0
+        assert "time_control.action_ms" in out_of_range.stderr
+    finally:
+        server.terminate()
