@@ -32,6 +32,7 @@ from records.signing import key_id, load_or_create_private_key, load_public_key,
 from records.transcript import import_transcript
 from referee.engine.options import parse_option
 from referee.errors import TapisError, exit_status
+from tapis.v1 import record_pb2 as rpb
 
 __all__ = ["add_referee_parsers"]
 
@@ -97,6 +98,31 @@ def cmd_bot(args: argparse.Namespace) -> int:
         return exit_status(exc)
 
 
+def time_control(args: argparse.Namespace) -> rpb.TimeControl | None:
+    """The clocks asked for by --action-time, --budget, --increment and --on-timeout (None:
+    untimed); `ValueError` naming the option for a time that is not a number of seconds. The
+    referee checks the ranges."""
+    times = {}
+    for name, option, value in (
+        ("action_ms", "--action-time", args.action_time),
+        ("budget_ms", "--budget", args.budget),
+        ("increment_ms", "--increment", args.increment),
+    ):
+        if value is None:
+            continue
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = -1.0
+        if not 0 <= seconds <= 10**7:  # (nan fails too)
+            raise ValueError(f"{option} {value!r}: give a number of seconds")
+        times[name] = round(seconds * 1000)
+    if not times:
+        return None
+    policy = {"forfeit": rpb.TIMEOUT_POLICY_FORFEIT, "autoplay": rpb.TIMEOUT_POLICY_AUTOPLAY}
+    return rpb.TimeControl(**times, policy=policy[args.on_timeout])
+
+
 def cmd_table_create(args: argparse.Namespace) -> int:
     """Open a table on a referee; print its id and the tokens of the seats taken here."""
     from clients.sdk import RefereeClient, RefereeError
@@ -109,6 +135,12 @@ def cmd_table_create(args: argparse.Namespace) -> int:
         _err(f"tapis table create: {exc}")
         return 2
 
+    try:
+        clocks = time_control(args)
+    except ValueError as exc:
+        _err(f"tapis table create: {exc}")
+        return 2
+
     async def create() -> None:
         async with RefereeClient(args.address) as client:
             made = await client.create_table(
@@ -116,6 +148,7 @@ def cmd_table_create(args: argparse.Namespace) -> int:
                 args.ruleset or "",
                 options,
                 [(name, i in open_seats) for i, name in enumerate(names)],
+                time_control=clocks,
             )
         print(f"table {made.table_id}")
         for seat, token in sorted(made.tokens.items()):
@@ -246,6 +279,11 @@ def add_referee_parsers(sub: Any) -> None:
     p.add_argument("--open", default="", metavar="N,N,...",
                    help="seats left open for others to join (default: none)")  # fmt: skip
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="a rules option")
+    p.add_argument("--action-time", metavar="SECONDS", help="clocks: the limit of each action")
+    p.add_argument("--budget", metavar="SECONDS", help="clocks: each seat's time for the match")
+    p.add_argument("--increment", metavar="SECONDS", help="clocks: added after each action")
+    p.add_argument("--on-timeout", choices=("forfeit", "autoplay"), default="forfeit",
+                   help="clocks: a seat out of time loses, or is played for")  # fmt: skip
     p.set_defaults(func=cmd_table_create)
 
     key = sub.add_parser("key", help="the referee's signing key")

@@ -210,17 +210,19 @@ class RefereeClient:
         options: Mapping[str, Option] | None = None,
         seats: Sequence[tuple[str, bool]] = (),
         request_id: str | None = None,
+        time_control: rpb.TimeControl | None = None,
     ) -> CreatedTable:
         """Open a table; `seats` is one (name, open) per seat in playing order: the creator
         takes the seats that are not open and receives their tokens. The request carries a
         request id (a new UUID unless given), so a lost connection is retried without making
-        a second table."""
+        a second table. `time_control`: the table's clocks (none by default)."""
         request = pb.CreateTableRequest(
             game=game,
             ruleset=ruleset,
             options=option_messages(options),
             seats=[pb.SeatRequest(name=name, open=open_) for name, open_ in seats],
             request_id=request_id or uuid.uuid4().hex,
+            time_control=time_control,
         )
         resp = await self._unary(lambda: self.stub.CreateTable(request, timeout=self.timeout))
         return CreatedTable(resp.table_id, {t.seat: t.token for t in resp.tokens}, resp.commitment)

@@ -24,6 +24,7 @@ from typing import BinaryIO, TypeVar
 
 from google.protobuf.message import DecodeError
 
+from records.clocks import FORFEIT, FORFEIT_RULE, Timing, forfeit_reason, iter_hand_timing
 from referee.engine import Deal, Match, RecordError, Rules, ScoreLine, Start, find_game
 from referee.engine.options import Option
 from referee.errors import RecordFileError
@@ -141,9 +142,12 @@ def build_record(
     provenance: Provenance,
     decks: Sequence[Sequence[int] | None] = (),
     deal_source: pb.DealSource | None = None,
+    timing: Timing | None = None,
 ) -> pb.GameRecord:
     """The `GameRecord` of `match` as played so far. `decks[i]`, when given, is the pack
-    from which hand i was dealt (kept so the record shows it).
+    from which hand i was dealt (kept so the record shows it). `timing`, for a timed match:
+    its time control, each action's elapsed time and the actions made on time
+    (records/clocks.py); a seat that lost on time is said in the outcome (CLOCK.FORFEIT).
 
     `verify` builds the record of every match it replays to compare it with the stored
     bytes, so the messages are filled in place, field by field (upb: several times quicker
@@ -154,6 +158,8 @@ def build_record(
     rec = pb.GameRecord()
     rec.format_version = FORMAT_VERSION
     rec.rules.CopyFrom(_rules_pb(rules))
+    if timing is not None:
+        rec.rules.time_control.CopyFrom(timing.control.to_pb())
     for s, n in enumerate(names):
         seat = rec.seats.add()
         seat.name = n
@@ -188,6 +194,11 @@ def build_record(
         _deal_to_pb(live.deal, decks[i] if i < len(decks) else None, hand.deal)
         hand.seats = bytes(live.action_seats)
         hand.actions.extend(live.actions)
+    if timing is not None:
+        sizes = [len(h.actions) for h in hands]
+        for hand, (elapsed, timeouts) in zip(hands, iter_hand_timing(timing, sizes), strict=True):
+            hand.elapsed_ms.extend(elapsed)
+            hand.timeouts.extend(timeouts)
     outcome = rec.outcome
     outcome.finished = match.finished
     outcome.winners.extend(match.winners)
@@ -196,6 +207,10 @@ def build_record(
     outcome.reason = match.end_reason
     if match.resigned is not None:
         outcome.resigned = match.resigned
+        last = sum(len(h.actions) for h in hands) - 1
+        if timing is not None and timing.control.policy == FORFEIT and last in timing.timeouts:
+            outcome.reason = forfeit_reason(match.resigned)
+            outcome.rule = FORFEIT_RULE
     prov = rec.provenance
     prov.source = provenance.source
     prov.reference = provenance.reference

@@ -7,6 +7,7 @@ through the engine.
 
 from __future__ import annotations
 
+from records.clocks import Clocks, TimeControl
 from records.codec import record_id, score_from_pb
 from records.replay import replay_record
 from records.score import score_sheet
@@ -48,6 +49,11 @@ def render_record(
         lines.append(f"record {record_id(record_bytes)}")
     opts = _non_default_options(rec)
     lines.append("options: " + (", ".join(opts) if opts else "defaults"))
+    clocks = None
+    if rec.rules.HasField("time_control"):
+        control = TimeControl.from_pb(rec.rules.time_control)
+        clocks = Clocks(control, rec.rules.players)
+        lines.append(f"clocks: {control.describe()}")
     if rec.provenance.source:
         ref = f" {rec.provenance.reference}" if rec.provenance.reference else ""
         lines.append(f"source: {rec.provenance.source}{ref}")
@@ -85,9 +91,12 @@ def render_record(
         in_trick = 0
         pending: list[str] = []
         comments: list[str] = []
+        timeouts = set(hand.timeouts)
         for index, (seat, action) in enumerate(zip(hand.seats, hand.actions, strict=True), 1):
             note = notes.get((h + 1, index))
             forced = " (forced)" if note is not None and note.forced else ""
+            if clocks is not None and index <= len(hand.elapsed_ms):
+                forced += _clock(clocks, seat, hand.elapsed_ms[index - 1], index in timeouts)
             if action & 7 != PLAY:
                 said = "".join(f"  # {c}" for c in note.comments) if note is not None else ""
                 lines.append(f"  {names[seat]}: {action_str(action)}{forced}{said}")
@@ -114,6 +123,20 @@ def render_record(
             lines.extend(comments)
         for at in sorted(by_action):
             score_lines(at)
+    if rec.outcome.rule:
+        lines.append(f"{rec.outcome.reason} [{rec.outcome.rule}]")
     lines.append("")
     lines.append(score_sheet(rec))
     return "\n".join(lines)
+
+
+def _clock(clocks: Clocks, seat: int, elapsed: int, timeout: bool) -> str:
+    """An action's clock for a person: " (12.3 s, 4:47 left)", " (out of time)"."""
+    clocks.spend(seat, elapsed)
+    left = clocks.left(seat)
+    parts = [f"{elapsed / 1000:.1f} s"]
+    if left is not None:
+        parts.append(f"{left // 60_000}:{left // 1000 % 60:02d} left")
+    if timeout:
+        parts.append("out of time")
+    return f" ({', '.join(parts)})"

@@ -33,6 +33,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from records.clocks import check_timing, record_timing
 from records.codec import (
     MAX_NAME,
     MAX_TEXT,
@@ -410,6 +411,7 @@ def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> No
     _text(p.source, "provenance.source")
     _text(p.reference, "provenance.reference")
     _text(p.played_at, "provenance.played_at")
+    check_timing(rec, players)
 
 
 # --- the content: exactly what a replay gives -----------------------------------------------
@@ -417,8 +419,8 @@ def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> No
 
 def rebuild_record(rec: pb.GameRecord, match: Match) -> pb.GameRecord:
     """What `build_record` makes of `match` (the replay of `rec`) with the record's own free
-    fields: its seat names, provenance, packs and deal source, and, for a match not finished,
-    its reason."""
+    fields: its seat names, provenance, packs and deal source, its clocks (checked by
+    `check_timing`) and, for a match not finished, its reason."""
     p = rec.provenance
     built = build_record(
         match,
@@ -426,6 +428,7 @@ def rebuild_record(rec: pb.GameRecord, match: Match) -> pb.GameRecord:
         Provenance(p.source, p.reference, p.played_at),
         [h.deal.deck or None for h in rec.hands],
         rec.deal_source if rec.HasField("deal_source") else None,
+        record_timing(rec),
     )
     if not match.finished:
         built.outcome.reason = rec.outcome.reason  # why a stopped match stopped: free text

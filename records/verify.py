@@ -37,6 +37,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from records.clocks import AUTOPLAY_RULE, FORFEIT_RULE
 from records.codec import (
     RecordFileError,
     file_chunks,
@@ -49,6 +50,7 @@ from records.replay import BaseVisitor, compare_record, match_for_record, replay
 from records.signing import TrustedKey, signature_holds
 from records.strict import check_content, decode_canonical
 from referee.engine import RecordError
+from referee.engine.actions import RESIGN, action_str, encode
 from referee.engine.errors import quoted
 from referee.errors import SignatureError
 from tapis.v1 import record_pb2 as pb
@@ -184,7 +186,10 @@ def verify_record(record_bytes: bytes) -> int:
     """Verify the bytes of a record (no envelope, no signature): they decode, are canonical,
     every field fits its game, the replay holds and gives exactly these bytes. Returns the
     number of hands; `RecordError` at the first fault."""
-    return replay(decode_canonical(record_bytes), _VerifyVisitor(record_bytes))
+    rec = decode_canonical(record_bytes)
+    if rec.rules.HasField("time_control"):
+        return replay(rec, _TimedVerifyVisitor(record_bytes))
+    return replay(rec, _VerifyVisitor(record_bytes))
 
 
 class _VerifyVisitor(BaseVisitor[int]):
@@ -201,6 +206,47 @@ class _VerifyVisitor(BaseVisitor[int]):
 
     def result(self) -> int:
         return len(self.rec.hands)
+
+
+class _TimedVerifyVisitor(_VerifyVisitor):
+    """Verify's replay of a timed record: action by action, what the clocks' arithmetic
+    (`check_timing`, done with the fields) cannot see alone: time counted only for a seat
+    that could act, and each action made on time the one its policy makes (CLOCK.FORFEIT: a
+    resignation; CLOCK.AUTOPLAY: the seat's default action)."""
+
+    def begin_hand(self, h: int, hand: pb.HandRecord) -> None:
+        self.elapsed = hand.elapsed_ms
+        self.timeouts = frozenset(hand.timeouts)
+        self.policy = self.rec.rules.time_control.policy
+
+    def visit_action(self, h: int, a: int, seat: int, action: int) -> None:
+        match = self.match
+        if self.elapsed[a - 1] and seat not in match.to_act():
+            raise RecordError(
+                "clock",
+                f"seat {seat} could not act, yet its clock ran {self.elapsed[a - 1]} ms",
+                hand=h,
+                action=a,
+            )
+        if a not in self.timeouts:
+            return
+        if seat not in match.to_act():
+            raise RecordError(
+                "clock", f"seat {seat} timed out when it could not act", hand=h, action=a
+            )
+        if self.policy == pb.TIMEOUT_POLICY_FORFEIT:
+            want = encode(RESIGN)
+            rule = FORFEIT_RULE
+        else:
+            want = match.default_action(seat)
+            rule = AUTOPLAY_RULE
+        if action != want:
+            raise RecordError(
+                "clock",
+                f"the action made on time is {action_str(action)}; {rule} makes {action_str(want)}",
+                hand=h,
+                action=a,
+            )
 
 
 def verify_frame(

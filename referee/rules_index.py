@@ -102,6 +102,10 @@ RULES: tuple[Rule, ...] = tuple(
         "common",
         ("CARD.WIN", "The highest trump on the trick wins; with no trump on it, the highest "
          "card of the suit led; a card of any other suit never wins.", "rank_order"),
+        ("CLOCK.FORFEIT", "At a timed table under the forfeit policy, a seat whose time runs "
+         "out loses the match: the referee resigns for it."),
+        ("CLOCK.AUTOPLAY", "At a timed table under the autoplay policy, the referee makes the "
+         "action of a seat whose time runs out: its legal action with the smallest code."),
     )
     + _rules(
         "imperiale",

@@ -762,6 +762,14 @@ class Match(ABC):
             return []
         return self.hand.legal_actions(seat)
 
+    def default_action(self, seat: int) -> int:
+        """CLOCK.AUTOPLAY: the action a referee makes for a seat whose time ran out under
+        the autoplay policy: its legal action with the smallest code (a pass in an auction,
+        its lowest card by id in play, the lowest cards in an exchange); -1 when it may not
+        act. A resignation is never a seat's legal action, so never its default."""
+        legal = self.legal_actions(seat)
+        return legal[0] if legal else -1
+
     def refusal(self, seat: int, action: int) -> TapisError | None:
         """The exception `step(seat, action)` would raise, or None when `step` would accept
         the action: an `InvalidAction` for an int that is no action, else an `IllegalAction`
@@ -896,6 +904,8 @@ class Match(ABC):
 
     def _resign(self, seat: int, action: int) -> None:
         # Kept with the hand in progress (which ends unscored), else with the last hand.
+        # CLOCK.FORFEIT: a seat out of time under the forfeit policy ends the same way, the
+        # referee resigning for it.
         hand = self.hand
         assert hand is not None
         if not hand.over:

@@ -33,6 +33,7 @@ from referee.server.limits import DEFAULT_LIMITS, Limits
 from referee.server.service import RefereeServicer, add_referee_service
 from referee.server.store import Store
 from referee.server.tables import Referee
+from referee.server.timesource import SYSTEM_TIME, TimeSource
 from tapis.v1 import referee_pb2
 
 __all__ = ["Limits", "ListenError", "RunningServer", "create_server", "serve"]
@@ -88,10 +89,12 @@ async def create_server(
     db: str | Path = "tapis.db",
     key: str | Path = "referee.key",
     limits: Limits = DEFAULT_LIMITS,
+    time_source: TimeSource = SYSTEM_TIME,
 ) -> RunningServer:
     """Start a referee on `address` (port 0: a free port); returns once it serves.
     `ListenError` when the address cannot be bound, `StoreLocked` when another referee owns
-    the store."""
+    the store. `time_source`: where the clocks of timed tables read the time (tests give their
+    own)."""
     options = [
         ("grpc.max_receive_message_length", limits.max_message_bytes),
         ("grpc.max_send_message_length", 4 * limits.max_message_bytes),
@@ -107,7 +110,7 @@ async def create_server(
     store = Store(db)
     try:
         private_key = load_or_create_private_key(key)
-        referee = Referee(store, private_key, limits)
+        referee = Referee(store, private_key, limits, time_source)
         add_referee_service(RefereeServicer(referee, limits), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError, Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from records.clocks import ACTION_MS, BUDGET_MS, INCREMENT_MS, TimeControl
 from records.codec import options_from_pb, rules_to_pb, score_to_pb
 from records.signing import public_bytes
 from referee.engine import GAMES, find_game, int_range, make_rules
@@ -433,6 +434,13 @@ def seat_view(table: Table, seat: int | None, view: View | None) -> pb.SeatView:
         if seat is not None:
             _add_choices(out.legal_actions, table.legal(seat))
     add_facts(out, view.public, view.cards)
+    add_clock = out.clocks.add
+    for s, remaining, running, left in table.clock_view():
+        clock = add_clock(seat=s, running=running)
+        if remaining is not None:
+            clock.remaining_ms = remaining
+        if left is not None:
+            clock.action_left_ms = left
     return out
 
 
@@ -533,6 +541,10 @@ def event_message(
             mine = event.hands.visible_to(viewer)
             if mine is not None:
                 a.hand.extend(iter_cards(mine))
+        a.elapsed_ms = event.elapsed
+        a.timeout = event.timeout
+        if event.remaining is not None:
+            a.remaining_ms = event.remaining
     elif isinstance(event, TrickWon):
         t = out.trick_completed
         t.number = event.number
@@ -633,8 +645,17 @@ class RefereeServicer:
     ) -> pb.CreateTableResponse:
         options = options_from_pb(request.options)
         seats = [(s.name, s.open) for s in request.seats]
+        time_control = (
+            TimeControl.from_pb(request.time_control) if request.HasField("time_control") else None
+        )
         table, tokens = await self.referee.create(
-            request.game, request.ruleset, options, seats, _client(context), request.request_id
+            request.game,
+            request.ruleset,
+            options,
+            seats,
+            _client(context),
+            request.request_id,
+            time_control,
         )
         return pb.CreateTableResponse(
             table_id=table.id,
@@ -664,7 +685,7 @@ class RefereeServicer:
         async with table.lock:  # committed state only
             return pb.GetTableResponse(
                 table_id=table.id,
-                rules=rules_to_pb(table.rules),
+                rules=table_rules(table),
                 seats=[
                     pb.TableSeat(seat=i, name=s.name, taken=s.taken, team=table.match.team_of(i))
                     for i, s in enumerate(table.seats)
@@ -771,7 +792,17 @@ def _games_reply() -> pb.ListGamesResponse:
                 rulesets=[_ruleset_info(spec.name, r) for r in spec.rulesets],
             )
         )
-    return pb.ListGamesResponse(games=games)
+    return pb.ListGamesResponse(
+        games=games,
+        time_control=pb.TimeControlInfo(
+            action_ms_min=ACTION_MS[0],
+            action_ms_max=ACTION_MS[1],
+            budget_ms_min=BUDGET_MS[0],
+            budget_ms_max=BUDGET_MS[1],
+            increment_ms_max=INCREMENT_MS[1],
+            policies=[rpb.TIMEOUT_POLICY_FORFEIT, rpb.TIMEOUT_POLICY_AUTOPLAY],
+        ),
+    )
 
 
 def _ruleset_info(game: str, ruleset: str) -> pb.RulesetInfo:
@@ -779,3 +810,11 @@ def _ruleset_info(game: str, ruleset: str) -> pb.RulesetInfo:
     return pb.RulesetInfo(
         name=ruleset, options=_options_info(game, ruleset, counts), player_counts=counts
     )
+
+
+def table_rules(table: Table) -> rpb.Rules:
+    """A table's rules as its record gives them: game, ruleset, options, time control."""
+    rules = rules_to_pb(table.rules)
+    if table.time_control is not None:
+        rules.time_control.CopyFrom(table.time_control.to_pb())
+    return rules

@@ -24,7 +24,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +75,16 @@ CREATE TABLE IF NOT EXISTS requests (  -- the request ids of CreateTable and Joi
 );
 """
 # Columns added to the first schema, added to an older store when it is opened:
-# `closed_status` is "expired" or "broken" for a table closed without a record, with a reason.
-COLUMNS = (("tables", "closed_status", "TEXT"), ("tables", "closed_reason", "TEXT"))
+# `closed_status` is "expired" or "broken" for a table closed without a record, with a reason;
+# `time_control` the JSON of a timed table's clocks (NULL: untimed); per action at a timed
+# table, the ms it took and whether the referee made it on time.
+COLUMNS = (
+    ("tables", "closed_status", "TEXT"),
+    ("tables", "closed_reason", "TEXT"),
+    ("tables", "time_control", "TEXT"),
+    ("actions", "elapsed_ms", "INTEGER NOT NULL DEFAULT 0"),
+    ("actions", "timeout", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 
 @dataclass
@@ -96,6 +104,8 @@ class StoredTable:
     closed_status: str | None = None  # "expired" or "broken"
     closed_reason: str = ""
     problem: str = ""  # what is wrong with the stored row, when it cannot be read as a table
+    time_control: dict[str, Any] | None = None  # records.clocks.TimeControl's fields
+    timing: list[tuple[int, bool]] = field(default_factory=list)  # per action: ms, on time
 
 
 @dataclass(frozen=True)
@@ -233,8 +243,8 @@ class Store:
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT INTO tables (id, created, creator, game, ruleset, options, players, seed)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO tables (id, created, creator, game, ruleset, options, players, seed,"
+                " time_control) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     table.id,
                     table.created,
@@ -244,6 +254,9 @@ class Store:
                     json.dumps(table.options, sort_keys=True),
                     table.players,
                     table.seed,
+                    None
+                    if table.time_control is None
+                    else json.dumps(table.time_control, sort_keys=True),
                 ),
             )
             conn.executemany(
@@ -278,11 +291,20 @@ class Store:
 
         await self.write(write)
 
-    async def append_action(self, table_id: str, index: int, seat: int, action: int) -> None:
+    async def append_action(
+        self,
+        table_id: str,
+        index: int,
+        seat: int,
+        action: int,
+        elapsed_ms: int = 0,
+        timeout: bool = False,
+    ) -> None:
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT INTO actions (table_id, idx, seat, action) VALUES (?, ?, ?, ?)",
-                (table_id, index, seat, action),
+                "INSERT INTO actions (table_id, idx, seat, action, elapsed_ms, timeout)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (table_id, index, seat, action, elapsed_ms, int(timeout)),
             )
 
         await self.write(write)
@@ -333,7 +355,7 @@ class Store:
         try:
             rows = conn.execute(
                 "SELECT id, created, creator, game, ruleset, options, players, seed, finished,"
-                f" record, closed_status, closed_reason FROM tables WHERE {where}"
+                f" record, closed_status, closed_reason, time_control FROM tables WHERE {where}"
                 " ORDER BY created, id",
                 params,
             ).fetchall()
@@ -345,17 +367,22 @@ class Store:
             ):
                 seats.setdefault(tid, []).append((seat, name, bool(open_), token_hash, order))
             actions: dict[str, list[tuple[int, int]]] = {}
-            for tid, seat, action in conn.execute(
-                "SELECT table_id, seat, action FROM actions"
+            timing: dict[str, list[tuple[int, bool]]] = {}
+            for tid, seat, action, elapsed, timeout in conn.execute(
+                "SELECT table_id, seat, action, elapsed_ms, timeout FROM actions"
                 f" WHERE table_id IN {chosen} ORDER BY table_id, idx",
                 params,
             ):
                 actions.setdefault(tid, []).append((seat, action))
+                timing.setdefault(tid, []).append((elapsed, bool(timeout)))
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot read the tables ({exc})") from None
         finally:
             conn.close()
-        return [_stored(r, seats.get(r[0], []), actions.get(r[0], [])) for r in rows]
+        return [
+            _stored(r, seats.get(r[0], []), actions.get(r[0], []), timing.get(r[0], []))
+            for r in rows
+        ]
 
     def load_record(self, table_id: str) -> bytes | None:
         """The stored record (envelope bytes) of a finished table, without replaying it."""
@@ -427,6 +454,7 @@ def _stored(
     row: tuple[Any, ...],
     seats: list[tuple[int, str, bool, bytes | None, int | None]],
     actions: list[tuple[int, int]],
+    timing: list[tuple[int, bool]],
 ) -> StoredTable:
     table = StoredTable(
         id=row[0],
@@ -443,7 +471,18 @@ def _stored(
         actions=actions,
         closed_status=row[10],
         closed_reason=row[11] or "",
+        timing=timing,
     )
+    if row[12] is not None:
+        try:
+            control = json.loads(row[12])
+        except (ValueError, TypeError) as exc:
+            table.problem = f"its time control is not JSON ({exc})"
+        else:
+            if isinstance(control, dict):
+                table.time_control = control
+            else:
+                table.problem = "its time control is not a JSON object"
     try:
         options = json.loads(row[5])
     except (ValueError, TypeError) as exc:

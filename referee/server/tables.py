@@ -50,11 +50,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from records.clocks import FORFEIT, Clocks, TimeControl, Timing
 from records.codec import Provenance, build_record, canonical_bytes, record_id
 from records.dealing import ALGORITHM, commitment, first_dealer, new_seed, shuffled_pack
 from records.signing import sign
 from referee.engine import Event, Match, Rules, TapisError, make_rules, new_match
-from referee.engine.actions import RESIGN, encode
+from referee.engine.actions import RESIGN, action_str, encode
 from referee.engine.base import HandsChanged
 from referee.engine.errors import quoted
 from referee.errors import (
@@ -71,6 +72,7 @@ from referee.errors import (
 )
 from referee.server.limits import DEFAULT_LIMITS, Limits
 from referee.server.store import REQUEST_MEMORY, Request, Store, StoredTable
+from referee.server.timesource import SYSTEM_TIME, Alarm, TimeSource
 from tapis.v1 import record_pb2 as pb
 
 log = logging.getLogger("tapis.referee")
@@ -121,6 +123,9 @@ class ActionEvent:
     seat: int
     action: int
     hands: HandsChanged | None  # the engine's, when a hand changed other than by a card played
+    elapsed: int = 0  # ms the seat took (a timed table)
+    timeout: bool = False  # made by the referee because the seat's time ran out
+    remaining: int | None = None  # the seat's budget left after it (a timed table's budget)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,10 +186,21 @@ class Table:
     closed: ClosedEvent | None = None  # closed without a record (expired, broken)
     counted: bool = False  # counted among its creator's open tables
     expiry: asyncio.TimerHandle | None = None
+    time_control: TimeControl | None = None  # None: no clock
+    clocks: Clocks | None = None  # the seats' budgets (a timed table)
+    elapsed: list[int] = field(default_factory=list)  # per action, ms (a timed table)
+    timeouts: set[int] = field(default_factory=set)  # indexes of the actions made on time
+    since: dict[int, float] = field(default_factory=dict)  # seat -> when its clock started
+    alarm: Alarm | None = None  # when the first running clock runs out
+    time_source: TimeSource = SYSTEM_TIME  # the referee's
     _legal_cache: dict[int, tuple[list[int], frozenset[int]]] = field(default_factory=dict)
     _legal_at: int = -1
     _lock: asyncio.Lock | None = None
     _changed: asyncio.Event | None = None
+
+    def __post_init__(self) -> None:
+        if self.time_control is not None and self.clocks is None:
+            self.clocks = Clocks(self.time_control, self.rules.players)
 
     @property
     def lock(self) -> asyncio.Lock:
@@ -235,9 +251,12 @@ class Table:
         seats: Sequence[tuple[str, bool, bytes | None, int | None]],
         actions: Sequence[tuple[int, int]],
         limits: Limits,
+        time_control: TimeControl | None = None,
+        timing: Sequence[tuple[int, bool]] = (),
     ) -> Table:
         """A table rebuilt from its durable form: seats taken in their order, then every
-        action (the seed gives the deals)."""
+        action (the seed gives the deals) with, at a timed table, its elapsed time and
+        whether it was made on time (`timing`)."""
         table = cls(
             table_id,
             rules,
@@ -248,14 +267,16 @@ class Table:
             [Seat(name, open_) for name, open_, _, _ in seats],
             new_match(rules),
             limits,
+            time_control=time_control,
         )
         taken = sorted((order, i) for i, (_, _, h, order) in enumerate(seats) if h is not None)
         for _, i in taken:
             name, _, hashed, _ = seats[i]
             assert hashed is not None
             table.take(i, name, hashed)
-        for seat, action in actions:
-            table.apply(seat, action)
+        for i, (seat, action) in enumerate(actions):
+            elapsed, timeout = timing[i] if i < len(timing) else (0, False)
+            table.apply(seat, action, elapsed, timeout)
         table.durable_events = len(table.events)
         return table
 
@@ -292,21 +313,31 @@ class Table:
                 e for e in match.begin_hand(dealer, deal) if not isinstance(e, HandsChanged)
             )
 
-    def apply(self, seat: int, action: int) -> list[TableEventData]:
+    def apply(
+        self, seat: int, action: int, elapsed: int = 0, timeout: bool = False
+    ) -> list[TableEventData]:
         """Apply one action in memory (an action the engine refuses raises, changing
-        nothing)."""
+        nothing); at a timed table, `elapsed` ms are spent from the seat's clock, and
+        `timeout` marks an action the referee made on time."""
         engine_events = self.match.apply(seat, action)
         index = len(self.actions)
         first = len(self.events)
         self.actions.append((seat, action))
         self.action_events.append(first)
+        remaining = None
+        if self.clocks is not None:
+            self.clocks.spend(seat, elapsed)
+            self.elapsed.append(elapsed)
+            if timeout:
+                self.timeouts.add(index)
+            remaining = self.clocks.left(seat)
         # The hands an exchange or a pillage made go with the action (ActionTaken.hand); the
         # engine's other events follow it.
         hands = None
         for event in engine_events:
             if isinstance(event, HandsChanged):
                 hands = event
-        self.events.append(ActionEvent(index, seat, action, hands))
+        self.events.append(ActionEvent(index, seat, action, hands, elapsed, timeout, remaining))
         self.events.extend(e for e in engine_events if not isinstance(e, HandsChanged))
         self.deal_until_playable()
         if not self.finished and len(self.actions) >= self.limits.max_actions:
@@ -328,6 +359,9 @@ class Table:
             provenance,
             self.decks,
             pb.DealSource(algorithm=ALGORITHM, commitment=self.commitment, seed=self.seed),
+            None
+            if self.time_control is None
+            else Timing(self.time_control, self.elapsed, frozenset(self.timeouts)),
         )
         if self.stopped:
             rec.outcome.reason = self.stopped
@@ -337,6 +371,62 @@ class Table:
         """The signed record of the match as played (its envelope's bytes) and its id."""
         data = canonical_bytes(self.record())
         return sign(data, key).SerializeToString(deterministic=True), record_id(data)
+
+    # -- clocks (a timed table) -----------------------------------------------------------
+
+    def run_clocks(self, now: float, acted: int | None = None) -> None:
+        """The running clocks after a change: each seat that may act runs from `now`,
+        unless its clock was already running (`acted`, the seat that just acted, starts
+        again if it must act again); the others stop."""
+        if acted is not None:
+            self.since.pop(acted, None)
+        live = self.clocks is not None and self.started and not self.finished
+        to_act = set(self.match.to_act()) if live and self.closed is None else set()
+        for seat in [s for s in self.since if s not in to_act]:
+            del self.since[seat]
+        for seat in to_act:
+            self.since.setdefault(seat, now)
+
+    def elapsed_of(self, seat: int, now: float) -> int:
+        """The whole ms the seat's running clock shows (0 when it is not running)."""
+        start = self.since.get(seat)
+        return 0 if start is None else max(0, int(now - start))
+
+    def overdue(self, seat: int, now: float) -> bool:
+        """Whether the seat's time ran out (its clock runs past what it is allowed)."""
+        return (
+            self.clocks is not None
+            and seat in self.since
+            and self.elapsed_of(seat, now) > self.clocks.allowed(seat)
+        )
+
+    def first_deadline(self) -> tuple[float, int] | None:
+        """When the first running clock runs out, and whose it is."""
+        if self.clocks is None or not self.since:
+            return None
+        allowed = self.clocks.allowed
+        return min((start + allowed(seat), seat) for seat, start in self.since.items())
+
+    def clock_view(self) -> list[tuple[int, int | None, bool, int | None]]:
+        """Per seat: the budget left now (None without a budget), whether its clock runs,
+        and the ms before the referee acts for it (None when it does not run)."""
+        if self.clocks is None:
+            return []
+        now = self.time_source.now()
+        out = []
+        for seat in range(self.rules.players):
+            used = self.elapsed_of(seat, now)
+            left = self.clocks.left(seat)
+            running = seat in self.since
+            out.append(
+                (
+                    seat,
+                    None if left is None else max(0, left - used),
+                    running,
+                    max(0, self.clocks.allowed(seat) - used) if running else None,
+                )
+            )
+        return out
 
     def legal(self, seat: int) -> list[int]:
         """The seat's legal actions now (cached until the next action)."""
@@ -358,11 +448,16 @@ class Referee:
     """The tables of one referee, backed by a store, signing with one key."""
 
     def __init__(
-        self, store: Store, key: Ed25519PrivateKey, limits: Limits = DEFAULT_LIMITS
+        self,
+        store: Store,
+        key: Ed25519PrivateKey,
+        limits: Limits = DEFAULT_LIMITS,
+        time_source: TimeSource = SYSTEM_TIME,
     ) -> None:
         self.store = store
         self.key = key
         self.limits = limits
+        self.time_source = time_source  # the clocks of timed tables read it
         self.tables: dict[str, Table] = {}
         # tables over (finished or closed), least recently asked for first: kept in memory up
         # to `limits.max_loaded_finished`, then left to the store
@@ -411,6 +506,7 @@ class Referee:
         if not table.started:
             self._schedule_expiry(table)
         await self._publish(table)  # issues the record of a table finished without one
+        self._run_clocks(table)  # the time the referee was down is not counted
 
     async def close(self) -> None:
         """Stop expiring tables and let the changes under way finish (before the store
@@ -421,6 +517,12 @@ class Referee:
         for table in self.tables.values():
             if table.expiry is not None:
                 table.expiry.cancel()
+            if table.alarm is not None:
+                table.alarm.cancel()
+        await self.idle()
+
+    async def idle(self) -> None:
+        """Return once the changes of state under way are done."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
@@ -438,7 +540,10 @@ class Referee:
             [(name, open_, h, order) for _, name, open_, h, order in stored.seats],
             stored.actions,
             self.limits,
+            None if stored.time_control is None else TimeControl(**stored.time_control),
+            stored.timing,
         )
+        table.time_source = self.time_source
         if stored.record is not None:  # its last event: the record, as when it was issued
             table.envelope = stored.record
             table.record_id = record_id(pb.RecordEnvelope.FromString(stored.record).record)
@@ -513,12 +618,14 @@ class Referee:
         seats: Sequence[tuple[str, bool]],
         creator: str,
         request_id: str = "",
+        time_control: TimeControl | None = None,
     ) -> tuple[Table, list[tuple[int, str]]]:
         """A new table; returns it with the tokens of the seats the creator took. With a
-        request id, a repeat of the same request gives the same table and tokens."""
+        request id, a repeat of the same request gives the same table and tokens.
+        `time_control`: the table's clocks (None: untimed)."""
 
         def create() -> Coroutine[Any, Any, tuple[Table, list[tuple[int, str]]]]:
-            return self._create(game, ruleset, options, seats, creator, request)
+            return self._create(game, ruleset, options, seats, creator, request, time_control)
 
         def again(known: Request) -> tuple[Table, list[tuple[int, str]]]:
             table = self.get(known.table_id)
@@ -528,7 +635,10 @@ class Referee:
         if not request_id:
             request = None
             return await self._finish(create())
-        digest = _digest(["create", game, ruleset, options, [list(s) for s in seats]])
+        asked: list[Any] = ["create", game, ruleset, options, [list(s) for s in seats]]
+        if time_control is not None:
+            asked.append(time_control.to_json())
+        digest = _digest(asked)
         request = (creator, request_id, digest)
         return await self._once(request, create, again)
 
@@ -540,6 +650,7 @@ class Referee:
         seats: Sequence[tuple[str, bool]],
         creator: str,
         request: tuple[str, str, str] | None,
+        time_control: TimeControl | None = None,
     ) -> tuple[Table, list[tuple[int, str]]]:
         # From the cap check to the count, nothing awaits but the store: the count is
         # reserved first, so concurrent creations by one client never pass the cap.
@@ -562,6 +673,8 @@ class Referee:
             seats=[Seat(name or f"seat {i}", open_) for i, (name, open_) in enumerate(seats)],
             match=new_match(rules),
             limits=self.limits,
+            time_control=time_control,
+            time_source=self.time_source,
         )
         tokens = [(i, self._token(table.id, i)) for i, (_, open_) in enumerate(seats) if not open_]
         hashes = {i: token_hash(t) for i, t in tokens}
@@ -580,6 +693,7 @@ class Referee:
             None,
             [(i, s.name, s.open, hashes.get(i), order.get(i)) for i, s in enumerate(table.seats)],
             [],
+            time_control=None if time_control is None else time_control.to_json(),
         )
         self._count(table)
         try:
@@ -593,6 +707,7 @@ class Referee:
         if not table.started:
             self._schedule_expiry(table)
         await self._publish(table)  # the rules may end a match as its first hand is dealt
+        self._run_clocks(table)
         _log("table created", table, creator=creator, open=[i for i, s in enumerate(seats) if s[1]])
         if table.started:
             _log("table started", table)
@@ -644,6 +759,7 @@ class Referee:
             if table.started and table.expiry is not None:
                 table.expiry.cancel()
             await self._publish(table)  # the rules may end a match as its first hand is dealt
+            self._run_clocks(table)
             _log("seat taken", table, seat=seat)
             if table.started:
                 _log("table started", table)
@@ -747,20 +863,97 @@ class Referee:
                 raise NotReady("the table is waiting for players")
             if table.stopped:
                 raise NotReady(f"the match is over: {table.stopped}")
-            self._check_legal(table, seat, action)
-            await _stored(self.store.append_action(table.id, current, seat, action))
-            first = len(table.events)
-            try:
-                events = table.apply(seat, action)
-            except Exception as exc:  # a legal action the engine fails on: a bug
-                closed = await self._break(
-                    table, f"action {current} could not be applied ({_what(exc)})", exc
+            now = self.time_source.now()
+            if table.overdue(seat, now):
+                # The seat's time ran out before its action came: the referee acts for it.
+                made = await self._time_out(table, seat)
+                raise Stale(
+                    f"seat {seat}'s time ran out before this action came: {made}; the table"
+                    f" is at {len(table.actions)}",
+                    len(table.actions),
                 )
-                return current, first, [closed]
-            end = await self._publish(table)
-            if end is not None:
-                events.append(end)
-            return current, first, events
+            self._check_legal(table, seat, action)
+            return await self._commit(table, seat, action, table.elapsed_of(seat, now))
+
+    async def _commit(
+        self, table: Table, seat: int, action: int, elapsed: int, timeout: bool = False
+    ) -> tuple[int, int, list[TableEventData]]:
+        """Store a legal action, apply it, publish its events (and the record if it ends the
+        match), restart the clocks. Under the table's lock."""
+        current = len(table.actions)
+        await _stored(self.store.append_action(table.id, current, seat, action, elapsed, timeout))
+        first = len(table.events)
+        try:
+            events = table.apply(seat, action, elapsed, timeout)
+        except Exception as exc:  # a legal action the engine fails on: a bug
+            closed = await self._break(
+                table, f"action {current} could not be applied ({_what(exc)})", exc
+            )
+            return current, first, [closed]
+        end = await self._publish(table)
+        if end is not None:
+            events.append(end)
+        self._run_clocks(table, seat)
+        return current, first, events
+
+    # -- clocks ---------------------------------------------------------------------------
+
+    def _run_clocks(self, table: Table, acted: int | None = None) -> None:
+        """Restart the table's clocks after a change and set its alarm for the first that
+        runs out (nothing at an untimed table)."""
+        if table.clocks is None:
+            return
+        if table.alarm is not None:
+            table.alarm.cancel()
+            table.alarm = None
+        now = self.time_source.now()
+        table.run_clocks(now, acted)
+        first = table.first_deadline()
+        if first is None or table.ended:
+            return
+        self._set_alarm(table, first[0] - now)
+
+    def _set_alarm(self, table: Table, delay_ms: float) -> None:
+        def ring() -> None:
+            self._spawn(self._alarm(table))
+
+        table.alarm = self.time_source.call_later(delay_ms, ring)
+
+    async def _alarm(self, table: Table) -> None:
+        """A clock ran out: the referee acts for the seat whose time ran out first (the
+        policy of the table's time control), then the clocks go on."""
+        async with table.lock:
+            if table.ended or table.finished or table.clocks is None:
+                return
+            first = table.first_deadline()
+            if first is None:
+                return
+            deadline, seat = first
+            if self.time_source.now() < deadline:
+                self._run_clocks(table)  # woken early: wait again
+                return
+            try:
+                await self._time_out(table, seat)
+            except Unavailable as exc:  # the store failing: tried again in a second
+                log.error(
+                    "time out not stored", extra={"fields": {"table": table.id}}, exc_info=exc
+                )
+                self._set_alarm(table, 1000.0)
+
+    async def _time_out(self, table: Table, seat: int) -> str:
+        """Act for a seat whose time ran out, as its time control says: resign for it
+        (CLOCK.FORFEIT) or make its default action (CLOCK.AUTOPLAY); what was done, for a
+        person. Under the table's lock."""
+        assert table.clocks is not None and table.time_control is not None
+        allowed = table.clocks.allowed(seat)
+        if table.time_control.policy == FORFEIT:
+            action, made = encode(RESIGN), "the referee resigned for it (CLOCK.FORFEIT)"
+        else:
+            action = table.match.default_action(seat)
+            made = f"the referee played {action_str(action)} for it (CLOCK.AUTOPLAY)"
+        _log("time out", table, seat=seat, action=action, allowed_ms=allowed)
+        await self._commit(table, seat, action, allowed, timeout=True)
+        return made
 
     def _check_legal(self, table: Table, seat: int, action: int) -> None:
         """Refuse without changing the table: the engine says why (`Match.refusal` is pure,

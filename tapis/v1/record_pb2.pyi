@@ -32,13 +32,16 @@ default value written, no unknown field), so a match has one record id. And one 
 every field is what a replay of the deals and actions gives (teams, score lines, scores in
 the game's units only, the outcome), except the free texts: seat names (at most 64
 characters), the provenance, and the reason of a record not finished (at most 256
-characters each). `tapis record verify` refuses anything else (docs/verify.md).
+characters each), and the clocks of a timed match: the elapsed time of each action is
+measured by the referee, and checked for its arithmetic only (TimeControl). `tapis record
+verify` refuses anything else (docs/verify.md).
 """
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -49,6 +52,34 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _TimeoutPolicy:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _TimeoutPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TimeoutPolicy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TIMEOUT_POLICY_UNSPECIFIED: _TimeoutPolicy.ValueType  # 0
+    """Not set (not valid in a time control)."""
+    TIMEOUT_POLICY_FORFEIT: _TimeoutPolicy.ValueType  # 1
+    """The seat loses the match: the referee resigns for it (rule CLOCK.FORFEIT)."""
+    TIMEOUT_POLICY_AUTOPLAY: _TimeoutPolicy.ValueType  # 2
+    """The referee makes the seat's default action, its legal action with the smallest code
+    (rule CLOCK.AUTOPLAY), and the match goes on.
+    """
+
+class TimeoutPolicy(_TimeoutPolicy, metaclass=_TimeoutPolicyEnumTypeWrapper):
+    """What the referee does for a seat whose time runs out."""
+
+TIMEOUT_POLICY_UNSPECIFIED: TimeoutPolicy.ValueType  # 0
+"""Not set (not valid in a time control)."""
+TIMEOUT_POLICY_FORFEIT: TimeoutPolicy.ValueType  # 1
+"""The seat loses the match: the referee resigns for it (rule CLOCK.FORFEIT)."""
+TIMEOUT_POLICY_AUTOPLAY: TimeoutPolicy.ValueType  # 2
+"""The referee makes the seat's default action, its legal action with the smallest code
+(rule CLOCK.AUTOPLAY), and the match goes on.
+"""
+Global___TimeoutPolicy: _TypeAlias = TimeoutPolicy  # noqa: Y015
 
 @_typing.final
 class RecordEnvelope(_message.Message):
@@ -161,6 +192,7 @@ class Rules(_message.Message):
     PLAYERS_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
     DIGEST_FIELD_NUMBER: _builtins.int
+    TIME_CONTROL_FIELD_NUMBER: _builtins.int
     game: _builtins.str
     """Canonical game name: "imperiale", "triomphe", "dame-de-pique" or "napoleon"."""
     ruleset: _builtins.str
@@ -172,10 +204,15 @@ class Rules(_message.Message):
     digest: _builtins.str
     """Lowercase hex SHA-256 of the canonical JSON of game, ruleset, players and options
     (keys sorted, no spaces): two records with the same digest were played under the same rules.
+    It does not cover the time control, which is no rule of the game.
     """
     @_builtins.property
     def options(self) -> _containers.RepeatedCompositeFieldContainer[Global___Option]:
         """Every option with its effective value (defaults included), sorted by key."""
+
+    @_builtins.property
+    def time_control(self) -> Global___TimeControl:
+        """The time control of a timed match; absent: no clock."""
 
     def __init__(
         self,
@@ -185,14 +222,54 @@ class Rules(_message.Message):
         players: _builtins.int = ...,
         options: _abc.Iterable[Global___Option] | None = ...,
         digest: _builtins.str = ...,
+        time_control: Global___TimeControl | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["time_control", b"time_control"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["digest", b"digest", "game", b"game", "options", b"options", "players", b"players", "ruleset", b"ruleset"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["digest", b"digest", "game", b"game", "options", b"options", "players", b"players", "ruleset", b"ruleset", "time_control", b"time_control"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Rules: _TypeAlias = Rules  # noqa: Y015
+
+@_typing.final
+class TimeControl(_message.Message):
+    """The clocks of a timed match. All times are in milliseconds; 0 is "none" for action_ms and
+    budget_ms, and at least one of them is set. A seat's clock runs from the moment it may act
+    until its action is applied. Each action is allowed min(action_ms, the seat's budget left);
+    the budget left goes down by the time taken, then up by increment_ms. When the time allowed
+    runs out, the referee applies the policy.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTION_MS_FIELD_NUMBER: _builtins.int
+    BUDGET_MS_FIELD_NUMBER: _builtins.int
+    INCREMENT_MS_FIELD_NUMBER: _builtins.int
+    POLICY_FIELD_NUMBER: _builtins.int
+    action_ms: _builtins.int
+    """The limit of each action, 100..86400000 (a day), or 0 for none."""
+    budget_ms: _builtins.int
+    """Each seat's budget for the whole match, 1000..604800000 (a week), or 0 for none."""
+    increment_ms: _builtins.int
+    """Added to a seat's budget after each of its actions, 0..3600000; needs a budget."""
+    policy: Global___TimeoutPolicy.ValueType
+    """What happens when a seat's time runs out."""
+    def __init__(
+        self,
+        *,
+        action_ms: _builtins.int = ...,
+        budget_ms: _builtins.int = ...,
+        increment_ms: _builtins.int = ...,
+        policy: Global___TimeoutPolicy.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_ms", b"action_ms", "budget_ms", b"budget_ms", "increment_ms", b"increment_ms", "policy", b"policy"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TimeControl: _TypeAlias = TimeControl  # noqa: Y015
 
 @_typing.final
 class Option(_message.Message):
@@ -401,6 +478,8 @@ class HandRecord(_message.Message):
     ACTIONS_FIELD_NUMBER: _builtins.int
     LINES_FIELD_NUMBER: _builtins.int
     SCORES_AFTER_FIELD_NUMBER: _builtins.int
+    ELAPSED_MS_FIELD_NUMBER: _builtins.int
+    TIMEOUTS_FIELD_NUMBER: _builtins.int
     number: _builtins.int
     """Number of the hand in the match (Start.hand_number for the first)."""
     dealer: _builtins.int
@@ -423,6 +502,18 @@ class HandRecord(_message.Message):
     def scores_after(self) -> _containers.RepeatedCompositeFieldContainer[Global___Score]:
         """Every seat's score after this hand."""
 
+    @_builtins.property
+    def elapsed_ms(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """In a timed match, one per action: the milliseconds from when the seat could act until its
+        action was applied (0 for an action made out of turn, a resignation). Empty when untimed.
+        """
+
+    @_builtins.property
+    def timeouts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The 1-based indexes of the actions the referee made because the seat's time ran out
+        (TimeControl.policy), ascending; each took exactly the time it was allowed.
+        """
+
     def __init__(
         self,
         *,
@@ -433,10 +524,12 @@ class HandRecord(_message.Message):
         actions: _abc.Iterable[_builtins.int] | None = ...,
         lines: _abc.Iterable[Global___ScoreLine] | None = ...,
         scores_after: _abc.Iterable[Global___Score] | None = ...,
+        elapsed_ms: _abc.Iterable[_builtins.int] | None = ...,
+        timeouts: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["deal", b"deal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "deal", b"deal", "dealer", b"dealer", "lines", b"lines", "number", b"number", "scores_after", b"scores_after", "seats", b"seats"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "deal", b"deal", "dealer", b"dealer", "elapsed_ms", b"elapsed_ms", "lines", b"lines", "number", b"number", "scores_after", b"scores_after", "seats", b"seats", "timeouts", b"timeouts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -499,12 +592,19 @@ class Outcome(_message.Message):
     SCORES_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     RESIGNED_FIELD_NUMBER: _builtins.int
+    RULE_FIELD_NUMBER: _builtins.int
     finished: _builtins.bool
     """Whether the match reached its end by the rules (or by a resignation)."""
     reason: _builtins.str
     """Why it ended, for a person."""
     resigned: _builtins.int
-    """The seat that resigned, if one did."""
+    """The seat that resigned, if one did (also a seat that lost on time: the referee resigned
+    for it).
+    """
+    rule: _builtins.str
+    """The rule id of how the match ended, when not by the game's own end or a resignation:
+    "CLOCK.FORFEIT" when a seat lost on time. Empty otherwise.
+    """
     @_builtins.property
     def winners(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """The winning seats (several when the rules share a victory)."""
@@ -521,10 +621,11 @@ class Outcome(_message.Message):
         scores: _abc.Iterable[Global___Score] | None = ...,
         reason: _builtins.str = ...,
         resigned: _builtins.int | None = ...,
+        rule: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_resigned", b"_resigned", "resigned", b"resigned"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_resigned", b"_resigned", "finished", b"finished", "reason", b"reason", "resigned", b"resigned", "scores", b"scores", "winners", b"winners"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_resigned", b"_resigned", "finished", b"finished", "reason", b"reason", "resigned", b"resigned", "rule", b"rule", "scores", b"scores", "winners", b"winners"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__resigned: _TypeAlias = _typing.Literal["resigned"]  # noqa: Y015
     _WhichOneofArgType__resigned: _TypeAlias = _typing.Literal["_resigned", b"_resigned"]  # noqa: Y015

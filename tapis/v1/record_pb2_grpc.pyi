@@ -32,7 +32,9 @@ default value written, no unknown field), so a match has one record id. And one 
 every field is what a replay of the deals and actions gives (teams, score lines, scores in
 the game's units only, the outcome), except the free texts: seat names (at most 64
 characters), the provenance, and the reason of a record not finished (at most 256
-characters each). `tapis record verify` refuses anything else (docs/verify.md).
+characters each), and the clocks of a timed match: the elapsed time of each action is
+measured by the referee, and checked for its arithmetic only (TimeControl). `tapis record
+verify` refuses anything else (docs/verify.md).
 """
 
 from collections import abc as _abc

@@ -170,22 +170,72 @@ class ListGamesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     GAMES_FIELD_NUMBER: _builtins.int
+    TIME_CONTROL_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def games(self) -> _containers.RepeatedCompositeFieldContainer[Global___GameInfo]:
         """One entry per game."""
+
+    @_builtins.property
+    def time_control(self) -> Global___TimeControlInfo:
+        """The time controls a table may have (CreateTableRequest.time_control)."""
 
     def __init__(
         self,
         *,
         games: _abc.Iterable[Global___GameInfo] | None = ...,
+        time_control: Global___TimeControlInfo | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["time_control", b"time_control"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["games", b"games"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["games", b"games", "time_control", b"time_control"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListGamesResponse: _TypeAlias = ListGamesResponse  # noqa: Y015
+
+@_typing.final
+class TimeControlInfo(_message.Message):
+    """The time controls this referee accepts: each field's range (record.proto's TimeControl)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTION_MS_MIN_FIELD_NUMBER: _builtins.int
+    ACTION_MS_MAX_FIELD_NUMBER: _builtins.int
+    BUDGET_MS_MIN_FIELD_NUMBER: _builtins.int
+    BUDGET_MS_MAX_FIELD_NUMBER: _builtins.int
+    INCREMENT_MS_MAX_FIELD_NUMBER: _builtins.int
+    POLICIES_FIELD_NUMBER: _builtins.int
+    action_ms_min: _builtins.int
+    """Smallest per-action limit in milliseconds (0, none, is also allowed)."""
+    action_ms_max: _builtins.int
+    """Largest per-action limit in milliseconds."""
+    budget_ms_min: _builtins.int
+    """Smallest match budget per seat in milliseconds (0, none, is also allowed)."""
+    budget_ms_max: _builtins.int
+    """Largest match budget per seat in milliseconds."""
+    increment_ms_max: _builtins.int
+    """Largest increment in milliseconds (needs a budget)."""
+    @_builtins.property
+    def policies(self) -> _containers.RepeatedScalarFieldContainer[_record_pb2.TimeoutPolicy.ValueType]:
+        """The policies a time control may choose."""
+
+    def __init__(
+        self,
+        *,
+        action_ms_min: _builtins.int = ...,
+        action_ms_max: _builtins.int = ...,
+        budget_ms_min: _builtins.int = ...,
+        budget_ms_max: _builtins.int = ...,
+        increment_ms_max: _builtins.int = ...,
+        policies: _abc.Iterable[_record_pb2.TimeoutPolicy.ValueType] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_ms_max", b"action_ms_max", "action_ms_min", b"action_ms_min", "budget_ms_max", b"budget_ms_max", "budget_ms_min", b"budget_ms_min", "increment_ms_max", b"increment_ms_max", "policies", b"policies"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TimeControlInfo: _TypeAlias = TimeControlInfo  # noqa: Y015
 
 @_typing.final
 class GameInfo(_message.Message):
@@ -406,6 +456,7 @@ class CreateTableRequest(_message.Message):
     OPTIONS_FIELD_NUMBER: _builtins.int
     SEATS_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    TIME_CONTROL_FIELD_NUMBER: _builtins.int
     game: _builtins.str
     """Game name or alias."""
     ruleset: _builtins.str
@@ -428,6 +479,13 @@ class CreateTableRequest(_message.Message):
         (RulesetInfo.player_counts) fails with INVALID_ARGUMENT on `seats`.
         """
 
+    @_builtins.property
+    def time_control(self) -> _record_pb2.TimeControl:
+        """Optional clocks (record.proto's TimeControl, ranges in ListGamesResponse.time_control);
+        absent: no clock, a seat may think as long as it likes. A time control that is not valid
+        fails with INVALID_ARGUMENT naming the field (`time_control.action_ms: ...`).
+        """
+
     def __init__(
         self,
         *,
@@ -436,10 +494,11 @@ class CreateTableRequest(_message.Message):
         options: _abc.Iterable[_record_pb2.Option] | None = ...,
         seats: _abc.Iterable[Global___SeatRequest] | None = ...,
         request_id: _builtins.str = ...,
+        time_control: _record_pb2.TimeControl | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["time_control", b"time_control"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["game", b"game", "options", b"options", "request_id", b"request_id", "ruleset", b"ruleset", "seats", b"seats"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["game", b"game", "options", b"options", "request_id", b"request_id", "ruleset", b"ruleset", "seats", b"seats", "time_control", b"time_control"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -896,6 +955,7 @@ class SeatView(_message.Message):
     FACTS_FIELD_NUMBER: _builtins.int
     WINNERS_FIELD_NUMBER: _builtins.int
     TYPED_FACTS_FIELD_NUMBER: _builtins.int
+    CLOCKS_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
     """The table."""
     seat: _builtins.int
@@ -953,6 +1013,10 @@ class SeatView(_message.Message):
         game, its type and meaning: docs/facts.md. A fact not known yet is absent.
         """
 
+    @_builtins.property
+    def clocks(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatClock]:
+        """At a timed table, every seat's clock as of this view (empty when untimed)."""
+
     def __init__(
         self,
         *,
@@ -974,10 +1038,11 @@ class SeatView(_message.Message):
         facts: _abc.Iterable[Global___Fact] | None = ...,
         winners: _abc.Iterable[_builtins.int] | None = ...,
         typed_facts: _abc.Iterable[Global___TypedFact] | None = ...,
+        clocks: _abc.Iterable[Global___SeatClock] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "_trump", b"_trump", "seat", b"seat", "trump", b"trump"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "_trump", b"_trump", "action_index", b"action_index", "dealer", b"dealer", "event_index", b"event_index", "facts", b"facts", "hand", b"hand", "hand_number", b"hand_number", "known", b"known", "legal_actions", b"legal_actions", "phase", b"phase", "scores", b"scores", "seat", b"seat", "status", b"status", "table_id", b"table_id", "to_act", b"to_act", "trick", b"trick", "trump", b"trump", "typed_facts", b"typed_facts", "winners", b"winners"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "_trump", b"_trump", "action_index", b"action_index", "clocks", b"clocks", "dealer", b"dealer", "event_index", b"event_index", "facts", b"facts", "hand", b"hand", "hand_number", b"hand_number", "known", b"known", "legal_actions", b"legal_actions", "phase", b"phase", "scores", b"scores", "seat", b"seat", "status", b"status", "table_id", b"table_id", "to_act", b"to_act", "trick", b"trick", "trump", b"trump", "typed_facts", b"typed_facts", "winners", b"winners"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__seat: _TypeAlias = _typing.Literal["seat"]  # noqa: Y015
     _WhichOneofArgType__seat: _TypeAlias = _typing.Literal["_seat", b"_seat"]  # noqa: Y015
@@ -989,6 +1054,51 @@ class SeatView(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__trump) -> _WhichOneofReturnType__trump | None: ...
 
 Global___SeatView: _TypeAlias = SeatView  # noqa: Y015
+
+@_typing.final
+class SeatClock(_message.Message):
+    """A seat's clock at a timed table."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEAT_FIELD_NUMBER: _builtins.int
+    REMAINING_MS_FIELD_NUMBER: _builtins.int
+    RUNNING_FIELD_NUMBER: _builtins.int
+    ACTION_LEFT_MS_FIELD_NUMBER: _builtins.int
+    seat: _builtins.int
+    """The seat."""
+    remaining_ms: _builtins.int
+    """The budget the seat has left, in milliseconds, counting the action it is thinking over
+    now; absent when the time control has no budget.
+    """
+    running: _builtins.bool
+    """True while the seat may act and its clock runs."""
+    action_left_ms: _builtins.int
+    """For a running seat: the milliseconds left before the referee acts for it (its time
+    control's policy).
+    """
+    def __init__(
+        self,
+        *,
+        seat: _builtins.int = ...,
+        remaining_ms: _builtins.int | None = ...,
+        running: _builtins.bool = ...,
+        action_left_ms: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_action_left_ms", b"_action_left_ms", "_remaining_ms", b"_remaining_ms", "action_left_ms", b"action_left_ms", "remaining_ms", b"remaining_ms"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_action_left_ms", b"_action_left_ms", "_remaining_ms", b"_remaining_ms", "action_left_ms", b"action_left_ms", "remaining_ms", b"remaining_ms", "running", b"running", "seat", b"seat"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__action_left_ms: _TypeAlias = _typing.Literal["action_left_ms"]  # noqa: Y015
+    _WhichOneofArgType__action_left_ms: _TypeAlias = _typing.Literal["_action_left_ms", b"_action_left_ms"]  # noqa: Y015
+    _WhichOneofReturnType__remaining_ms: _TypeAlias = _typing.Literal["remaining_ms"]  # noqa: Y015
+    _WhichOneofArgType__remaining_ms: _TypeAlias = _typing.Literal["_remaining_ms", b"_remaining_ms"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__action_left_ms) -> _WhichOneofReturnType__action_left_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__remaining_ms) -> _WhichOneofReturnType__remaining_ms | None: ...
+
+Global___SeatClock: _TypeAlias = SeatClock  # noqa: Y015
 
 @_typing.final
 class TypedFact(_message.Message):
@@ -1785,6 +1895,9 @@ class ActionTaken(_message.Message):
     ACTION_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     HAND_FIELD_NUMBER: _builtins.int
+    ELAPSED_MS_FIELD_NUMBER: _builtins.int
+    TIMEOUT_FIELD_NUMBER: _builtins.int
+    REMAINING_MS_FIELD_NUMBER: _builtins.int
     action_index: _builtins.int
     """Index of the action in the table's action list."""
     seat: _builtins.int
@@ -1793,6 +1906,16 @@ class ActionTaken(_message.Message):
     """The action as this viewer may know it: a pass or a discard by another seat shows no cards."""
     text: _builtins.str
     """The action for a person, e.g. "play QS"."""
+    elapsed_ms: _builtins.int
+    """At a timed table: the milliseconds the seat took (from when it could act), 0 when untimed
+    or when it acted out of turn.
+    """
+    timeout: _builtins.bool
+    """True when the referee made this action because the seat's time ran out (a forfeit or
+    an action autoplayed, per the time control's policy).
+    """
+    remaining_ms: _builtins.int
+    """At a timed table with a budget: the acting seat's budget left after the action."""
     @_builtins.property
     def hand(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """The viewing seat's cards after this action, given when the action changed a hand other
@@ -1808,12 +1931,17 @@ class ActionTaken(_message.Message):
         action: _builtins.int = ...,
         text: _builtins.str = ...,
         hand: _abc.Iterable[_builtins.int] | None = ...,
+        elapsed_ms: _builtins.int = ...,
+        timeout: _builtins.bool = ...,
+        remaining_ms: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_remaining_ms", b"_remaining_ms", "remaining_ms", b"remaining_ms"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "action_index", b"action_index", "hand", b"hand", "seat", b"seat", "text", b"text"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_remaining_ms", b"_remaining_ms", "action", b"action", "action_index", b"action_index", "elapsed_ms", b"elapsed_ms", "hand", b"hand", "remaining_ms", b"remaining_ms", "seat", b"seat", "text", b"text", "timeout", b"timeout"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__remaining_ms: _TypeAlias = _typing.Literal["remaining_ms"]  # noqa: Y015
+    _WhichOneofArgType__remaining_ms: _TypeAlias = _typing.Literal["_remaining_ms", b"_remaining_ms"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__remaining_ms) -> _WhichOneofReturnType__remaining_ms | None: ...
 
 Global___ActionTaken: _TypeAlias = ActionTaken  # noqa: Y015
 

@@ -112,6 +112,9 @@ def play_out(
                 legal = m.legal_actions(seat)
                 assert legal == sorted(set(legal)), (seat, legal)
                 assert bool(legal) == (seat in to_act), (seat, to_act, legal)
+                # CLOCK.AUTOPLAY: the default action is the smallest legal one, never a
+                # resignation, and -1 for a seat that may not act.
+                assert m.default_action(seat) == (legal[0] if legal else -1)
             if steps % REFUSAL_EVERY == 0:
                 check_refusals(played, rng)
             if steps == resign_at:

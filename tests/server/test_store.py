@@ -128,7 +128,7 @@ def test_a_store_of_the_first_schema_opens_and_its_tables_play_on(tmp_path: Path
         " finished, record, record_id FROM new.tables"
     )
     old.execute("INSERT INTO seats SELECT * FROM new.seats")
-    old.execute("INSERT INTO actions SELECT * FROM new.actions")
+    old.execute("INSERT INTO actions SELECT table_id, idx, seat, action FROM new.actions")
     old.commit()
     old.close()
     (tmp_path / "k.key").write_bytes((tmp_path / "new" / "k.key").read_bytes())

@@ -83,13 +83,59 @@ class Server:
         raise AssertionError("the referee did not come back")
 
 
+class ManualAlarm:
+    def __init__(self, when: float, callback: Callable[[], None]) -> None:
+        self.when = when
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class ManualTime:
+    """A `TimeSource` the test moves by hand: `advance(ms)` moves the clock and rings the
+    alarms that fall due, in order (the referee's clocks never wait for real time)."""
+
+    def __init__(self) -> None:
+        self.t = 1_000_000.0
+        self.alarms: list[ManualAlarm] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> Any:
+        if delay_ms <= 0:  # due now: rung at once, as the event loop would
+            return asyncio.get_running_loop().call_soon(callback)
+        alarm = ManualAlarm(self.t + delay_ms, callback)
+        self.alarms.append(alarm)
+        return alarm
+
+    def advance(self, ms: float, ring: bool = True) -> None:
+        """Move the clock `ms` on; with `ring`, call the alarms now due."""
+        self.t += ms
+        if not ring:
+            return
+        due = sorted((a for a in self.alarms if not a.cancelled and a.when <= self.t),
+                     key=lambda a: a.when)  # fmt: skip
+        self.alarms = [a for a in self.alarms if not a.cancelled and a.when > self.t]
+        for alarm in due:
+            alarm.cancelled = True
+            alarm.callback()
+
+
 @asynccontextmanager
 async def referee(
-    tmp_path: Path, port: int = 0, limits: Limits | None = None
+    tmp_path: Path,
+    port: int = 0,
+    limits: Limits | None = None,
+    time_source: ManualTime | None = None,
 ) -> AsyncIterator[RunningServer]:
-    """A referee in this event loop, its store and key in `tmp_path` (port 0: a free one)."""
+    """A referee in this event loop, its store and key in `tmp_path` (port 0: a free one);
+    `time_source`: the clock of its timed tables (the machine's by default)."""
+    extra = {} if time_source is None else {"time_source": time_source}
     server = await create_server(
-        f"127.0.0.1:{port}", tmp_path / "t.db", tmp_path / "k.key", limits or Limits()
+        f"127.0.0.1:{port}", tmp_path / "t.db", tmp_path / "k.key", limits or Limits(), **extra
     )
     try:
         yield server

@@ -1,0 +1,414 @@
+"""Clocks at timed tables, on a real referee whose time the test moves by hand (`ManualTime`:
+nothing sleeps): a seat that stops answering loses on time (forfeit) or is played for
+(autoplay) in every game and ruleset, and the signed records verify; views and events show
+the clocks; a late action finds the referee acted; the clocks survive a restart; a record
+whose clock arithmetic was tampered with and re-signed fails `verify`."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from records.codec import canonical_bytes, decode_record, write_envelopes
+from records.signing import load_private_key, load_public_key, sign
+from records.verify import verify_envelope
+from referee.server.app import RunningServer
+from tapis.v1 import record_pb2 as rpb
+from tapis.v1 import referee_pb2 as pb
+from tapis.v1 import referee_pb2_grpc as rpc
+
+from ..commands import tapis
+from .test_referee import MATCHES
+from .util import ManualTime, Server, auth, option, play_random, referee
+
+FORFEIT = rpb.TIMEOUT_POLICY_FORFEIT
+AUTOPLAY = rpb.TIMEOUT_POLICY_AUTOPLAY
+
+
+async def timed_table(
+    stub: rpc.RefereeServiceStub,
+    game: str,
+    ruleset: str,
+    options: dict[str, Any],
+    players: int,
+    control: rpb.TimeControl,
+) -> tuple[str, dict[int, str]]:
+    resp = await stub.CreateTable(
+        pb.CreateTableRequest(
+            game=game,
+            ruleset=ruleset,
+            options=[option(k, v) for k, v in options.items()],
+            seats=[pb.SeatRequest(name=f"P{i}") for i in range(players)],
+            time_control=control,
+        )
+    )
+    return resp.table_id, {t.seat: t.token for t in resp.tokens}
+
+
+async def settle(server: RunningServer) -> None:
+    """Let the referee finish what the alarms set going (each may set the next)."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+        await server.referee.idle()
+
+
+async def view(stub: rpc.RefereeServiceStub, table_id: str, seat: int, token: str) -> pb.SeatView:
+    request = pb.GetViewRequest(table_id=table_id, seat=seat)
+    return (await stub.GetView(request, metadata=auth(token))).view
+
+
+async def act(
+    stub: rpc.RefereeServiceStub,
+    table_id: str,
+    tokens: dict[int, str],
+    rng: random.Random,
+    clock: ManualTime,
+    think_ms: int,
+) -> pb.SubmitActionResponse | None:
+    """One random legal action by a seat that may act, after thinking `think_ms`; None when
+    the match is over."""
+    for seat, token in tokens.items():
+        v = await view(stub, table_id, seat, token)
+        if v.status != pb.TABLE_STATUS_PLAYING:
+            return None
+        if v.legal_actions:
+            clock.advance(think_ms, ring=False)  # an alarm due rings at the next advance
+            request = pb.SubmitActionRequest(
+                table_id=table_id,
+                seat=seat,
+                expected_action_index=v.action_index,
+                action=rng.choice(v.legal_actions).action,
+            )
+            return await stub.SubmitAction(request, metadata=auth(token))
+    raise AssertionError("nobody may act")
+
+
+async def signed_record(stub: rpc.RefereeServiceStub, table_id: str) -> pb.GetRecordResponse:
+    return await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+
+
+def timed(body: Any, tmp_path: Path, clock: ManualTime) -> Any:
+    async def main() -> Any:
+        async with (
+            referee(tmp_path, time_source=clock) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            return await body(server, rpc.RefereeServiceStub(channel))
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize(("game", "ruleset", "options", "players"), MATCHES)
+def test_a_seat_that_stops_answering_loses_on_time(
+    tmp_path: Path, game: str, ruleset: str, options: dict[str, Any], players: int
+) -> None:
+    clock = ManualTime()
+    control = rpb.TimeControl(action_ms=2000, budget_ms=10_000, increment_ms=500, policy=FORFEIT)
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
+        table_id, tokens = await timed_table(stub, game, ruleset, options, players, control)
+        rng = random.Random(game + ruleset)
+        for _ in range(6):
+            assert await act(stub, table_id, tokens, rng, clock, 300) is not None
+        before = (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).action_index
+        v = await view(stub, table_id, 0, tokens[0])
+        waiting = [c.seat for c in v.clocks if c.running]
+        assert waiting == list(v.to_act)
+        left = min(c.action_left_ms for c in v.clocks if c.running)
+        clock.advance(left - 1)  # not yet
+        await settle(server)
+        after = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+        assert after.status == pb.TABLE_STATUS_PLAYING and after.action_index == before
+        clock.advance(1)
+        await settle(server)
+        got = await signed_record(stub, table_id)
+        result = verify_envelope(got.envelope, [load_public_key(tmp_path / "k.key")])
+        assert result.ok, result.error
+        rec = decode_record(got.envelope.record)
+        assert rec.rules.time_control == control
+        assert rec.outcome.finished and rec.outcome.rule == "CLOCK.FORFEIT"
+        assert rec.outcome.resigned in waiting
+        assert rec.outcome.reason == f"seat {rec.outcome.resigned} lost on time"
+        last = rec.hands[-1]
+        assert list(last.timeouts) == [len(last.actions)]
+        assert last.actions[-1] == 6  # a resignation
+        assert last.elapsed_ms[-1] == 2000
+        elapsed = [e for h in rec.hands for e in h.elapsed_ms]
+        assert len(elapsed) == before + 1 and all(0 <= e <= 2000 for e in elapsed)
+
+    timed(body, tmp_path, clock)
+
+
+@pytest.mark.parametrize(("game", "ruleset", "options", "players"), MATCHES)
+def test_a_seat_out_of_time_is_played_for_and_the_match_goes_on(
+    tmp_path: Path, game: str, ruleset: str, options: dict[str, Any], players: int
+) -> None:
+    clock = ManualTime()
+    control = rpb.TimeControl(action_ms=1000, policy=AUTOPLAY)
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
+        table_id, tokens = await timed_table(stub, game, ruleset, options, players, control)
+        rng = random.Random(game + ruleset + "autoplay")
+        timeouts = 0
+        for _ in range(3):
+            for _ in range(3):
+                if await act(stub, table_id, tokens, rng, clock, 200) is None:
+                    break
+            before = (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).action_index
+            clock.advance(1000)
+            await settle(server)
+            after = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+            if after.status == pb.TABLE_STATUS_FINISHED:
+                break
+            assert after.action_index > before  # the referee played for the seat(s) late
+            timeouts += 1
+        assert timeouts >= 1
+        await play_random(stub, table_id, tokens, rng)
+        got = await signed_record(stub, table_id)
+        result = verify_envelope(got.envelope, [load_public_key(tmp_path / "k.key")])
+        assert result.ok, result.error
+        rec = decode_record(got.envelope.record)
+        marked = [(h, t) for h, hand in enumerate(rec.hands) for t in hand.timeouts]
+        assert len(marked) >= timeouts
+        for h, t in marked:
+            assert rec.hands[h].elapsed_ms[t - 1] == 1000
+        assert rec.outcome.rule == ""
+
+    timed(body, tmp_path, clock)
+
+
+def test_views_and_events_show_the_clocks(tmp_path: Path) -> None:
+    clock = ManualTime()
+    control = rpb.TimeControl(action_ms=30_000, budget_ms=60_000, increment_ms=2_000,
+                              policy=FORFEIT)  # fmt: skip
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
+        table_id, tokens = await timed_table(stub, "napoleon", "", {"deals": 2}, 4, control)
+        v = await view(stub, table_id, 0, tokens[0])
+        assert [c.seat for c in v.clocks] == [0, 1, 2, 3]
+        running = [c.seat for c in v.clocks if c.running]
+        assert running == list(v.to_act) and len(running) == 1
+        seat = running[0]
+        clock.advance(5_000)
+        v = await view(stub, table_id, seat, tokens[seat])
+        mine = v.clocks[seat]
+        assert mine.remaining_ms == 55_000 and mine.action_left_ms == 25_000
+        assert all(c.remaining_ms == 60_000 and not c.HasField("action_left_ms")
+                   for c in v.clocks if c.seat != seat)  # fmt: skip
+        reply = await stub.SubmitAction(
+            pb.SubmitActionRequest(
+                table_id=table_id,
+                seat=seat,
+                expected_action_index=v.action_index,
+                action=v.legal_actions[0].action,
+            ),
+            metadata=auth(tokens[seat]),
+        )
+        taken = [e.action_taken for e in reply.events if e.HasField("action_taken")]
+        assert taken[0].elapsed_ms == 5_000 and not taken[0].timeout
+        assert taken[0].remaining_ms == 57_000  # 60 s - 5 s + 2 s
+        v = await view(stub, table_id, seat, tokens[seat])
+        assert v.clocks[seat].remaining_ms == 57_000 and not v.clocks[seat].running
+        games = await stub.ListGames(pb.ListGamesRequest())
+        info = games.time_control
+        assert info.action_ms_min == 100 and info.budget_ms_max == 604_800_000
+        assert list(info.policies) == [FORFEIT, AUTOPLAY]
+
+    timed(body, tmp_path, clock)
+
+
+def test_an_action_that_comes_after_the_time_ran_out_finds_the_referee_acted(
+    tmp_path: Path,
+) -> None:
+    clock = ManualTime()
+    control = rpb.TimeControl(action_ms=1_000, policy=AUTOPLAY)
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
+        table_id, tokens = await timed_table(stub, "nap", "", {"deals": 2}, 4, control)
+        seat = (await view(stub, table_id, 0, tokens[0])).to_act[0]
+        v = await view(stub, table_id, seat, tokens[seat])
+        clock.advance(1_001, ring=False)  # the alarm has not rung yet when the action comes
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.SubmitAction(
+                pb.SubmitActionRequest(
+                    table_id=table_id,
+                    seat=seat,
+                    expected_action_index=v.action_index,
+                    action=v.legal_actions[-1].action,
+                ),
+                metadata=auth(tokens[seat]),
+            )
+        assert caught.value.code() == grpc.StatusCode.ABORTED
+        assert "time ran out" in (caught.value.details() or "")
+        after = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+        assert after.action_index == v.action_index + 1
+
+    timed(body, tmp_path, clock)
+
+
+def test_clocks_survive_a_restart(tmp_path: Path) -> None:
+    control = rpb.TimeControl(action_ms=20_000, budget_ms=50_000, policy=AUTOPLAY)
+
+    async def main() -> None:
+        clock = ManualTime()
+        rng = random.Random(7)
+        async with (
+            referee(tmp_path, time_source=clock) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            stub = rpc.RefereeServiceStub(channel)
+            table_id, tokens = await timed_table(stub, "nap", "", {"deals": 2}, 4, control)
+            for _ in range(5):
+                await act(stub, table_id, tokens, rng, clock, 1_500)
+            before = [c.remaining_ms for c in (await view(stub, table_id, 0, tokens[0])).clocks]
+            clock.advance(10_000)  # time lost in the crash is not counted
+        later = ManualTime()
+        async with (
+            referee(tmp_path, time_source=later) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            stub = rpc.RefereeServiceStub(channel)
+            after = [c.remaining_ms for c in (await view(stub, table_id, 0, tokens[0])).clocks]
+            assert after == before
+            later.advance(20_000)  # the seat to act is played for
+            await settle(server)
+            await play_random(stub, table_id, tokens, rng)
+            got = await signed_record(stub, table_id)
+            assert verify_envelope(got.envelope, [load_public_key(tmp_path / "k.key")]).ok
+            rec = decode_record(got.envelope.record)
+            assert sum(len(h.timeouts) for h in rec.hands) == 1
+            elapsed = [e for h in rec.hands for e in h.elapsed_ms]
+            assert all(e >= 1_500 for e in elapsed[:5])  # each thought 1.5 s or more
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        rpb.TimeControl(policy=FORFEIT),
+        rpb.TimeControl(action_ms=50, policy=FORFEIT),
+        rpb.TimeControl(action_ms=1000),
+        rpb.TimeControl(action_ms=1000, increment_ms=10, policy=AUTOPLAY),
+        rpb.TimeControl(budget_ms=604_800_001, policy=AUTOPLAY),
+        rpb.TimeControl(action_ms=1000, policy=7),  # type: ignore[arg-type]
+    ],
+)
+def test_a_time_control_out_of_its_ranges_is_refused(tmp_path: Path, bad: rpb.TimeControl) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await timed_table(stub, "hearts", "", {}, 4, bad)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "time_control." in (caught.value.details() or "")
+
+    timed(body, tmp_path, ManualTime())
+
+
+def test_a_record_with_its_clocks_tampered_and_re_signed_fails_verify(tmp_path: Path) -> None:
+    clock = ManualTime()
+    control = rpb.TimeControl(action_ms=2000, budget_ms=5000, policy=FORFEIT)
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> rpb.GameRecord:
+        table_id, tokens = await timed_table(stub, "hearts", "", {"end_threshold": 20}, 4, control)
+        rng = random.Random(3)
+        for _ in range(12):
+            await act(stub, table_id, tokens, rng, clock, 400)
+        clock.advance(2000)
+        await settle(server)
+        return decode_record((await signed_record(stub, table_id)).envelope.record)
+
+    rec = timed(body, tmp_path, clock)
+    key = load_private_key(tmp_path / "k.key")
+    public = load_public_key(tmp_path / "k.key")
+    assert verify_envelope(sign(canonical_bytes(rec), key), [public]).ok
+    # `tapis record show` prints the clocks.
+    path = tmp_path / "timed.tapis"
+    write_envelopes(path, [sign(canonical_bytes(rec), key)])
+    shown = tapis("record", "show", path)
+    assert shown.returncode == 0, shown.stderr
+    assert "clocks: 2 s per action, 5 s per seat, forfeit" in shown.stdout
+    assert "(2.0 s, 0:" in shown.stdout and "out of time)" in shown.stdout
+    assert f"seat {rec.outcome.resigned} lost on time [CLOCK.FORFEIT]" in shown.stdout
+
+    def mutant(change: Any) -> rpb.RecordEnvelope:
+        bad = rpb.GameRecord()
+        bad.CopyFrom(rec)
+        change(bad)
+        return sign(canonical_bytes(bad), key)
+
+    def slower(r: rpb.GameRecord) -> None:
+        r.hands[0].elapsed_ms[2] = 2001  # longer than the 2 s an action may take
+
+    def budget_overspent(r: rpb.GameRecord) -> None:
+        for i in range(len(r.hands[0].elapsed_ms) - 1):
+            r.hands[0].elapsed_ms[i] = 1999  # every seat's 5 s are spent long before the end
+
+    def negative_made_huge(r: rpb.GameRecord) -> None:
+        r.hands[0].elapsed_ms[0] = 2**64 - 1
+
+    def forfeit_too_early(r: rpb.GameRecord) -> None:
+        r.hands[-1].elapsed_ms[-1] = 1500  # the seat still had time
+
+    def timeout_not_marked(r: rpb.GameRecord) -> None:
+        del r.hands[-1].timeouts[:]
+
+    def one_elapsed_missing(r: rpb.GameRecord) -> None:
+        del r.hands[0].elapsed_ms[-1]
+
+    def untimed_with_elapsed(r: rpb.GameRecord) -> None:
+        r.rules.ClearField("time_control")
+
+    for change in (
+        slower,
+        budget_overspent,
+        negative_made_huge,
+        forfeit_too_early,
+        one_elapsed_missing,
+        untimed_with_elapsed,
+    ):
+        result = verify_envelope(mutant(change), [public])
+        assert not result.ok and result.error is not None, change.__name__
+        assert getattr(result.error, "code", "") == "clock", (change.__name__, result.error)
+    # Without its mark, the forfeit is a plain resignation: the outcome no longer follows.
+    result = verify_envelope(mutant(timeout_not_marked), [public])
+    assert not result.ok
+
+
+def test_tapis_table_create_opens_a_timed_table(tmp_path: Path) -> None:
+    server = Server(tmp_path)
+    server.start()
+    try:
+
+        async def rules_of(table_id: str) -> rpb.Rules:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                stub = rpc.RefereeServiceStub(channel)
+                return (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).rules
+
+        address = f"127.0.0.1:{server.port}"
+
+        async def ready() -> None:
+            async with grpc.aio.insecure_channel(address) as channel:
+                await server.serving(channel)
+
+        asyncio.run(ready())
+        made = tapis("table", "create", "--address", address, "--game", "nap",
+                     "--action-time", "30", "--budget", "300", "--increment", "2.5",
+                     "--on-timeout", "autoplay")  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        table_id = made.stdout.split()[1]
+        rules = asyncio.run(rules_of(table_id))
+        assert rules.time_control == rpb.TimeControl(
+            action_ms=30_000, budget_ms=300_000, increment_ms=2_500, policy=AUTOPLAY
+        )
+        bad = tapis("table", "create", "--address", address, "--budget", "soon")
+        assert bad.returncode == 2 and "--budget 'soon': give a number of seconds" in bad.stderr
+        out_of_range = tapis("table", "create", "--address", address, "--action-time", "0.01")
+        assert out_of_range.returncode != 0
+        assert "time_control.action_ms" in out_of_range.stderr
+    finally:
+        server.terminate()
