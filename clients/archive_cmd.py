@@ -36,14 +36,15 @@ from records.archive import (
     rescore,
     run_results,
 )
-from records.codec import decode_record, write_frames
+from records.codec import decode_record, writable, write_frames
 from records.executors import make_executor
 from records.render import render_record
 from records.rescore import Rescored, result_text, runs_text, summary_text
 from records.score import text_table
 from records.signing import TrustedKey, load_keys
+from referee.engine import GAMES, find_game
 from referee.engine.options import parse_option
-from referee.errors import TapisError, exit_status
+from referee.errors import ArchiveError, RulesError, TapisError, exit_status
 
 __all__ = ["add_archive_parser", "add_key_options", "keys_given", "positive_int"]
 
@@ -153,16 +154,12 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """The selected records, out of the archive into one record file (as they were added:
     signatures and annotations kept)."""
+    writable(args.output)
+    db = open_archive(args.db, create=False)
     try:
-        db = open_archive(args.db, create=False)
-        try:
-            envelopes = iter_envelopes(db, _selected(args))
-            count = write_frames(args.output, envelopes)
-        finally:
-            db.close()
-    except OSError as exc:
-        _err(f"{args.output}: cannot write: {exc.strerror or exc}")
-        return 2
+        count = write_frames(args.output, iter_envelopes(db, _selected(args)))
+    finally:
+        db.close()
     print(f"{count} record{'s' if count != 1 else ''} -> {args.output}")
     return 0
 
@@ -270,7 +267,20 @@ def positive_int(text: str) -> int:
 
 
 def _selected(args: argparse.Namespace) -> Selection:
-    return Selection(args.game, args.ruleset, args.player, args.since, args.until, args.limit)
+    """The records a query or an export selects; `ArchiveError` for a game or a ruleset
+    Tapis does not have (a typo would otherwise select nothing, silently)."""
+    game, ruleset = args.game, args.ruleset
+    if game is not None:
+        try:
+            spec = find_game(game)
+        except RulesError:
+            names = ", ".join(GAMES)
+            raise ArchiveError(f"--game {game!r}: no such game ({names}, or an alias)") from None
+        game = spec.name
+        if ruleset is not None and ruleset not in spec.rulesets:
+            rulesets = ", ".join(spec.rulesets)
+            raise ArchiveError(f"--ruleset {ruleset!r}: {game} has {rulesets}")
+    return Selection(game, ruleset, args.player, args.since, args.until, args.limit)
 
 
 def _selection(p: argparse.ArgumentParser) -> None:

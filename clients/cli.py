@@ -46,9 +46,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: what was written is whole (files are written whole)
+        print("tapis: interrupted", file=sys.stderr)
+        return 130
     except TapisError as exc:  # an error that ends the command: its message, its exit code
         print(exc, file=sys.stderr)
         return exit_status(exc)
+    except OSError as exc:  # a file a command could not read or write, named
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"tapis {args.command}: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from records.codec import (
     decode_record,
     envelope,
     read_envelopes,
+    writable,
     write_envelopes,
 )
 from records.executors import make_executor
@@ -60,7 +61,7 @@ from records.verify import (
 from referee.engine import RecordError, TapisError
 from referee.engine.errors import quoted
 from referee.engine.options import Option, parse_option
-from referee.errors import exit_status
+from referee.errors import OutputError, exit_status
 from tapis.v1 import record_pb2 as pb
 
 __all__ = ["add_record_parser"]
@@ -81,7 +82,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         _err("tapis record import: give -o RECORD or --out-dir DIR, not both")
         return 2
     if args.out_dir is not None:
-        Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"{args.out_dir}: cannot make the folder: {exc.strerror}") from None
+    else:
+        writable(args.output)
     refused = 0
     imported = []
     for name in args.transcripts:
@@ -301,6 +307,7 @@ def cmd_sign(args: argparse.Namespace) -> int:
     """Sign every record of a file (each must verify first); annotations are kept."""
     key = load_private_key(args.key)
     loaded = _load([args.record])
+    writable(args.output or args.record)
     signed = []
     for path, index, env in loaded:
         result = verify_envelope(env)
@@ -325,6 +332,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         _err(f"tapis record annotate: {exc}")
         return exit_status(exc)
     loaded = _load([args.record])
+    writable(args.output)
     if comments and len(loaded) != 1:
         _err(f"{args.record} holds {len(loaded)} records: --comment needs a file of one record")
         return 2
@@ -350,6 +358,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     loaded = _load([args.record])
+    if args.output is not None:
+        writable(args.output)
     try:
         if args.format == "json":
             text = envelopes_to_json([env for _, _, env in loaded]) + "\n"
@@ -371,9 +381,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import_json(args: argparse.Namespace) -> int:
     try:
         text = Path(args.json).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        _err(f"{args.json}: cannot read: {exc}")
+    except OSError as exc:
+        _err(f"{args.json}: cannot read: {exc.strerror or exc}")
         return 2
+    except UnicodeDecodeError as exc:
+        _err(f"{args.json}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})")
+        return 2
+    writable(args.output)
     try:
         envs = envelopes_from_json(text)
     except ExportError as exc:

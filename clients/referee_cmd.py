@@ -169,7 +169,7 @@ def cmd_key_show(args: argparse.Namespace) -> int:
         key = load_public_key(args.path)
     except TapisError as exc:
         _err(str(exc))
-        return 1
+        return exit_status(exc)
     print(public_pem(key), end="")
     print(f"key id {key_id(key)}")
     return 0

@@ -27,7 +27,7 @@ from google.protobuf.message import DecodeError
 from records.clocks import FORFEIT, FORFEIT_RULE, Timing, forfeit_reason, iter_hand_timing
 from referee.engine import Deal, Match, RecordError, Rules, ScoreLine, Start, find_game
 from referee.engine.options import Option
-from referee.errors import RecordFileError
+from referee.errors import OutputError, RecordFileError
 from tapis.v1 import record_pb2 as pb
 
 T = TypeVar("T")
@@ -54,6 +54,7 @@ __all__ = [
     "score_getter",
     "score_to_pb",
     "start_from_pb",
+    "writable",
     "write_envelopes",
     "write_frames",
 ]
@@ -464,11 +465,33 @@ def write_frames(path: str | Path, frames: Iterable[bytes]) -> int:
     return atomic_write(path, fill)
 
 
+def writable(path: str | Path) -> Path:
+    """`path`, once a file can be written there: `OutputError` naming it when its folder is
+    missing or not a folder, when a folder is in its place, or without permission. Commands
+    call it before their work, so that nothing is done (or said done) for an output that
+    cannot be written."""
+    p = Path(path)
+    folder = p.parent
+    if p.is_dir():
+        raise OutputError(f"{p}: cannot write: it is a folder")
+    if not folder.exists():
+        raise OutputError(f"{p}: cannot write: no folder {folder}")
+    if not folder.is_dir():
+        raise OutputError(f"{p}: cannot write: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise OutputError(f"{p}: cannot write: permission denied")
+    return p
+
+
 def atomic_write(path: str | Path, fill: Callable[[BinaryIO], T]) -> T:
     """Write a file by `fill` into a temporary file in the same folder, flushed to disk,
-    then renamed into place: an interrupted write leaves no file. Returns what `fill` does."""
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent or ".")
+    then renamed into place: an interrupted write leaves no file. Returns what `fill` does;
+    `OutputError` naming the file when it cannot be written (`writable`, a full disk)."""
+    p = writable(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    except OSError as exc:
+        raise OutputError(f"{p}: cannot write: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             result = fill(f)
@@ -478,6 +501,9 @@ def atomic_write(path: str | Path, fill: Callable[[BinaryIO], T]) -> T:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # an ordinary file, not mkstemp's 0600
         os.replace(tmp, p)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"{p}: cannot write: {exc.strerror or exc}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -58,6 +58,7 @@ __all__ = [
     "NotReplayable",
     "NotYourTurn",
     "OutOfRange",
+    "OutputError",
     "PermissionDenied",
     "RecordError",
     "RecordFileError",
@@ -297,6 +298,13 @@ class ExportError(TapisError):
     """A JSON export that cannot be read back, or a record that cannot be exported."""
 
     exit_code = 1
+
+
+class OutputError(TapisError):
+    """A file that cannot be written: its folder missing, a folder in its place, no
+    permission, no space left."""
+
+    exit_code = 2
 
 
 class KeyFileError(TapisError):

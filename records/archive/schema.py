@@ -36,12 +36,16 @@ def to_json(value: Any) -> str:
 
 def open_archive(path: str | Path, create: bool = True) -> sqlite_utils.Database:
     """The archive at `path`, its tables made if missing; `ArchiveError` if it does not exist
-    and `create` is false, or if it is not an SQLite file."""
+    (or is not an archive: another SQLite file, an empty file) and `create` is false, or if it
+    is not an SQLite file."""
     p = Path(path)
     if not create and not p.is_file():
         raise ArchiveError(f"{p}: no such archive")
     try:
         db = sqlite_utils.Database(p)
+        if not create and "records" not in db.table_names():
+            db.close()
+            raise ArchiveError(f"{p}: not a Tapis archive (it has no records table)")
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA busy_timeout=30000")
         _ensure_schema(db)

@@ -100,6 +100,11 @@ async def create_server(
         ("grpc.max_send_message_length", 4 * limits.max_message_bytes),
         ("grpc.so_reuseport", 0),  # a port in use is an error, not a port shared
     ]
+    host, _, port_text = address.rpartition(":")
+    if not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise ListenError(
+            f"cannot listen on {address!r}: give HOST:PORT (e.g. 127.0.0.1:50051, [::]:50051)"
+        )
     server = grpc.aio.server(options=options)
     try:
         port = server.add_insecure_port(address)
