@@ -345,6 +345,10 @@ def _options_info(game: str, ruleset: str, counts: Sequence[int]) -> list[pb.Opt
     the number of players: Napoléon `deals`, the team Triomphe's `target`, `players`)."""
     model = find_game(game).rulesets[ruleset]
     by_count = [make_rules(game, ruleset, {}, n).option_values() for n in counts]
+    # default_value: the default at the ruleset's usual number of players (the engine's when
+    # none is given), e.g. four at Napoléon.
+    usual = make_rules(game, ruleset, {}).players
+    at = counts.index(usual) if usual in counts else 0
     out = []
     for key, fld in sorted(model.model_fields.items()):
         allowed = choices(model, key)
@@ -353,7 +357,7 @@ def _options_info(game: str, ruleset: str, counts: Sequence[int]) -> list[pb.Opt
         info = pb.OptionInfo(
             key=key,
             type=kind,
-            default_value=_option(key, values[0]),
+            default_value=_option(key, values[at]),
             allowed=allowed,
             description=fld.description or "",
         )

@@ -343,8 +343,8 @@ class OptionInfo(_message.Message):
     def default_value(self) -> _record_pb2.Option:
         """The default value, as an Option: the value a table gets when the option is omitted. Where
         the default depends on the number of players (`defaults` is not empty), this is the
-        default for the ruleset's first player count (RulesetInfo.player_counts[0]); read
-        `defaults` for the others.
+        default for the ruleset's usual number of players (the default_value of its `players`
+        option, e.g. 4 at Napoléon); read `defaults` for the others.
         """
 
     @_builtins.property

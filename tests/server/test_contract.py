@@ -177,12 +177,17 @@ def test_list_games_defaults_are_what_a_table_gets_for_every_number_of_players(
             for ruleset in game.rulesets:
                 counts = list(ruleset.player_counts)
                 assert counts == sorted(counts) and counts, ruleset
+                usual = next(
+                    (o.default_value.int_value for o in ruleset.options if o.key == "players"),
+                    counts[0],
+                )
                 for info in ruleset.options:
                     if info.defaults:
                         depends.add((game.name, ruleset.name, info.key))
                         assert [d.players for d in info.defaults] == counts, info
-                        # default_value: the default for the first number of players.
-                        assert info.defaults[0].value == info.default_value, info
+                        # default_value: the default at the usual number of players.
+                        at_usual = next(d.value for d in info.defaults if d.players == usual)
+                        assert at_usual == info.default_value, info
                         assert any(d.value != info.default_value for d in info.defaults), info
                 for n in counts:
                     table_id, tokens = await new_table(stub, game.name, ruleset.name, {}, n)
