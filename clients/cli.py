@@ -22,6 +22,7 @@ from clients.archive_cmd import add_archive_parser
 from clients.record_cmd import add_record_parser
 from clients.referee_cmd import add_referee_parsers
 from clients.rules_cmd import add_rules_parser
+from referee import __version__
 from referee.errors import TapisError, exit_status
 
 __all__ = ["build_parser", "main"]
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tapis", description="Referee and record toolkit for trick-taking card games."
     )
+    parser.add_argument("--version", action="version", version=f"tapis {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add_group in COMMAND_GROUPS:
         add_group(sub)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from records.codec import decode_record, envelope, read_envelopes, write_envelopes
+from tapis.v1 import referee_pb2 as pb
 from tests.commands import DATA, tapis
+from tests.server.util import run
 
 
 def bad_transcript(tmp_path: Path) -> Path:
@@ -184,3 +187,21 @@ def test_verify_truncated_file_reports_the_records_before(tmp_path: Path) -> Non
     docs = [json.loads(line) for line in r.stdout.splitlines()]
     assert [(d["index"], d["ok"]) for d in docs] == [(1, True), (2, True), (3, False)]
     assert docs[2]["error"]["code"] == "file:truncated" and docs[2]["record_id"] is None
+
+
+def test_one_version_everywhere(tmp_path: Path) -> None:
+    """`tapis --version`, the installed package's metadata and what a referee reports
+    (ListGamesResponse.version) are the one version, referee.__version__."""
+    import importlib.metadata
+
+    from referee import __version__
+
+    done = tapis("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"tapis {__version__}"
+    assert importlib.metadata.version("tapis") == __version__
+
+    async def body(server: Any, stub: Any, _: Any) -> None:
+        reply = await stub.ListGames(pb.ListGamesRequest())
+        assert reply.version == __version__
+
+    run(body, tmp_path)

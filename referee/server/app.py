@@ -28,6 +28,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 from records.signing import key_id, load_or_create_private_key
+from referee import __version__
 from referee.errors import ListenError
 from referee.server.limits import DEFAULT_LIMITS, Limits
 from referee.server.service import RefereeServicer, add_referee_service
@@ -137,6 +138,7 @@ async def create_server(
         "referee serving",
         extra={
             "fields": {
+                "version": __version__,
                 "address": address,
                 "port": port,
                 "tables": count,

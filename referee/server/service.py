@@ -23,6 +23,7 @@ from grpc_status import rpc_status
 from records.clocks import ACTION_MS, BUDGET_MS, INCREMENT_MS, TimeControl
 from records.codec import options_from_pb, rules_to_pb, score_to_pb
 from records.signing import public_bytes
+from referee import __version__
 from referee.engine import GAMES, find_game, int_range, make_rules
 from referee.engine.actions import action_str, check_action
 from referee.engine.base import (
@@ -798,6 +799,7 @@ def _games_reply() -> pb.ListGamesResponse:
         )
     return pb.ListGamesResponse(
         games=games,
+        version=__version__,
         time_control=pb.TimeControlInfo(
             action_ms_min=ACTION_MS[0],
             action_ms_max=ACTION_MS[1],

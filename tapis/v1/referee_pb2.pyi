@@ -171,6 +171,9 @@ class ListGamesResponse(_message.Message):
 
     GAMES_FIELD_NUMBER: _builtins.int
     TIME_CONTROL_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    version: _builtins.str
+    """The version of Tapis this referee runs, e.g. "0.2.0" (as `tapis --version` says it)."""
     @_builtins.property
     def games(self) -> _containers.RepeatedCompositeFieldContainer[Global___GameInfo]:
         """One entry per game."""
@@ -184,10 +187,11 @@ class ListGamesResponse(_message.Message):
         *,
         games: _abc.Iterable[Global___GameInfo] | None = ...,
         time_control: Global___TimeControlInfo | None = ...,
+        version: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["time_control", b"time_control"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["games", b"games", "time_control", b"time_control"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["games", b"games", "time_control", b"time_control", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
