@@ -40,7 +40,7 @@ from records.codec import decode_record, writable, write_frames
 from records.executors import make_executor
 from records.render import render_record
 from records.rescore import Rescored, result_text, runs_text, summary_text
-from records.score import text_table
+from records.score import counted, text_table
 from records.signing import TrustedKey, load_keys
 from referee.engine import GAMES, find_game
 from referee.engine.options import parse_option
@@ -101,13 +101,14 @@ def cmd_add(args: argparse.Namespace) -> int:
         _err(f"{name} (record {index}): refused: {error}")
     for name, index, error in report.untrusted:
         _err(f"{name} (record {index}): not signed by a trusted key: {error}")
-    counts = f"{report.added} added, {report.duplicates} duplicates, {len(report.refused)} refused"
+    duplicates = counted(report.duplicates, "duplicate")
+    counts = f"{report.added} added, {duplicates}, {len(report.refused)} refused"
     if keys:
         counts += f", {len(report.untrusted)} not signed by a trusted key"
     print(counts)
     seen = report.added + report.duplicates + len(report.refused) + len(report.untrusted)
     rate = seen / elapsed if elapsed > 0 else 0.0
-    print(f"{seen} records read in {elapsed:.1f} s ({rate:,.0f} records/s)")
+    print(f"{counted(seen, 'record')} read in {elapsed:.1f} s ({rate:,.0f} records/s)")
     if report.unreadable:
         return 2
     return 1 if report.refused or report.untrusted else 0
@@ -194,7 +195,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
     else:
         print(runs_text([run]))
         for r in results:
-            print("  " + result_text(Rescored(**r)))
+            names, units = r.pop("names"), find_game(r.pop("game")).units
+            print("  " + result_text(Rescored(**r), names, units))
     return 0
 
 

@@ -58,7 +58,7 @@ from records.verify import (
     verify_envelope,
     verify_files,
 )
-from referee.engine import RecordError, TapisError
+from referee.engine import RecordError, TapisError, find_game
 from referee.engine.errors import quoted
 from referee.engine.options import Option, parse_option
 from referee.errors import OutputError, exit_status
@@ -151,7 +151,8 @@ def _rescored(rec: pb.GameRecord, changes: dict[str, Option]) -> tuple[pb.GameRe
         [list(h.deal.deck) or None for h in rec.hands],
         rec.deal_source if rec.HasField("deal_source") else None,
     )
-    return new, changes_text(rescored("", rec, match), [s.name for s in rec.seats])
+    units = find_game(rec.rules.game).units
+    return new, changes_text(rescored("", rec, match), [s.name for s in rec.seats], units)
 
 
 def cmd_score(args: argparse.Namespace) -> int:

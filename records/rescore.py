@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from records.codec import score_from_pb
-from records.score import NotReplayable, diff_text, first_diff, replay_changed
+from records.score import (
+    NotReplayable,
+    counted,
+    diff_text,
+    first_diff,
+    replay_changed,
+    scores_text,
+)
 from referee.engine import Match, find_game
 from referee.engine.options import Option
 from tapis.v1 import record_pb2 as pb
@@ -100,32 +107,43 @@ def rescore_record(rid: str, rec: pb.GameRecord, changes: Mapping[str, Option]) 
     return rescored(rid, rec, match)
 
 
-def changes_text(r: Rescored, names: Sequence[str]) -> str:
-    """What the changed options change in one record, winners by name (`record score`)."""
+def _winners(seats: Sequence[int] | None, names: Sequence[str]) -> str:
+    return ", ".join(names[w] if 0 <= w < len(names) else f"seat {w}" for w in seats or ()) or (
+        "none"
+    )
+
+
+def changes_text(r: Rescored, names: Sequence[str], units: tuple[str, ...]) -> str:
+    """What the changed options change in one record, seats by name (`record score`)."""
     same = r.old_scores == r.new_scores
-    parts = [f"scores {r.old_scores} -> {r.new_scores}" if not same else "same scores"]
+    parts = ["same scores"]
+    if not same:
+        old, new = (scores_text(s or [], names, units) for s in (r.old_scores, r.new_scores))
+        parts = [f"scores {old} -> {new}"]
     if r.old_winners != r.new_winners:
-        won = [[names[w] for w in ws or ()] for ws in (r.old_winners, r.new_winners)]
-        parts.append(f"winners {won[0]} -> {won[1]}")
+        parts.append(
+            f"winners {_winners(r.old_winners, names)} -> {_winners(r.new_winners, names)}"
+        )
     if r.old_finished != r.new_finished:
         parts.append("no longer finished" if r.old_finished else "now finished")
     if r.first_diff is None and len(parts) == 1 and same:
         return "compared with the record: nothing changes"
-    parts.append("first differing line: " + diff_text(r.first_diff))
+    parts.append("first differing line: " + diff_text(r.first_diff, names, units))
     return "compared with the record: " + "; ".join(parts)
 
 
-def result_text(r: Rescored) -> str:
-    """One record of a run, on one line (`archive runs RUN_ID`)."""
+def result_text(r: Rescored, names: Sequence[str], units: tuple[str, ...]) -> str:
+    """One record of a run, on one line, seats by name (`archive runs RUN_ID`)."""
     head = f"{r.record_id[:12]}: "
     if r.status != "ok":
         return head + f"not replayable [{r.rule}] {r.detail}"
-    text = head + f"{r.old_scores} -> {r.new_scores}"
+    old, new = (scores_text(s or [], names, units) for s in (r.old_scores, r.new_scores))
+    text = head + (f"{old} -> {new}" if old != new else f"same scores ({old})")
     if r.new_winners != r.old_winners:
-        text += f"; winners {r.old_winners} -> {r.new_winners}"
+        text += f"; winners {_winners(r.old_winners, names)} -> {_winners(r.new_winners, names)}"
     if r.new_finished != r.old_finished:
         text += "; no longer finished" if r.old_finished else "; now finished"
-    return text + f"; first differing line: {diff_text(r.first_diff)}"
+    return text + f"; first differing line: {diff_text(r.first_diff, names, units)}"
 
 
 @dataclass
@@ -175,7 +193,8 @@ def summary_text(s: RescoreSummary, elapsed: float) -> str:
     opts = _opts(s.options)
     rate = (s.total - s.resumed) / elapsed if elapsed > 0 else 0.0
     lines = [
-        f"run {s.run_id} ({opts}{', game ' + s.game if s.game else ''}): {s.total} records",
+        f"run {s.run_id} ({opts}{', game ' + s.game if s.game else ''}): "
+        + counted(s.total, "record"),
         f"  scored:          {s.scored}",
         f"  not replayable:  {s.not_replayable}"
         + (
@@ -191,12 +210,15 @@ def summary_text(s: RescoreSummary, elapsed: float) -> str:
     if s.now_finished:
         lines.append(f"  now finished:       {s.now_finished} (the match now ends sooner)")
     if s.resumed:
-        lines.append(f"  continued an interrupted run: {s.resumed} records were already done")
-    lines.append(f"  {s.total - s.resumed} records in {elapsed:.2f} s ({rate:,.0f} records/s)")
+        lines.append(f"  continued an interrupted run: {counted(s.resumed, 'record')} done before")
+    done = counted(s.total - s.resumed, "record")
+    lines.append(f"  {done} in {elapsed:.2f} s ({rate:,.0f} records/s)")
     for sample in s.samples:
+        names, units = sample["names"], find_game(sample["game"]).units
+        old, new = (scores_text(sample[k], names, units) for k in ("old_scores", "new_scores"))
         lines.append(
-            f"  {sample['record_id'][:12]}: {sample['old_scores']} -> {sample['new_scores']}; "
-            f"first differing line: {diff_text(sample['first_diff'])}"
+            f"  {sample['record_id'][:12]}: {old} -> {new}; "
+            f"first differing line: {diff_text(sample['first_diff'], names, units)}"
         )
     return "\n".join(lines)
 
@@ -209,9 +231,9 @@ def runs_text(runs: Sequence[Mapping[str, Any]]) -> str:
         game = f", game {r['game']}" if r["game"] else ""
         lines.append(
             f"run {r['run_id']} ({_opts(r['options'])}{game}): started {r['started_at']}, "
-            f"{state}; {r['total']} records, {r['scored']} scored, {r['not_replayable']} not "
-            f"replayable, {r['scores_changed']} scores changed, {r['winners_changed']} winners "
-            f"changed, {r['no_longer_finished']} no longer finished, {r['now_finished']} now "
-            "finished"
+            f"{state}; {counted(r['total'], 'record')}, {r['scored']} scored, "
+            f"{r['not_replayable']} not replayable, {r['scores_changed']} scores changed, "
+            f"{r['winners_changed']} winners changed, {r['no_longer_finished']} no longer "
+            f"finished, {r['now_finished']} now finished"
         )
     return "\n".join(lines) or "no re-scoring runs"

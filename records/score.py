@@ -25,11 +25,13 @@ from tapis.v1 import record_pb2 as pb
 
 __all__ = [
     "NotReplayable",
+    "counted",
     "diff_text",
     "first_diff",
     "replay_changed",
     "score_json",
     "score_sheet",
+    "scores_text",
     "text_table",
 ]
 
@@ -207,11 +209,41 @@ def result_line(rec: pb.GameRecord) -> str:
     return f"{winners} {verb}{reason}."
 
 
-def diff_text(d: dict[str, Any] | None) -> str:
-    """A `first_diff` for a person, with the rule ids on both sides."""
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """`n` and the noun it counts: "1 record", "3 records", "0 duplicates"."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def scores_text(
+    scores: Sequence[Sequence[int]], names: Sequence[str], units: tuple[str, ...]
+) -> str:
+    """Each seat's score by name: "Ann 12, Bob 3" (L'Impériale: "Ann 2F 3J")."""
+    return ", ".join(
+        f"{_name(names, s)} {_fmt(units, tuple(score))}" for s, score in enumerate(scores)
+    )
+
+
+def _name(names: Sequence[str], seat: int) -> str:
+    return names[seat] if 0 <= seat < len(names) else f"seat {seat}"
+
+
+def _line_text(line: Sequence[Any] | None, names: Sequence[str], units: tuple[str, ...]) -> str:
+    """A `first_diff` side ([seat, kind, delta]) for a person: "Ann penalty +4"; "none"."""
+    if not line:
+        return "none"
+    seat, kind, delta = line
+    return f"{_name(names, seat)} {kind} {_fmt_delta(units, tuple(delta))}"
+
+
+def diff_text(
+    d: dict[str, Any] | None, names: Sequence[str] = (), units: tuple[str, ...] = ("points",)
+) -> str:
+    """A `first_diff` for a person, with the rule ids on both sides and the seats by name:
+    "hand 2, line 3: DP.SCORE -> DP.MOON (Ann penalty +4 -> Bob moon +26)"."""
     if not d:
         return "no line differs"
+    old, new = (_line_text(d[k], names, units) for k in ("old", "new"))
     return (
         f"hand {d['hand']}, line {d['line']}: {d['old_rule'] or '(none)'} -> "
-        f"{d['new_rule'] or '(none)'} ({d['old']} -> {d['new']})"
+        f"{d['new_rule'] or '(none)'} ({old} -> {new})"
     )

@@ -205,3 +205,21 @@ def test_one_version_everywhere(tmp_path: Path) -> None:
         assert reply.version == __version__
 
     run(body, tmp_path)
+
+
+def test_rescore_and_runs_name_the_seats_and_print_no_python_values(tmp_path: Path) -> None:
+    archive = tmp_path / "a.db"
+    golden = DATA / "golden"
+    files = [golden / "dame-de-pique.tapis", golden / "imperiale-moderne.tapis"]
+    assert tapis("archive", "add", archive, *files).returncode == 0
+    names = {s.name for f in files for env in read_envelopes(f)
+             for s in decode_record(env.record).seats}  # fmt: skip
+    for game, change in (("hearts", "end_threshold=30"), ("imperiale", "target_fiches=5")):
+        done = tapis("archive", "rescore", archive, "--game", game, "--set", change)
+        assert done.returncode == 0, done.stderr
+        runs = tapis("archive", "runs", archive, done.stdout.split()[1])
+        for text in (done.stdout, runs.stdout):
+            assert "[[" not in text and "None" not in text, text
+            assert not re.search(r"(?<![\d,.])1 records(?!/s)", text), text
+        changed = [line for line in runs.stdout.splitlines() if line.startswith("  ")]
+        assert changed and all(any(n in line for n in names) for line in changed), runs.stdout

@@ -46,9 +46,10 @@ def summarize(db: sqlite_utils.Database, run_id: int, finish: bool) -> dict[str,
             ],
         )
     samples = []
-    for rid, old, new, ow, nw, diff in db.execute(
+    for rid, old, new, ow, nw, diff, game, players in db.execute(
         "SELECT r.record_id, r.old_scores, r.new_scores, r.old_winners, r.new_winners, "
-        "r.first_diff FROM rescore_results r JOIN records USING (record_id) "
+        "r.first_diff, records.game, records.players "
+        "FROM rescore_results r JOIN records USING (record_id) "
         "WHERE r.run_id = ? AND r.status = 'ok' AND r.new_scores != r.old_scores "
         "ORDER BY records.rowid LIMIT 5",
         [run_id],
@@ -61,6 +62,8 @@ def summarize(db: sqlite_utils.Database, run_id: int, finish: bool) -> dict[str,
                 "old_winners": json.loads(ow),
                 "new_winners": json.loads(nw),
                 "first_diff": json.loads(diff) if diff else None,
+                "game": game,
+                "names": json.loads(players),
             }
         )
     refusals = {
@@ -115,7 +118,8 @@ def run_results(
     run["options"] = json.loads(run["options"])
     sql = (
         "SELECT r.record_id, r.status, r.rule, r.detail, r.old_scores, r.new_scores, "
-        "r.old_winners, r.new_winners, r.old_finished, r.new_finished, r.first_diff "
+        "r.old_winners, r.new_winners, r.old_finished, r.new_finished, r.first_diff, "
+        "records.game, records.players AS names "
         "FROM rescore_results r JOIN records USING (record_id) WHERE r.run_id = ?"
     )
     if changed:
@@ -130,7 +134,8 @@ def run_results(
         params.append(limit)
     results = []
     for row in db.query(sql, params):
-        for key in ("old_scores", "new_scores", "old_winners", "new_winners", "first_diff"):
+        decoded = ("old_scores", "new_scores", "old_winners", "new_winners", "first_diff", "names")
+        for key in decoded:
             row[key] = None if row[key] is None else json.loads(row[key])
         for key in ("old_finished", "new_finished"):
             row[key] = None if row[key] is None else bool(row[key])
