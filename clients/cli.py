@@ -5,6 +5,7 @@ own, which adds its subcommands to the parser:
                           (clients/record_cmd.py)
     tapis archive ...     add, query, export, show, rescore, runs (clients/archive_cmd.py)
     tapis serve | table | key | play | bot | example     (clients/referee_cmd.py)
+    tapis games [GAME]    games, rulesets, options with ranges and defaults (clients/games_cmd.py)
     tapis rules [ID]      the rule ids: statement, engine functions, page (clients/rules_cmd.py)
 
 Exit status: 0 success; 1 a transcript refused or a record invalid; 2 a file that cannot be
@@ -19,6 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from clients.archive_cmd import add_archive_parser
+from clients.games_cmd import add_games_parser
 from clients.record_cmd import add_record_parser
 from clients.referee_cmd import add_referee_parsers
 from clients.rules_cmd import add_rules_parser
@@ -28,7 +30,13 @@ from referee.errors import TapisError, exit_status
 __all__ = ["build_parser", "main"]
 
 # The command groups, in the order `tapis --help` lists them: each adds its subcommands.
-COMMAND_GROUPS = (add_record_parser, add_referee_parsers, add_archive_parser, add_rules_parser)
+COMMAND_GROUPS = (
+    add_record_parser,
+    add_referee_parsers,
+    add_archive_parser,
+    add_games_parser,
+    add_rules_parser,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -223,3 +223,19 @@ def test_rescore_and_runs_name_the_seats_and_print_no_python_values(tmp_path: Pa
             assert not re.search(r"(?<![\d,.])1 records(?!/s)", text), text
         changed = [line for line in runs.stdout.splitlines() if line.startswith("  ")]
         assert changed and all(any(n in line for n in names) for line in changed), runs.stdout
+
+
+def test_tapis_games_lists_the_catalogue_a_referee_answers_with() -> None:
+    from google.protobuf import json_format
+
+    from referee.catalog import games_catalog
+
+    done = tapis("games", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json_format.Parse(done.stdout, pb.ListGamesResponse()) == games_catalog()
+    text = tapis("games", "nap")
+    assert text.returncode == 0
+    assert "deals" in text.stdout and "6 (3 players), 8 (4 players)" in text.stdout
+    assert "int 1..1000" in text.stdout and "seed_points | stakes" in text.stdout
+    assert "dame-de-pique" not in text.stdout
+    assert tapis("games", "heart").returncode == 2

@@ -20,11 +20,11 @@ from google.protobuf.message import DecodeError, Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from records.clocks import ACTION_MS, BUDGET_MS, INCREMENT_MS, TimeControl
+from records.clocks import TimeControl
 from records.codec import options_from_pb, rules_to_pb, score_to_pb
 from records.signing import public_bytes
-from referee import __version__
-from referee.engine import GAMES, find_game, int_range, make_rules
+from referee.catalog import games_catalog
+from referee.engine import find_game
 from referee.engine.actions import action_str, check_action
 from referee.engine.base import (
     CardFact,
@@ -40,7 +40,6 @@ from referee.engine.base import (
 )
 from referee.engine.cards import iter_cards
 from referee.engine.errors import quoted
-from referee.engine.options import choices
 from referee.errors import (
     BadRequest,
     IllegalAction,
@@ -340,62 +339,6 @@ def _add_choices(out: Any, actions: Sequence[int]) -> None:
         add(action=a, text=_text(a))
 
 
-def _options_info(game: str, ruleset: str, counts: Sequence[int]) -> list[pb.OptionInfo]:
-    """The options of a ruleset with their defaults: the values the rules take for an
-    omitted option, for each number of players in `counts` (the engine fills some in from
-    the number of players: Napoléon `deals`, the team Triomphe's `target`, `players`)."""
-    model = find_game(game).rulesets[ruleset]
-    by_count = [make_rules(game, ruleset, {}, n).option_values() for n in counts]
-    # default_value: the default at the ruleset's usual number of players (the engine's when
-    # none is given), e.g. four at Napoléon.
-    usual = make_rules(game, ruleset, {}).players
-    at = counts.index(usual) if usual in counts else 0
-    out = []
-    for key, fld in sorted(model.model_fields.items()):
-        allowed = choices(model, key)
-        kind = "enum" if allowed else "bool" if fld.annotation is bool else "int"
-        values = [defaults.get(key) for defaults in by_count]
-        info = pb.OptionInfo(
-            key=key,
-            type=kind,
-            default_value=_option(key, values[at]),
-            allowed=allowed,
-            description=fld.description or "",
-        )
-        if any(v != values[0] for v in values):
-            info.defaults.extend(
-                pb.PlayersDefault(players=n, value=_option(key, v))
-                for n, v in zip(counts, values, strict=True)
-            )
-        bounds = int_range(model, key)
-        if bounds is not None:
-            info.min_value, info.max_value = bounds
-        out.append(info)
-    return out
-
-
-def _option(key: str, value: object) -> rpb.Option:
-    out = rpb.Option(key=key)
-    if isinstance(value, bool):
-        out.bool_value = value
-    elif isinstance(value, int):
-        out.int_value = value
-    elif value is not None:
-        out.string_value = str(value)
-    return out
-
-
-def _player_counts(game: str, ruleset: str) -> list[int]:
-    counts = []
-    for n in range(2, 11):
-        try:
-            make_rules(game, ruleset, {}, n)
-        except RulesError:
-            continue
-        counts.append(n)
-    return counts
-
-
 def _fact(value: object) -> str:
     if value is None:
         return ""
@@ -642,7 +585,7 @@ class RefereeServicer:
     async def ListGames(
         self, request: pb.ListGamesRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListGamesResponse:
-        return _games_reply()
+        return games_catalog()
 
     @_handled
     async def CreateTable(
@@ -781,41 +724,6 @@ class RefereeServicer:
             record_id=rid,
             public_key=self.public_key,
         )
-
-
-@functools.cache
-def _games_reply() -> pb.ListGamesResponse:
-    """The games, rulesets and options (the same for the referee's whole life)."""
-    games = []
-    for spec in GAMES.values():
-        games.append(
-            pb.GameInfo(
-                name=spec.name,
-                title=spec.title,
-                aliases=list(spec.aliases),
-                units=list(spec.units),
-                rulesets=[_ruleset_info(spec.name, r) for r in spec.rulesets],
-            )
-        )
-    return pb.ListGamesResponse(
-        games=games,
-        version=__version__,
-        time_control=pb.TimeControlInfo(
-            action_ms_min=ACTION_MS[0],
-            action_ms_max=ACTION_MS[1],
-            budget_ms_min=BUDGET_MS[0],
-            budget_ms_max=BUDGET_MS[1],
-            increment_ms_max=INCREMENT_MS[1],
-            policies=[rpb.TIMEOUT_POLICY_FORFEIT, rpb.TIMEOUT_POLICY_AUTOPLAY],
-        ),
-    )
-
-
-def _ruleset_info(game: str, ruleset: str) -> pb.RulesetInfo:
-    counts = _player_counts(game, ruleset)
-    return pb.RulesetInfo(
-        name=ruleset, options=_options_info(game, ruleset, counts), player_counts=counts
-    )
 
 
 def table_rules(table: Table) -> rpb.Rules:
