@@ -26,13 +26,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from records.codec import decode_record
+from records.codec import decode_record, writable, write_envelopes
 from records.score import score_sheet
 from records.signing import key_id, load_or_create_private_key, load_public_key, public_pem
 from records.transcript import import_transcript
 from referee.engine.options import parse_option
 from referee.errors import TapisError, exit_status
 from tapis.v1 import record_pb2 as rpb
+from tapis.v1 import referee_pb2 as pb
 
 __all__ = ["add_referee_parsers"]
 
@@ -150,6 +151,25 @@ def cmd_table_create(args: argparse.Namespace) -> int:
                 [(name, i in open_seats) for i, name in enumerate(names)],
                 time_control=clocks,
             )
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "table_id": made.table_id,
+                        "seats": [
+                            {"seat": i, "name": name, "open": i in open_seats}
+                            | ({"token": made.tokens[i]} if i in made.tokens else {})
+                            for i, name in enumerate(names)
+                        ],
+                        "commitment": {
+                            "algorithm": made.commitment.algorithm,
+                            "seed_sha256": made.commitment.seed_sha256.hex(),
+                        },
+                    },
+                    ensure_ascii=False,
+                )
+            )
+            return
         print(f"table {made.table_id}")
         for seat, token in sorted(made.tokens.items()):
             print(f"seat {seat} ({names[seat]}) token {token}")
@@ -161,6 +181,27 @@ def cmd_table_create(args: argparse.Namespace) -> int:
     except RefereeError as exc:
         _err(f"tapis table create: {exc}")
         return exit_status(exc)
+    return 0
+
+
+def cmd_table_record(args: argparse.Namespace) -> int:
+    """Fetch the signed record of a finished table into a record file."""
+    from clients.sdk import RefereeClient, RefereeError
+
+    writable(args.output)
+
+    async def fetch() -> pb.GetRecordResponse:
+        async with RefereeClient(args.address) as client:
+            return await client.record(args.table)
+
+    try:
+        got = asyncio.run(fetch())
+    except RefereeError as exc:
+        _err(f"tapis table record: {exc}")
+        return exit_status(exc)
+    write_envelopes(args.output, [got.envelope])
+    signer = got.envelope.key_id[:16]
+    print(f"record {got.record_id} of table {args.table} (signed by {signer}) -> {args.output}")
     return 0
 
 
@@ -284,7 +325,13 @@ def add_referee_parsers(sub: Any) -> None:
     p.add_argument("--increment", metavar="SECONDS", help="clocks: added after each action")
     p.add_argument("--on-timeout", choices=("forfeit", "autoplay"), default="forfeit",
                    help="clocks: a seat out of time loses, or is played for")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="the table, seats and tokens as JSON")
     p.set_defaults(func=cmd_table_create)
+    p = tsub.add_parser("record", help="fetch the signed record of a finished table")
+    p.add_argument("table", metavar="TABLE", help="the table's id")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the record file")
+    p.add_argument("--address", default="127.0.0.1:50051", metavar="HOST:PORT")
+    p.set_defaults(func=cmd_table_record)
 
     key = sub.add_parser("key", help="the referee's signing key")
     ksub = key.add_subparsers(dest="key_command", required=True)
