@@ -40,6 +40,7 @@ from records.codec import decode_record, writable, write_frames
 from records.executors import make_executor
 from records.render import render_record
 from records.rescore import Rescored, result_text, runs_text, summary_text
+from records.research import FORMATS, TABLES, write_table
 from records.score import counted, text_table
 from records.signing import TrustedKey, load_keys
 from referee.engine import GAMES, find_game
@@ -158,6 +159,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     writable(args.output)
     db = open_archive(args.db, create=False)
     try:
+        if args.format != "tapis":
+            records, rows = write_table(
+                args.output, args.table, args.format, iter_envelopes(db, _selected(args))
+            )
+            print(f"{counted(rows, 'row')} of {args.table} from {counted(records, 'record')}"
+                  f" -> {args.output}")  # fmt: skip
+            return 0
         count = write_frames(args.output, iter_envelopes(db, _selected(args)))
     finally:
         db.close()
@@ -314,9 +322,15 @@ def add_archive_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_query)
 
-    p = asub.add_parser("export", help="write the records selected to a record file")
+    p = asub.add_parser(
+        "export", help="write the records selected to a record file, or as a table (CSV, Parquet)"
+    )
     p.add_argument("db", metavar="DB")
     p.add_argument("-o", "--output", required=True, metavar="FILE")
+    p.add_argument("--format", choices=("tapis", *FORMATS), default="tapis",
+                   help="a record file (default), or --table as CSV or Parquet")  # fmt: skip
+    p.add_argument("--table", choices=tuple(TABLES), default="plays",
+                   help="plays: a row per action; results: a row per seat")  # fmt: skip
     _selection(p)
     p.set_defaults(func=cmd_export)
 

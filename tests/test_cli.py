@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from records.codec import decode_record, envelope, read_envelopes, write_envelopes
+from records.codec import decode_record, envelope, read_envelopes, record_id, write_envelopes
 from tapis.v1 import referee_pb2 as pb
 from tests.commands import DATA, tapis
 from tests.server.util import run
@@ -239,3 +239,46 @@ def test_tapis_games_lists_the_catalogue_a_referee_answers_with() -> None:
     assert "int 1..1000" in text.stdout and "seed_points | stakes" in text.stdout
     assert "dame-de-pique" not in text.stdout
     assert tapis("games", "heart").returncode == 2
+
+
+def test_archive_export_plays_and_results_as_csv_and_parquet(tmp_path: Path) -> None:
+    import csv
+
+    import pyarrow.parquet as pq
+
+    from records.replay import replay_record
+
+    archive = tmp_path / "a.db"
+    files = sorted((DATA / "golden").glob("*.tapis"))
+    assert tapis("archive", "add", archive, *files).returncode == 0
+    records = [decode_record(env.record) for f in files for env in read_envelopes(f)]
+    actions = sum(len(h.actions) for r in records for h in r.hands)
+    seats = sum(len(r.seats) for r in records)
+    for fmt in ("csv", "parquet"):
+        plays, results = tmp_path / f"plays.{fmt}", tmp_path / f"results.{fmt}"
+        done = tapis("archive", "export", archive, "--format", fmt, "-o", plays)
+        assert done.returncode == 0, done.stderr
+        done = tapis("archive", "export", archive, "--format", fmt, "--table", "results",
+                     "-o", results)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        if fmt == "csv":
+            with plays.open(newline="") as f:
+                play_rows = list(csv.DictReader(f))
+            with results.open(newline="") as f:
+                result_rows = list(csv.DictReader(f))
+        else:
+            play_rows = pq.read_table(plays).to_pylist()
+            result_rows = pq.read_table(results).to_pylist()
+        assert len(play_rows) == actions and len(result_rows) == seats
+        # Each trick's winner, as the rows say, against the engine's replay of one record.
+        first = read_envelopes(files[0])[0]
+        rec, rid = decode_record(first.record), record_id(first.record)
+        match = replay_record(rec, check=False)
+        won = [t.winner for t in match.results[0].tricks]
+        mine = [r for r in play_rows if r["record"] == rid and str(r["hand"]) == "1" and r["card"]]
+        by_trick: dict[str, set[str]] = {}
+        for r in mine:
+            by_trick.setdefault(str(r["trick"]), set()).add(str(r["winner"]))
+        assert [by_trick[str(t)] for t in range(1, len(won) + 1)] == [{str(w)} for w in won]
+    wrong = tapis("archive", "export", archive, "--format", "xlsx", "-o", tmp_path / "x")
+    assert wrong.returncode == 2

@@ -1,0 +1,131 @@
+"""Records as tables, for research: one row per action played (`plays`) or per seat of a match
+(`results`), written as CSV or Parquet so that pandas, DuckDB or R read an archive in one line:
+
+    pandas.read_parquet("plays.parquet")
+    duckdb.sql("SELECT player, avg(score) FROM 'results.parquet' GROUP BY player")
+
+`plays`: record, hand (1-based number in the record), index (1-based in the hand), seat, player,
+action (its text: "play QS", "bid nap"), card (for a card played, else empty), trick (1-based in
+the hand, for a card played), winner (the seat that won that trick; empty while unfinished).
+
+`results`: record, game, ruleset, players (the number of seats), seat, player, team, points,
+imperiales, jetons (the game's units; empty where the game does not keep one), winner (whether
+the seat won), finished, hands, played_at.
+
+Tricks and winners come from the one replay of each record through the engine: nothing here
+knows a rule.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from records.codec import atomic_write, decode_record, record_id, score_from_pb
+from records.replay import replay_record
+from referee.engine import find_game
+from referee.engine.actions import PLAY, action_str
+from referee.engine.base import Hand, HandResult
+from referee.engine.cards import card_str
+from referee.errors import ArchiveError
+from tapis.v1 import record_pb2 as pb
+
+__all__ = ["FORMATS", "PLAY_COLUMNS", "RESULT_COLUMNS", "TABLES", "play_rows", "result_rows",
+           "write_table"]  # fmt: skip
+
+PLAY_COLUMNS = ("record", "hand", "index", "seat", "player", "action", "card", "trick", "winner")
+RESULT_COLUMNS = (
+    "record", "game", "ruleset", "players", "seat", "player", "team", "points", "imperiales",
+    "jetons", "winner", "finished", "hands", "played_at",
+)  # fmt: skip
+UNITS = ("points", "imperiales", "jetons")
+FORMATS = ("csv", "parquet")
+
+Row = tuple[Any, ...]
+
+
+def play_rows(rid: str, rec: pb.GameRecord) -> Iterator[Row]:
+    """The actions of a record, one row each (`PLAY_COLUMNS`), with each card's trick and
+    who won it, from a replay."""
+    match = replay_record(rec, check=False)
+    names = [s.name for s in rec.seats]
+    played: list[HandResult | Hand] = list(match.results)
+    if match.hand is not None and not match.hand.over:
+        played.append(match.hand)  # a hand in progress (a stopped match)
+    for hand, done in zip(rec.hands, played, strict=False):
+        tricks = done.tricks
+        t = 0  # the trick the next card belongs to
+        in_trick = 0
+        for index, (seat, action) in enumerate(zip(hand.seats, hand.actions, strict=True), 1):
+            card = trick = winner = None
+            if action & 7 == PLAY:
+                card = card_str(action >> 3)
+                trick = t + 1
+                if t < len(tricks):
+                    winner = tricks[t].winner
+                    in_trick += 1
+                    if in_trick == len(tricks[t].cards):
+                        t, in_trick = t + 1, 0
+            yield (rid, hand.number, index, seat, names[seat], action_str(action), card, trick,
+                   winner)  # fmt: skip
+
+
+def result_rows(rid: str, rec: pb.GameRecord) -> Iterator[Row]:
+    """A record's result, one row per seat (`RESULT_COLUMNS`), from the record's outcome (a
+    record is verified before it enters an archive)."""
+    units = find_game(rec.rules.game).units
+    out = rec.outcome
+    for seat, (s, score) in enumerate(zip(rec.seats, out.scores, strict=True)):
+        values = dict(zip(units, score_from_pb(units, score), strict=True))
+        yield (
+            rid, rec.rules.game, rec.rules.ruleset, rec.rules.players, seat, s.name, s.team,
+            *(values.get(u) for u in UNITS),
+            seat in out.winners, out.finished, len(rec.hands), rec.provenance.played_at,
+        )  # fmt: skip
+
+
+TABLES = {"plays": (PLAY_COLUMNS, play_rows), "results": (RESULT_COLUMNS, result_rows)}
+
+
+def write_table(
+    path: str | Path, table: str, fmt: str, envelopes: Iterable[bytes]
+) -> tuple[int, int]:
+    """Write the `table` ("plays" or "results") of the records (envelope bytes) to `path`
+    as `fmt` ("csv" or "parquet"); returns (records, rows). Parquet needs pyarrow
+    (`pip install pyarrow`): `ArchiveError` without it."""
+    columns, rows_of = TABLES[table]
+    counts = [0, 0]
+
+    def rows() -> Iterator[Row]:
+        for frame in envelopes:
+            env = pb.RecordEnvelope.FromString(frame)
+            counts[0] += 1
+            for row in rows_of(record_id(env.record), decode_record(env.record)):
+                counts[1] += 1
+                yield row
+
+    if fmt == "csv":
+
+        def fill(f: Any) -> None:
+            import io
+
+            text = io.TextIOWrapper(f, encoding="utf-8", newline="")
+            writer = csv.writer(text)
+            writer.writerow(columns)
+            writer.writerows(rows())
+            text.flush()
+            text.detach()
+
+        atomic_write(path, fill)
+    else:
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise ArchiveError("--format parquet needs pyarrow: pip install pyarrow") from None
+        data = list(zip(*rows(), strict=True)) or [()] * len(columns)
+        arrays = {name: pa.array(list(values)) for name, values in zip(columns, data, strict=True)}
+        atomic_write(path, lambda f: pq.write_table(pa.table(arrays), f))
+    return counts[0], counts[1]
