@@ -67,11 +67,19 @@ from referee.server.tables import (
     SeatEvent,
     Table,
     TableEventData,
+    Turn,
 )
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 
-__all__ = ["RefereeServicer", "add_facts", "add_referee_service", "event_message", "seat_view"]
+__all__ = [
+    "RefereeServicer",
+    "add_facts",
+    "add_referee_service",
+    "event_message",
+    "seat_view",
+    "turn_view",
+]
 
 log = logging.getLogger("tapis.referee")
 SERVICE = pb.DESCRIPTOR.services_by_name["RefereeService"]
@@ -381,6 +389,22 @@ def seat_view(table: Table, seat: int | None, view: View | None) -> pb.SeatView:
     return out
 
 
+def turn_view(table: Table, seat: int) -> pb.SeatView | None:
+    """The seat's view when it must act now (`Table.must_act`), else None: what a `turn` on
+    its stream and a `next_view` give. Built once per action index and seat, shared by both
+    (a message is not changed once built)."""
+    if not table.must_act(seat):
+        return None
+    index = len(table.actions)
+    cached = table.turn_views.get(seat)
+    if cached is not None and cached[0] == index:
+        view: pb.SeatView = cached[1]
+        return view
+    view = seat_view(table, seat, table.match.view(seat))
+    table.turn_views[seat] = (index, view)
+    return view
+
+
 def add_facts(
     out: pb.SeatView, public: Mapping[str, object], cards: Mapping[str, CardFact] | None = None
 ) -> None:
@@ -474,10 +498,9 @@ def event_message(
         action = event.action if viewer == event.seat else table.match.public_action(event.action)
         a.action = action
         a.text = _text(action)
-        if event.hands is not None:
-            mine = event.hands.visible_to(viewer)
-            if mine is not None:
-                a.hand.extend(iter_cards(mine))
+        mine = event.hands.visible_to(viewer)  # a seat's cards after the action, always
+        if mine is not None:
+            a.hand.extend(iter_cards(mine))
     elif isinstance(event, TrickWon):
         t = out.trick_completed
         t.number = event.number
@@ -643,10 +666,14 @@ class RefereeServicer:
         index, first, events = await self.referee.submit(
             table, seat, request.expected_action_index, request.action
         )
-        return pb.SubmitActionResponse(
+        reply = pb.SubmitActionResponse(
             action_index=index,
             events=[event_message(table, first + i, e, seat) for i, e in enumerate(events)],
         )
+        view = turn_view(table, seat)
+        if view is not None:
+            reply.next_view.CopyFrom(view)
+        return reply
 
     @_handled
     async def Resign(
@@ -676,7 +703,14 @@ class RefereeServicer:
                 )
             self._streams[client] = streams + 1
             counted = True
-            async for index, event in self.referee.watch(table, request.from_event_index):
+            async for item in self.referee.watch(table, request.from_event_index, seat):
+                if isinstance(item, Turn):
+                    assert seat is not None
+                    view = turn_view(table, seat)
+                    if view is not None:  # (it is: nothing was awaited since the check)
+                        yield pb.WatchTableResponse(turn=view)
+                    continue
+                index, event = item
                 yield pb.WatchTableResponse(event=event_message(table, index, event, seat))
         except asyncio.CancelledError:
             return  # the client went away, or the server is shutting down

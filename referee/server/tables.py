@@ -91,6 +91,7 @@ __all__ = [
     "Table",
     "TableClosed",
     "TooMany",
+    "Turn",
     "Unauthenticated",
     "Unavailable",
 ]
@@ -120,7 +121,14 @@ class ActionEvent:
     index: int
     seat: int
     action: int
-    hands: HandsChanged | None  # the engine's, when a hand changed other than by a card played
+    hands: HandsChanged  # every seat's cards after the action (each sees its own only)
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """Not an event: on a seat's stream, the seat must act now, at `action_index`."""
+
+    action_index: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +181,7 @@ class Table:
     actions: list[tuple[int, int]] = field(default_factory=list)
     events: list[TableEventData] = field(default_factory=list)
     action_events: list[int] = field(default_factory=list)  # first event index of each action
+    acting: list[int] = field(default_factory=list)  # per action: the seats to act (bits) then
     decks: list[list[int]] = field(default_factory=list)
     envelope: bytes | None = None
     record_id: str = ""
@@ -181,6 +190,8 @@ class Table:
     closed: ClosedEvent | None = None  # closed without a record (expired, broken)
     counted: bool = False  # counted among its creator's open tables
     expiry: asyncio.TimerHandle | None = None
+    # per seat: (action index, its view then), the view a turn and a next_view give (service.py)
+    turn_views: dict[int, tuple[int, Any]] = field(default_factory=dict)
     _legal_cache: dict[int, tuple[list[int], frozenset[int]]] = field(default_factory=dict)
     _legal_at: int = -1
     _lock: asyncio.Lock | None = None
@@ -295,17 +306,27 @@ class Table:
     def apply(self, seat: int, action: int) -> list[TableEventData]:
         """Apply one action in memory (an action the engine refuses raises, changing
         nothing)."""
-        engine_events = self.match.apply(seat, action)
+        match = self.match
+        hand = match.hand
+        acting = 0
+        for s in match.to_act():
+            acting |= 1 << s
+        engine_events = match.apply(seat, action)
         index = len(self.actions)
         first = len(self.events)
         self.actions.append((seat, action))
         self.action_events.append(first)
-        # The hands an exchange or a pillage made go with the action (ActionTaken.hand); the
-        # engine's other events follow it.
+        self.acting.append(acting)
+        # Every seat's cards after the action go with it (ActionTaken.hand, each seat its
+        # own): the engine's when an exchange or a pillage changed them, else the hand's now.
+        # The engine's other events follow it.
         hands = None
         for event in engine_events:
             if isinstance(event, HandsChanged):
                 hands = event
+        if hands is None:
+            held = hand.held if hand is not None else [0] * len(self.seats)
+            hands = HandsChanged(tuple(held))
         self.events.append(ActionEvent(index, seat, action, hands))
         self.events.extend(e for e in engine_events if not isinstance(e, HandsChanged))
         self.deal_until_playable()
@@ -352,6 +373,21 @@ class Table:
     def is_legal(self, seat: int, action: int) -> bool:
         self.legal(seat)
         return action in self._legal_cache[seat][1]
+
+    def must_act(self, seat: int) -> bool:
+        """Whether `seat` is to act now, on committed state (its view lists legal
+        actions): what a `turn` on its stream and a `next_view` say."""
+        return (
+            self.closed is None
+            and not self.finished
+            and self.durable_events == len(self.events)
+            and bool(self.legal(seat))
+        )
+
+    def acted_since(self, seat: int, index: int) -> bool:
+        """Whether `seat` made one of the actions from `index` on."""
+        actions = self.actions
+        return any(actions[i][0] == seat for i in range(index, len(actions)))
 
 
 class Referee:
@@ -727,7 +763,7 @@ class Referee:
             if (
                 expected < current
                 and table.actions[expected] == (seat, action)
-                and all(s != seat for s, _ in table.actions[expected + 1 :])
+                and not table.acted_since(seat, expected + 1)
             ):
                 # A retry of an acknowledged submission (the seat has not acted since, as it
                 # would have had it received the acknowledgement): the same answer.
@@ -738,6 +774,16 @@ class Referee:
                     else len(table.events)
                 )
                 return expected, first, list(table.events[first:last])
+            if (
+                expected < current
+                and table.acting[expected] >> seat & 1
+                and table.must_act(seat)
+                and not table.acted_since(seat, expected)
+            ):
+                # The seat was to act at `expected` and still is, without having acted since:
+                # the actions in between were other seats' acting at the same time (the Dame
+                # de Pique exchange), which its choice could not depend on. Applied now.
+                expected = current
             if expected != current:
                 raise Stale(
                     f"expected_action_index is {expected} but the table is at {current}",
@@ -914,18 +960,32 @@ class Referee:
     # -- watching -------------------------------------------------------------------------
 
     async def watch(
-        self, table: Table, start: int, idle: float = 15.0
-    ) -> AsyncIterator[tuple[int, TableEventData]]:
-        """The table's events from `start` on, waiting for new ones while the table lives."""
+        self, table: Table, start: int, seat: int | None = None, idle: float = 15.0
+    ) -> AsyncIterator[tuple[int, TableEventData] | Turn]:
+        """The table's events from `start` on, waiting for new ones while the table lives.
+        For a seat, also a `Turn` each time it must act: after the events so far, once per
+        action index (on a stream opened while it must act, at the end of the backlog). A
+        turn is yielded with nothing awaited since the check: the state is still the one it
+        was decided on when the caller builds the seat's view."""
         if start > table.durable_events:
             raise OutOfRange(
                 f"from_event_index {start} is past the table's {table.durable_events} events"
             )
         index = start
+        turn_at = -1  # the action index of the last turn sent
         while True:
             while index < table.durable_events:
                 yield index, table.events[index]
                 index += 1
+            if (
+                seat is not None
+                and turn_at != len(table.actions)
+                and index == table.durable_events
+                and table.must_act(seat)
+            ):
+                turn_at = len(table.actions)
+                yield Turn(turn_at)
+                continue  # events may have come while the turn was sent
             if table.ended and index >= table.durable_events:
                 return  # the match is over (its last event, the record, was sent) or closed
             await table.wait_change(idle)

@@ -102,7 +102,8 @@ class RefereeServiceStub:
     """Concede the match for a seat (authenticated)."""
     WatchTable: _grpc.UnaryStreamMultiCallable[_referee_pb2.WatchTableRequest, _referee_pb2.WatchTableResponse]
     """The table's events from an index on, then each new one as it happens. Reconnect with
-    from_event_index = last index received + 1 to resume without gap or duplicate.
+    from_event_index = last index received + 1 to resume without gap or duplicate. On a
+    seat's own stream, a `turn` (the seat's view) also says each time the seat must act.
     """
     GetRecord: _grpc.UnaryUnaryMultiCallable[_referee_pb2.GetRecordRequest, _referee_pb2.GetRecordResponse]
     """The signed record of a finished table."""
@@ -128,7 +129,8 @@ class RefereeServiceAsyncStub(RefereeServiceStub):
     """Concede the match for a seat (authenticated)."""
     WatchTable: _aio.UnaryStreamMultiCallable[_referee_pb2.WatchTableRequest, _referee_pb2.WatchTableResponse]  # type: ignore[assignment]
     """The table's events from an index on, then each new one as it happens. Reconnect with
-    from_event_index = last index received + 1 to resume without gap or duplicate.
+    from_event_index = last index received + 1 to resume without gap or duplicate. On a
+    seat's own stream, a `turn` (the seat's view) also says each time the seat must act.
     """
     GetRecord: _aio.UnaryUnaryMultiCallable[_referee_pb2.GetRecordRequest, _referee_pb2.GetRecordResponse]  # type: ignore[assignment]
     """The signed record of a finished table."""
@@ -199,7 +201,8 @@ class RefereeServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_referee_pb2.WatchTableResponse], _abc.AsyncIterator[_referee_pb2.WatchTableResponse]]:
         """The table's events from an index on, then each new one as it happens. Reconnect with
-        from_event_index = last index received + 1 to resume without gap or duplicate.
+        from_event_index = last index received + 1 to resume without gap or duplicate. On a
+        seat's own stream, a `turn` (the seat's view) also says each time the seat must act.
         """
 
     @_abc_1.abstractmethod
