@@ -184,6 +184,53 @@ def test_watch_resumes_by_itself_when_the_referee_restarts(tmp_path: Path) -> No
     asyncio.run(main())
 
 
+class _Signalling(RandomBot):
+    """A random bot that says when it has chosen `after` times."""
+
+    def __init__(self, seed: int, after: int, reached: asyncio.Event) -> None:
+        super().__init__(seed)
+        self.after = after
+        self.reached = reached
+        self.chosen = 0
+
+    def choose(self, view: pb.SeatView) -> int:
+        self.chosen += 1
+        if self.chosen == self.after:
+            self.reached.set()
+        return super().choose(view)
+
+
+def test_bots_play_on_through_a_restart_of_the_referee(tmp_path: Path) -> None:
+    """The bots' streams drop mid-match (the referee stops and comes back on the same port):
+    each is reopened from the next event index, its turn sent again at the end of the
+    backlog, and the match is played to its end with a move per turn."""
+
+    async def main() -> None:
+        async with referee(tmp_path) as first:
+            port = first.port
+            client = RefereeClient(f"127.0.0.1:{port}", retries=30)
+            async with client:
+                table = await client.create_table(
+                    "hearts", options=SHORT, seats=[(n, False) for n in "ABCD"]
+                )
+                handles = [client.seat(table.table_id, i, t) for i, t in table.tokens.items()]
+                reached = asyncio.Event()
+                bots = [_Signalling(i, 8, reached) for i in range(4)]
+                playing = asyncio.gather(
+                    *(play_seat(h, b) for h, b in zip(handles, bots, strict=True))
+                )
+                await reached.wait()
+                await first.stop(0)
+                async with referee(tmp_path, port):
+                    results = await asyncio.wait_for(playing, 60)
+                    record = await handles[0].record()
+                    assert verify(record).ok
+                    assert {r.record_id for r in results} == {record.record_id}
+                    assert client.calls["WatchTable"] > 4  # the streams were reopened
+
+    asyncio.run(main())
+
+
 def test_watch_gets_match_ended_when_the_stream_ends_before_it(tmp_path: Path) -> None:
     """The referee stores the record (envelope set) before it adds the match_ended event; a
     stream opened in between ends without it. The SDK reopens it and gets the event."""
