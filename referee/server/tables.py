@@ -190,12 +190,12 @@ class Table:
     closed: ClosedEvent | None = None  # closed without a record (expired, broken)
     counted: bool = False  # counted among its creator's open tables
     expiry: asyncio.TimerHandle | None = None
-    # per seat: (action index, its view then), the view a turn and a next_view give (service.py)
+    # per seat: (action index, its turn message then), shared by a turn and a next_view
     turn_views: dict[int, tuple[int, Any]] = field(default_factory=dict)
     _legal_cache: dict[int, tuple[list[int], frozenset[int]]] = field(default_factory=dict)
     _legal_at: int = -1
     _lock: asyncio.Lock | None = None
-    _changed: asyncio.Event | None = None
+    _waiters: list[asyncio.Future[None]] | None = None  # watchers waiting for a change
 
     @property
     def lock(self) -> asyncio.Lock:
@@ -204,15 +204,28 @@ class Table:
         return self._lock
 
     def notify(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+        waiters = self._waiters
+        if waiters:
+            self._waiters = None
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def wait_change(self, timeout: float) -> None:
-        if self._changed is None:
-            self._changed = asyncio.Event()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+        """Until the next `notify`, or `timeout` seconds. (A future and a timer per wait, no
+        task: every watcher of a table waits after each action.)"""
+        waiter = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        timer = waiter.get_loop().call_later(timeout, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            if self._waiters is not None:  # timed out or cancelled: no longer waiting
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
 
     @property
     def commitment(self) -> bytes:
@@ -989,6 +1002,11 @@ class Referee:
             if table.ended and index >= table.durable_events:
                 return  # the match is over (its last event, the record, was sent) or closed
             await table.wait_change(idle)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _check_open(table: Table) -> None:
