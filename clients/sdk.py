@@ -68,6 +68,10 @@ _RESUMABLE = frozenset(
         grpc.StatusCode.ABORTED,
     }
 )
+# A unary call that fails with one of these was lost with its connection, or cancelled by a
+# referee that stopped (this client's own cancellation raises asyncio.CancelledError instead):
+# retried when it is safe to repeat.
+_LOST = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 # A stream that ends cleanly before match_ended is reopened this many times.
 _CLEAN_END_RETRIES = 4
 # The channel retries a lost connection quickly (the gRPC defaults start at one second).
@@ -195,8 +199,8 @@ class RefereeClient:
         call: Callable[[], Awaitable[Resp]],
         retry: bool = True,
     ) -> Resp:
-        """One unary call (counted in `calls` under `method`); a lost connection is retried
-        when the call is safe to repeat."""
+        """One unary call (counted in `calls` under `method`); a lost connection (or a call
+        the referee cancelled as it stopped) is retried when the call is safe to repeat."""
         failures = 0
         while True:
             try:
@@ -204,7 +208,7 @@ class RefereeClient:
                 return await call()
             except grpc.aio.AioRpcError as exc:
                 failures += 1
-                lost = exc.code() == grpc.StatusCode.UNAVAILABLE
+                lost = exc.code() in _LOST
                 if not (retry and lost) or failures > self.retries:
                     raise _error(exc) from exc
             await asyncio.sleep(self._delay(failures))

@@ -402,6 +402,19 @@ class Table:
         actions = self.actions
         return any(actions[i][0] == seat for i in range(index, len(actions)))
 
+    def to_act_since(self, seat: int, index: int) -> bool:
+        """Whether `seat` has been to act since action index `index` without acting: the
+        actions since were other seats' acting at the same time (the Dame de Pique
+        exchange), which a choice made at `index` could not depend on. (With `must_act`, a
+        submission at `index` is then applied, and a turn sent at `index` still holds.)"""
+        if index == len(self.actions):
+            return True
+        return (
+            0 <= index < len(self.actions)
+            and bool(self.acting[index] >> seat & 1)
+            and not self.acted_since(seat, index)
+        )
+
 
 class Referee:
     """The tables of one referee, backed by a store, signing with one key."""
@@ -787,12 +800,7 @@ class Referee:
                     else len(table.events)
                 )
                 return expected, first, list(table.events[first:last])
-            if (
-                expected < current
-                and table.acting[expected] >> seat & 1
-                and table.must_act(seat)
-                and not table.acted_since(seat, expected)
-            ):
+            if expected < current and table.must_act(seat) and table.to_act_since(seat, expected):
                 # The seat was to act at `expected` and still is, without having acted since:
                 # the actions in between were other seats' acting at the same time (the Dame
                 # de Pique exchange), which its choice could not depend on. Applied now.
@@ -976,10 +984,12 @@ class Referee:
         self, table: Table, start: int, seat: int | None = None, idle: float = 15.0
     ) -> AsyncIterator[tuple[int, TableEventData] | Turn]:
         """The table's events from `start` on, waiting for new ones while the table lives.
-        For a seat, also a `Turn` each time it must act: after the events so far, once per
-        action index (on a stream opened while it must act, at the end of the backlog). A
-        turn is yielded with nothing awaited since the check: the state is still the one it
-        was decided on when the caller builds the seat's view."""
+        For a seat, also a `Turn` each time it comes to act: after the events so far (on a
+        stream opened while it must act, at the end of the backlog), once, as long as the
+        seat stays to act without acting (other seats acting meanwhile, in the Dame de Pique
+        exchange, leave its turn valid: `Table.to_act_since`). A turn is yielded with nothing
+        awaited since the check: the state is still the one it was decided on when the
+        caller builds the seat's view."""
         if start > table.durable_events:
             raise OutOfRange(
                 f"from_event_index {start} is past the table's {table.durable_events} events"
@@ -992,9 +1002,9 @@ class Referee:
                 index += 1
             if (
                 seat is not None
-                and turn_at != len(table.actions)
                 and index == table.durable_events
                 and table.must_act(seat)
+                and not (turn_at >= 0 and table.to_act_since(seat, turn_at))
             ):
                 turn_at = len(table.actions)
                 yield Turn(turn_at)

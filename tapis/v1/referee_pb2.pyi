@@ -42,8 +42,9 @@ Status codes:
   legal actions); also a call the table's state does not allow (GetRecord before the end, an
   action on a table waiting for players, or on a table that is closed: expired, or broken by
   an internal error of the referee, which isolates that table).
-- ABORTED: a submission whose expected_action_index is not the table's, with a StaleAction
-  detail giving the current index.
+- ABORTED: a submission whose expected_action_index is not the table's (save the cases
+  SubmitActionRequest.expected_action_index accepts), with a StaleAction detail giving the
+  current index.
 - NOT_FOUND: no such table. OUT_OF_RANGE: WatchTable from an event index the table has not
   reached. PERMISSION_DENIED: a wrong token, or JoinTable on a seat already taken or a table
   with no open seat. RESOURCE_EXHAUSTED: a client over its tables or streams.
@@ -1416,12 +1417,15 @@ class WatchTableResponse(_message.Message):
     def turn(self) -> Global___SeatView:
         """On a seat's own stream only (never a spectator's): the seat must act, with its view
         (as GetView gives it: legal actions, action_index to submit at). Sent right after the
-        event after which the seat must act, once per action index, and at the end of the
-        backlog of a stream (re)opened while the seat must act. A turn is no event: it has no
-        index and does not count in from_event_index. A turn whose view.action_index the client
-        has already acted at (SubmitActionResponse.action_index, or a `next_view` it acted on) is
-        stale: skip it. The turn loop: on each turn (or next_view) choose one of
-        view.legal_actions and SubmitAction at expected_action_index = view.action_index.
+        event after which the seat must act, and at the end of the backlog of a stream (re)opened
+        while the seat must act; once: while the seat stays to act without acting, a turn holds
+        even when other seats act meanwhile (the Dame de Pique exchange: a submission at its
+        action_index is applied, see SubmitActionRequest.expected_action_index). A turn is no
+        event: it has no index and does not count in from_event_index. A turn whose
+        view.action_index is at most the index of the seat's last acknowledged action
+        (SubmitActionResponse.action_index), or that a `next_view` already gave, is stale: skip
+        it. The turn loop: on each turn (or next_view) choose one of view.legal_actions and
+        SubmitAction at expected_action_index = view.action_index.
         """
 
     def __init__(

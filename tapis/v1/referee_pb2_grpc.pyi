@@ -42,8 +42,9 @@ Status codes:
   legal actions); also a call the table's state does not allow (GetRecord before the end, an
   action on a table waiting for players, or on a table that is closed: expired, or broken by
   an internal error of the referee, which isolates that table).
-- ABORTED: a submission whose expected_action_index is not the table's, with a StaleAction
-  detail giving the current index.
+- ABORTED: a submission whose expected_action_index is not the table's (save the cases
+  SubmitActionRequest.expected_action_index accepts), with a StaleAction detail giving the
+  current index.
 - NOT_FOUND: no such table. OUT_OF_RANGE: WatchTable from an event index the table has not
   reached. PERMISSION_DENIED: a wrong token, or JoinTable on a seat already taken or a table
   with no open seat. RESOURCE_EXHAUSTED: a client over its tables or streams.
