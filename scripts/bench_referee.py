@@ -971,6 +971,15 @@ def run_all(args: argparse.Namespace) -> int:
             f"  {row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  "
             f"{row[3]:>{widths[3]}}  {row[4]:<{widths[4]}}  {row[5]}".rstrip()
         )
+    if (
+        paced is not None
+        and echo is not None
+        and paced.actions_per_s < 0.95 * echo.actions_per_s / 2
+    ):
+        print(
+            "  (the stream-driven referee did not keep up with half of echo's rate: its p99 there"
+            " is queueing too)"
+        )
     print(f"\n(total {time.perf_counter() - started:.0f} s)")
     if profiled:
         print(profiled)
