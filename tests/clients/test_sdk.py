@@ -184,6 +184,50 @@ def test_watch_resumes_by_itself_when_the_referee_restarts(tmp_path: Path) -> No
     asyncio.run(main())
 
 
+def test_turns_give_each_event_once_in_order_and_each_turn_once(tmp_path: Path) -> None:
+    """`SeatHandle.turns`: the events in order, each once, also those of a next_view given
+    ahead of the stream; each turn once, at increasing action indexes, none stale (every
+    submission on a turn is acknowledged: exactly one SubmitAction per move)."""
+
+    async def main() -> None:
+        async with referee_and_client(tmp_path) as (_, client):
+            table = await client.create_table(
+                "hearts", options={"end_threshold": 40}, seats=[(n, False) for n in "ABCD"]
+            )
+            handles = [client.seat(table.table_id, i, t) for i, t in table.tokens.items()]
+            nexts = 0
+
+            async def seat(h: SeatHandle) -> tuple[list[int], list[int]]:
+                nonlocal nexts
+                events: list[int] = []
+                turns: list[int] = []
+                expected: pb.SeatView | None = None  # the next_view of the last move
+                bot = RandomBot(h.seat)
+                async for message in h.turns():
+                    if message.HasField("event"):
+                        events.append(message.event.index)
+                        continue
+                    view = message.turn
+                    if expected is not None:  # the next turn given is that next_view
+                        assert view == expected
+                        nexts += 1
+                    turns.append(view.action_index)
+                    ack = await h.act(bot.choose(view), expected_index=view.action_index)
+                    expected = ack.next_view if ack.HasField("next_view") else None
+                return events, turns
+
+            results = await asyncio.gather(*(seat(h) for h in handles))
+            for events, turns in results:
+                assert events == list(range(len(events)))
+                assert turns == sorted(set(turns))
+            moves = sum(len(turns) for _, turns in results)
+            assert client.calls["SubmitAction"] == moves
+            assert client.calls["WatchTable"] == 4 and "GetView" not in client.calls
+            assert nexts > 0
+
+    asyncio.run(main())
+
+
 class _Signalling(RandomBot):
     """A random bot that says when it has chosen `after` times."""
 
