@@ -330,6 +330,7 @@ class Table:
         self.actions.append((seat, action))
         self.action_events.append(first)
         self.acting.append(acting)
+        self.turn_views.clear()  # the views of the index before
         # Every seat's cards after the action go with it (ActionTaken.hand, each seat its
         # own): the engine's when an exchange or a pillage changed them, else the hand's now.
         # The engine's other events follow it.
