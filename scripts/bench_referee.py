@@ -941,7 +941,8 @@ def run_all(args: argparse.Namespace) -> int:
         def latency(r: Run, q: float = q) -> str:
             return f"{percentile(r.load.submit_ms, q):.2f}"
 
-        rows.append(per_server(f"SubmitAction latency {label} (ms), saturated", latency))
+        load_name = f"{args.pace:g} actions/s offered" if args.pace else "saturated"
+        rows.append(per_server(f"SubmitAction latency {label} (ms), {load_name}", latency))
     ratio = stream.actions_per_s / max(1e-9, loop.actions_per_s)
     target = f">= {TARGET_STREAM_RATIO:g}x"
     ok = verdict(ratio >= TARGET_STREAM_RATIO)
