@@ -22,7 +22,7 @@ from typing import Protocol
 
 import grpc
 
-from clients.sdk import RefereeError, SeatHandle, StaleAction, is_finished
+from clients.sdk import RefereeError, SeatHandle, StaleAction
 from referee.engine.actions import (
     ABANDON,
     BID,
@@ -36,6 +36,7 @@ from referee.engine.actions import (
 from referee.engine.cards import HEARTS, R1, R3, SPADES, RankOrder, parse_card
 from referee.engine.errors import RulesError
 from referee.engine.registry import find_game
+from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 
 __all__ = [
@@ -494,59 +495,52 @@ def make_bot(
 
 @dataclass(frozen=True)
 class SeatResult:
-    """How a seat's match ended."""
+    """How a seat's match ended (as its stream told it)."""
 
     seat: int
-    view: pb.SeatView  # the last view: scores, winners
+    winners: tuple[int, ...]
+    scores: tuple[rpb.Score, ...]  # every seat's, after the last hand (empty if none ended)
     record_id: str
     actions: int  # actions this seat took
 
     @property
     def won(self) -> bool:
-        return self.seat in self.view.winners
+        return self.seat in self.winners
 
 
 async def play_seat(handle: SeatHandle, bot: Bot) -> SeatResult:
-    """Play `handle`'s seat with `bot` until the match ends: watch the table's events and act
-    whenever the seat is to act (a submission overtaken by another seat's is chosen again on
-    a fresh view)."""
-    view = await handle.view()
-    events = handle.watch(from_index=view.event_index)
+    """Play `handle`'s seat with `bot` until the match ends, driven by the seat's stream: one
+    WatchTable for the match and one SubmitAction per move (on each turn, and at once on a
+    next_view; a submission the table moved past waits for the next turn)."""
     record_id = ""
+    winners: tuple[int, ...] = ()
+    scores: tuple[rpb.Score, ...] = ()
     actions = 0
+    messages = handle.turns()
     try:
-        while not is_finished(view):
-            if handle.seat in view.to_act and view.legal_actions:
+        async for message in messages:
+            if message.HasField("turn"):
+                view = message.turn
                 try:
                     await handle.act(bot.choose(view), expected_index=view.action_index)
                     actions += 1
-                except StaleAction as stale:
-                    if stale.view is not None:
-                        view = stale.view
-                        continue
-                view = await handle.view()
+                except StaleAction:
+                    pass  # another seat acted first: the stream brings this seat's next turn
                 continue
-            # Wait for something new: an event the last view did not include.
-            async for event in events:
-                if event.HasField("match_ended"):
-                    record_id = event.match_ended.record_id
-                if event.index >= view.event_index:
-                    break
-            else:
-                # The stream ends only with the match.
-                view = await handle.view()
-                if not is_finished(view):
-                    raise RefereeError(grpc.StatusCode.UNKNOWN, "the watch ended before the match")
-                break
-            view = await handle.view()
-        # The referee shows the match finished a moment before its record is issued: the
-        # match_ended event, the last of the table, carries the record id.
-        if not record_id:
-            async for event in events:
-                if event.HasField("match_ended"):
-                    record_id = event.match_ended.record_id
+            event = message.event
+            kind = event.WhichOneof("event")
+            if kind == "hand_ended":
+                scores = tuple(event.hand_ended.scores)
+            elif kind == "match_ended":
+                winners = tuple(event.match_ended.winners)
+                record_id = event.match_ended.record_id
+            elif kind == "table_closed":
+                closed = event.table_closed
+                raise RefereeError(
+                    grpc.StatusCode.FAILED_PRECONDITION, f"the table closed: {closed.reason}"
+                )
     finally:
-        await events.aclose()
+        await messages.aclose()
     if not record_id:
-        record_id = (await handle.record()).record_id
-    return SeatResult(handle.seat, view, record_id, actions)
+        raise RefereeError(grpc.StatusCode.UNKNOWN, "the watch ended before the match")
+    return SeatResult(handle.seat, winners, scores, record_id, actions)

@@ -227,62 +227,61 @@ class Screen:
 
 async def _person(
     me: SeatHandle, screen: Screen, reader: LineReader, prompt_out: TextIO
-) -> tuple[pb.SeatView, str]:
-    """Show the table to the person and submit their choices until the match ends; returns
-    the last view and the record id. End of input resigns."""
-    view = await me.view()
-    known = view.event_index  # the number of events the last view reflects
+) -> tuple[tuple[rpb.Score, ...], str]:
+    """Show the table to the person and submit their choices until the match ends, driven by
+    the seat's stream (each event shown as it comes, a prompt on each turn); returns the
+    scores after the last hand and the record id. End of input resigns."""
     record_id = ""
-    stream = me.watch(from_index=0)
+    scores: tuple[rpb.Score, ...] = ()
+    messages = me.turns()
     try:
-        async for event in stream:
+        async for message in messages:
+            if message.HasField("turn"):
+                await _turn(me, message.turn, screen, reader, prompt_out)
+                continue
+            event = message.event
             screen.event(event)
-            if event.HasField("match_ended"):
+            if event.HasField("hand_ended"):
+                scores = tuple(event.hand_ended.scores)
+            elif event.HasField("match_ended"):
                 record_id = event.match_ended.record_id
-                break
-            if event.index + 1 < known:
-                continue  # more events are known to follow: show them first
-            view = await me.view()
-            known = view.event_index
-            fresh = True  # show the whole table before the first prompt of a turn
-            while event.index + 1 >= known and me.seat in view.to_act and view.legal_actions:
-                if fresh:
-                    screen.turn(view, False)
-                    fresh = False
-                print("> ", end="", file=prompt_out, flush=True)
-                line = await reader.readline()
-                if line is not None and not reader.interactive:
-                    print(line, file=prompt_out, flush=True)  # a transcript reads as typed
-                command = "resign-eof" if line is None else line.strip().lower()
-                if command in ("help", "?", "list"):
-                    screen.legal(view.legal_actions, True)
-                    screen.say(HELP)
-                    continue
-                if command in ("resign", "resign-eof"):
-                    screen.say("\nEnd of input: you resign." if line is None else "You resign.")
-                    await me.resign()
-                    break
-                assert line is not None
-                try:
-                    # No expected index: if a bot acted meanwhile (the exchange), the choice
-                    # is resubmitted while it is still legal.
-                    await me.act(parse_choice(line, view.legal_actions))
-                except ValueError as exc:
-                    screen.say(f"? {exc}")
-                    continue
-                except ActionRefused as exc:
-                    screen.say(f"Refused [{exc.rule}]: {exc.reason or exc.message}")
-                    continue
-                except StaleAction as exc:
-                    if exc.view is not None:
-                        view, known, fresh = exc.view, exc.view.event_index, True
-                    continue
-                view = await me.view()
-                known = view.event_index
     finally:
-        await stream.aclose()
-    view = await me.view()
-    return view, record_id
+        await messages.aclose()
+    return scores, record_id
+
+
+async def _turn(
+    me: SeatHandle, view: pb.SeatView, screen: Screen, reader: LineReader, prompt_out: TextIO
+) -> None:
+    """One turn of the person: the table shown, then prompts until a move is accepted (its
+    next turn comes from the stream), refused moves explained; end of input resigns."""
+    screen.turn(view, False)
+    while True:
+        print("> ", end="", file=prompt_out, flush=True)
+        line = await reader.readline()
+        if line is not None and not reader.interactive:
+            print(line, file=prompt_out, flush=True)  # a transcript reads as typed
+        command = "resign-eof" if line is None else line.strip().lower()
+        if command in ("help", "?", "list"):
+            screen.legal(view.legal_actions, True)
+            screen.say(HELP)
+            continue
+        if command in ("resign", "resign-eof"):
+            screen.say("\nEnd of input: you resign." if line is None else "You resign.")
+            await me.resign()
+            return
+        assert line is not None
+        try:
+            await me.act(parse_choice(line, view.legal_actions), expected_index=view.action_index)
+        except ValueError as exc:
+            screen.say(f"? {exc}")
+            continue
+        except ActionRefused as exc:
+            screen.say(f"Refused [{exc.rule}]: {exc.reason or exc.message}")
+            continue
+        except StaleAction:
+            pass  # the table moved on: the stream shows what happened and the next turn
+        return
 
 
 async def _game(client: RefereeClient, game: str) -> pb.GameInfo:
@@ -356,7 +355,7 @@ async def run_play(
             ]
             me = client.seat(created.table_id, 0, created.tokens[0])
             try:
-                view, record_id = await _person(me, screen, LineReader(stdin), out)
+                scores, record_id = await _person(me, screen, LineReader(stdin), out)
             except asyncio.CancelledError:
                 screen.say("\nInterrupted: you resign.")
                 with contextlib.suppress(RefereeError):
@@ -369,7 +368,7 @@ async def run_play(
                 await asyncio.gather(*tasks, return_exceptions=True)
             if not record_id:
                 record_id = (await me.record()).record_id
-            screen.say(f"Final scores: {screen.scores(view.scores)}")
+            screen.say(f"Final scores: {screen.scores(scores)}")
             screen.say(f"Record: {record_id}")
             return 0
     finally:
@@ -404,8 +403,8 @@ async def run_bot(
         units = (await _game(client, info.rules.game)).units
         bot = make_bot(kind, info.rules.game, info.rules.ruleset, seed)
         result = await play_seat(handle, bot)
-        scores = ", ".join(score_text(s, units) for s in result.view.scores)
-        winners = ",".join(map(str, result.view.winners))
+        scores = ", ".join(score_text(s, units) for s in result.scores)
+        winners = ",".join(map(str, result.winners))
         print(
             f"table {table_id} seat {handle.seat} ({kind}): {'won' if result.won else 'lost'}; "
             f"winners {winners}; scores {scores}; {result.actions} actions; "

@@ -4,22 +4,30 @@
         table = await client.create_table("hearts", seats=[("Ann", False), ("Bob", True), ...])
         ann = client.seat(table.table_id, 0, table.tokens[0])
         bob = await client.join(table.table_id, name="Bob")
-        view = await ann.view()
-        await ann.act(view.legal_actions[0].action)
-        async for event in ann.watch():  # resumes by itself after a dropped stream
-            ...
+        async for message in ann.turns():  # one stream for the match, resumed by itself
+            if message.HasField("turn"):   # the seat must act: its view
+                view = message.turn
+                await ann.act(view.legal_actions[0].action, expected_index=view.action_index)
+            else:
+                ...                         # message.event, in order, each once
         envelope = (await ann.record()).envelope
+
+The turn loop is one call per move: the seat's own stream (`SeatHandle.turns`) says each
+time it must act, with its view, and a submission's `next_view` (the seat must act again at
+once: it leads the next trick) comes out of the same iteration at once, as a turn; turns the
+seat already acted at are left out. `RefereeClient.calls` counts the calls made, by method.
 
 Messages are the generated ones (`tapis.v1.referee_pb2`): a view is a `SeatView`, an event a
 `TableEvent`. Seat calls carry the metadata `authorization: Bearer <token>`. Every failed
 call raises a `RefereeError` (its `status` is the gRPC code); a move the rules refuse raises
 `ActionRefused` (rule id, code, reason, legal actions), a submission at a stale action index
-`StaleAction` (the table's current index and a fresh view).
+`StaleAction` (the table's current index).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -60,6 +68,10 @@ _RESUMABLE = frozenset(
         grpc.StatusCode.ABORTED,
     }
 )
+# A unary call that fails with one of these was lost with its connection, or cancelled by a
+# referee that stopped (this client's own cancellation raises asyncio.CancelledError instead):
+# retried when it is safe to repeat.
+_LOST = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 # A stream that ends cleanly before match_ended is reopened this many times.
 _CLEAN_END_RETRIES = 4
 # The channel retries a lost connection quickly (the gRPC defaults start at one second).
@@ -149,6 +161,9 @@ class RefereeClient:
         self.max_backoff = max_backoff
         self._channel: grpc.aio.Channel | None = None
         self._stub: referee_pb2_grpc.RefereeServiceAsyncStub | None = None
+        # The calls made, by method name: every attempt of a unary call, and every stream
+        # opened (a resumed stream counts again).
+        self.calls: collections.Counter[str] = collections.Counter()
 
     async def __aenter__(self) -> RefereeClient:
         self._channel = grpc.aio.insecure_channel(self.address, options=list(_CHANNEL_OPTIONS))
@@ -180,17 +195,20 @@ class RefereeClient:
 
     async def _unary(
         self,
+        method: str,
         call: Callable[[], Awaitable[Resp]],
         retry: bool = True,
     ) -> Resp:
-        """One unary call; a lost connection is retried when the call is safe to repeat."""
+        """One unary call (counted in `calls` under `method`); a lost connection (or a call
+        the referee cancelled as it stopped) is retried when the call is safe to repeat."""
         failures = 0
         while True:
             try:
+                self.calls[method] += 1
                 return await call()
             except grpc.aio.AioRpcError as exc:
                 failures += 1
-                lost = exc.code() == grpc.StatusCode.UNAVAILABLE
+                lost = exc.code() in _LOST
                 if not (retry and lost) or failures > self.retries:
                     raise _error(exc) from exc
             await asyncio.sleep(self._delay(failures))
@@ -199,7 +217,7 @@ class RefereeClient:
 
     async def list_games(self) -> list[pb.GameInfo]:
         resp = await self._unary(
-            lambda: self.stub.ListGames(pb.ListGamesRequest(), timeout=self.timeout)
+            "ListGames", lambda: self.stub.ListGames(pb.ListGamesRequest(), timeout=self.timeout)
         )
         return list(resp.games)
 
@@ -224,7 +242,9 @@ class RefereeClient:
             request_id=request_id or uuid.uuid4().hex,
             time_control=time_control,
         )
-        resp = await self._unary(lambda: self.stub.CreateTable(request, timeout=self.timeout))
+        resp = await self._unary(
+            "CreateTable", lambda: self.stub.CreateTable(request, timeout=self.timeout)
+        )
         return CreatedTable(resp.table_id, {t.seat: t.token for t in resp.tokens}, resp.commitment)
 
     async def join(
@@ -241,7 +261,9 @@ class RefereeClient:
         )
         if seat is not None:
             request.seat = seat
-        resp = await self._unary(lambda: self.stub.JoinTable(request, timeout=self.timeout))
+        resp = await self._unary(
+            "JoinTable", lambda: self.stub.JoinTable(request, timeout=self.timeout)
+        )
         return SeatHandle(self, table_id, resp.token.seat, resp.token.token)
 
     def seat(self, table_id: str, seat: int, token: str) -> SeatHandle:
@@ -250,18 +272,24 @@ class RefereeClient:
 
     async def table(self, table_id: str) -> pb.GetTableResponse:
         request = pb.GetTableRequest(table_id=table_id)
-        return await self._unary(lambda: self.stub.GetTable(request, timeout=self.timeout))
+        return await self._unary(
+            "GetTable", lambda: self.stub.GetTable(request, timeout=self.timeout)
+        )
 
     async def spectate(self, table_id: str) -> pb.SeatView:
         """A spectator's view: public information only."""
         request = pb.GetViewRequest(table_id=table_id)
-        resp = await self._unary(lambda: self.stub.GetView(request, timeout=self.timeout))
+        resp = await self._unary(
+            "GetView", lambda: self.stub.GetView(request, timeout=self.timeout)
+        )
         return resp.view
 
     async def record(self, table_id: str) -> pb.GetRecordResponse:
         """The signed record of a finished table (envelope, record id, referee's key)."""
         request = pb.GetRecordRequest(table_id=table_id)
-        return await self._unary(lambda: self.stub.GetRecord(request, timeout=self.timeout))
+        return await self._unary(
+            "GetRecord", lambda: self.stub.GetRecord(request, timeout=self.timeout)
+        )
 
     def watch(
         self,
@@ -277,20 +305,33 @@ class RefereeClient:
         events come without gap or duplicate; after `retries` failures in a row without
         an event, the last error is raised. The iteration ends after the `match_ended`
         event. Breaking out of the loop cancels the stream."""
-        return self._watch(table_id, from_index, seat, metadata)
+        return self._events(table_id, from_index, seat, metadata)
 
-    async def _watch(
+    async def _events(
         self, table_id: str, from_index: int, seat: int | None, metadata: Metadata
     ) -> AsyncGenerator[pb.TableEvent, None]:
+        async for message in self._stream(table_id, from_index, seat, metadata):
+            if message.HasField("event"):
+                yield message.event
+
+    async def _stream(
+        self, table_id: str, from_index: int, seat: int | None, metadata: Metadata
+    ) -> AsyncGenerator[pb.WatchTableResponse, None]:
+        """The messages of WatchTable (events, and a seat's turns) as `watch` says: resumed
+        from the next event index after a dropped stream, each event once."""
         next_index = from_index
         failures = 0
         while True:
             request = pb.WatchTableRequest(table_id=table_id, from_event_index=next_index)
             if seat is not None:
                 request.seat = seat
+            self.calls["WatchTable"] += 1
             call = self.stub.WatchTable(request, metadata=metadata)
             try:
                 async for response in call:
+                    if not response.HasField("event"):
+                        yield response  # a turn: no index
+                        continue
                     event = response.event
                     if event.index < next_index:
                         continue
@@ -301,7 +342,7 @@ class RefereeClient:
                         )
                     next_index += 1
                     failures = 0
-                    yield event
+                    yield response
                     if event.HasField("match_ended"):
                         return
                 # A stream ends once the table is finished, normally after match_ended, its
@@ -328,6 +369,9 @@ class SeatHandle:
         self.table_id = table_id
         self.seat = seat
         self.token = token
+        self.acted_at = -1  # the action index of this seat's last acknowledged action
+        # The acknowledgements with a next_view, for the `turns` iteration under way.
+        self._ahead: collections.deque[pb.SubmitActionResponse] | None = None
 
     def __repr__(self) -> str:
         return f"SeatHandle(table={self.table_id!r}, seat={self.seat})"
@@ -341,7 +385,8 @@ class SeatHandle:
         c = self.client
         request = pb.GetViewRequest(table_id=self.table_id, seat=self.seat)
         resp = await c._unary(
-            lambda: c.stub.GetView(request, metadata=self.metadata, timeout=c.timeout)
+            "GetView",
+            lambda: c.stub.GetView(request, metadata=self.metadata, timeout=c.timeout),
         )
         return resp.view
 
@@ -350,13 +395,24 @@ class SeatHandle:
     ) -> pb.SubmitActionResponse:
         """Submit `action` (a code from the view's legal actions).
 
-        `expected_index` is the view's `action_index` the choice was made on; when it is not
-        given, a fresh view's is used, and on ABORTED (another seat acted first) the view is
-        re-read and the action resubmitted while the seat is still to act (at most
-        `attempts` times). Raises `ActionRefused` when the rules refuse it, `StaleAction` (with the
-        fresh view) when the table moved on under an explicit `expected_index`."""
-        explicit = expected_index is not None
-        index = expected_index if expected_index is not None else (await self.view()).action_index
+        `expected_index` is the `action_index` of the view (or turn) the choice was made on:
+        one call. When it is not given, a fresh view's is used, and on ABORTED (another seat
+        acted first) the view is re-read and the action resubmitted while the seat is still
+        to act (at most `attempts` times). Raises `ActionRefused` when the rules refuse it,
+        `StaleAction` (the table's index) when the table moved on under an explicit
+        `expected_index` (the seat's stream then brings its next turn). The response's
+        `next_view`, when the seat must act again at once, is also the next turn of a `turns`
+        iteration under way."""
+        if expected_index is not None:
+            return await self._submit(
+                pb.SubmitActionRequest(
+                    table_id=self.table_id,
+                    seat=self.seat,
+                    expected_action_index=expected_index,
+                    action=action,
+                )
+            )
+        index = (await self.view()).action_index
         for attempt in range(1, attempts + 1):
             request = pb.SubmitActionRequest(
                 table_id=self.table_id, seat=self.seat, expected_action_index=index, action=action
@@ -365,7 +421,7 @@ class SeatHandle:
                 return await self._submit(request)
             except StaleAction as stale:
                 stale.view = view = await self.view()
-                if explicit or self.seat not in view.to_act or attempt == attempts:
+                if self.seat not in view.to_act or attempt == attempts:
                     raise
                 index = view.action_index
         raise AssertionError("unreachable")  # pragma: no cover
@@ -373,15 +429,21 @@ class SeatHandle:
     async def _submit(self, request: pb.SubmitActionRequest) -> pb.SubmitActionResponse:
         # A repeat at the same index is answered again without effect: safe to retry.
         c = self.client
-        return await c._unary(
-            lambda: c.stub.SubmitAction(request, metadata=self.metadata, timeout=c.timeout)
+        resp = await c._unary(
+            "SubmitAction",
+            lambda: c.stub.SubmitAction(request, metadata=self.metadata, timeout=c.timeout),
         )
+        self.acted_at = max(self.acted_at, resp.action_index)
+        if self._ahead is not None and resp.HasField("next_view"):
+            self._ahead.append(resp)
+        return resp
 
     async def resign(self) -> int:
         """Concede the match; returns the index the resignation took."""
         c = self.client
         request = pb.ResignRequest(table_id=self.table_id, seat=self.seat)
         resp = await c._unary(
+            "Resign",
             lambda: c.stub.Resign(request, metadata=self.metadata, timeout=c.timeout),
             retry=False,
         )
@@ -391,6 +453,66 @@ class SeatHandle:
         """The table's events as this seat sees them (its own cards included); resumes by
         itself after a dropped stream (see `RefereeClient.watch`)."""
         return self.client.watch(self.table_id, from_index, self.seat, self.metadata)
+
+    async def turns(self, from_index: int = 0) -> AsyncGenerator[pb.WatchTableResponse, None]:
+        """The seat's stream, to play a match by (one WatchTable for the match): the table's
+        events from `from_index` on, in order and each once (`event`), and a `turn` (the
+        seat's view) each time the seat must act; it ends after `match_ended` (or
+        `table_closed`).
+
+        Act on a turn with `act(choice, expected_index=turn.action_index)`. When the
+        acknowledgement has a `next_view` (the seat must act again at once), the events of the
+        action and that view come next from here, at once, before the stream brings them. A
+        turn at an action index the seat has already acted at, or already given, is left out
+        (stale). A dropped stream is reopened at the next event index (the referee sends the
+        turn again at the end of the backlog if it is still due)."""
+        ahead: collections.deque[pb.SubmitActionResponse] = collections.deque()
+        self._ahead = ahead
+        stream = self.client._stream(self.table_id, from_index, self.seat, self.metadata)
+        next_index = from_index  # the next event to give
+        given = -1  # the action index of the last turn given
+
+        def due(view: pb.SeatView) -> bool:
+            return view.action_index > max(self.acted_at, given)
+
+        try:
+            while True:
+                while ahead:
+                    # An acknowledgement with a next_view: its events not given yet, then the
+                    # view, when they follow on from what was given (else the stream brings
+                    # the events, and the turn if it is still due).
+                    resp = ahead.popleft()
+                    events = [e for e in resp.events if e.index >= next_index]
+                    if events and events[0].index != next_index:
+                        continue
+                    for event in events:
+                        next_index = event.index + 1
+                        yield pb.WatchTableResponse(event=event)
+                        if event.HasField("match_ended") or event.HasField("table_closed"):
+                            return
+                    view = resp.next_view
+                    if next_index == view.event_index and due(view):
+                        given = view.action_index
+                        yield pb.WatchTableResponse(turn=view)
+                try:
+                    message = await anext(stream)
+                except StopAsyncIteration:
+                    return
+                if message.HasField("turn"):
+                    if due(message.turn):
+                        given = message.turn.action_index
+                        yield message
+                    continue
+                event = message.event
+                if event.index < next_index:
+                    continue  # given from an acknowledgement already
+                next_index = event.index + 1
+                yield message
+                if event.HasField("match_ended") or event.HasField("table_closed"):
+                    return
+        finally:
+            self._ahead = None
+            await stream.aclose()
 
     async def table(self) -> pb.GetTableResponse:
         return await self.client.table(self.table_id)

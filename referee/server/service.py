@@ -69,11 +69,19 @@ from referee.server.tables import (
     SeatEvent,
     Table,
     TableEventData,
+    Turn,
 )
 from tapis.v1 import record_pb2 as rpb
 from tapis.v1 import referee_pb2 as pb
 
-__all__ = ["RefereeServicer", "add_facts", "add_referee_service", "event_message", "seat_view"]
+__all__ = [
+    "RefereeServicer",
+    "add_facts",
+    "add_referee_service",
+    "event_message",
+    "seat_view",
+    "turn_message",
+]
 
 log = logging.getLogger("tapis.referee")
 SERVICE = pb.DESCRIPTOR.services_by_name["RefereeService"]
@@ -351,16 +359,20 @@ def _fact(value: object) -> str:
     return str(value)
 
 
-def seat_view(table: Table, seat: int | None, view: View | None) -> pb.SeatView:
+def seat_view(
+    table: Table, seat: int | None, view: View | None, out: pb.SeatView | None = None
+) -> pb.SeatView:
+    """What `seat` (None: a spectator) sees of `table`, from the engine's `view` of it; built
+    into `out` (empty) when given."""
     units = find_game(table.rules.game).units
-    out = pb.SeatView(
-        table_id=table.id,
-        status=_status(table),
-        action_index=len(table.actions),
-        event_index=table.durable_events,
-        scores=[score_to_pb(units, s) for s in table.match.scores],
-        winners=list(table.match.winners),
-    )
+    if out is None:
+        out = pb.SeatView()
+    out.table_id = table.id
+    out.status = _status(table)
+    out.action_index = len(table.actions)
+    out.event_index = table.durable_events
+    out.scores.extend(score_to_pb(units, s) for s in table.match.scores)
+    out.winners.extend(table.match.winners)
     if seat is not None:
         out.seat = seat
     if view is None:
@@ -390,6 +402,24 @@ def seat_view(table: Table, seat: int | None, view: View | None) -> pb.SeatView:
         if left is not None:
             clock.action_left_ms = left
     return out
+
+
+def turn_message(table: Table, seat: int) -> pb.WatchTableResponse | None:
+    """The `turn` of the seat when it must act now (`Table.must_act`), else None: its view,
+    as a `next_view` gives it too. Built once per action index and seat, shared by the
+    seat's streams and its acknowledgement (a message is not changed once built)."""
+    if not table.must_act(seat):
+        return None
+    index = len(table.actions)
+    cached = table.turn_views.get(seat)
+    # (At a timed table the view's clocks run: a turn is built afresh each time it is sent.)
+    if cached is not None and cached[0] == index and table.clocks is None:
+        message: pb.WatchTableResponse = cached[1]
+        return message
+    message = pb.WatchTableResponse()
+    seat_view(table, seat, table.match.view(seat), message.turn)
+    table.turn_views[seat] = (index, message)
+    return message
 
 
 def add_facts(
@@ -462,11 +492,18 @@ def _plays(plays: Sequence[tuple[int, int]]) -> list[pb.PlayedCard]:
 
 
 def event_message(
-    table: Table, index: int, event: TableEventData, viewer: int | None
+    table: Table,
+    index: int,
+    event: TableEventData,
+    viewer: int | None,
+    out: pb.TableEvent | None = None,
 ) -> pb.TableEvent:
-    """One event as `viewer` (a seat, or None for a spectator) may know it."""
+    """One event as `viewer` (a seat, or None for a spectator) may know it; built into `out`
+    (empty) when given."""
     units = find_game(table.rules.game).units
-    out = pb.TableEvent(index=index)
+    if out is None:
+        out = pb.TableEvent()
+    out.index = index
     if isinstance(event, SeatEvent):
         out.seat_taken.seat = event.seat
         out.seat_taken.name = event.name
@@ -485,10 +522,9 @@ def event_message(
         action = event.action if viewer == event.seat else table.match.public_action(event.action)
         a.action = action
         a.text = _text(action)
-        if event.hands is not None:
-            mine = event.hands.visible_to(viewer)
-            if mine is not None:
-                a.hand.extend(iter_cards(mine))
+        mine = event.hands.visible_to(viewer)  # a seat's cards after the action, always
+        if mine is not None:
+            a.hand.extend(iter_cards(mine))
         a.elapsed_ms = event.elapsed
         a.timeout = event.timeout
         if event.remaining is not None:
@@ -667,10 +703,14 @@ class RefereeServicer:
         index, first, events = await self.referee.submit(
             table, seat, request.expected_action_index, request.action
         )
-        return pb.SubmitActionResponse(
-            action_index=index,
-            events=[event_message(table, first + i, e, seat) for i, e in enumerate(events)],
-        )
+        reply = pb.SubmitActionResponse(action_index=index)
+        add = reply.events.add
+        for i, e in enumerate(events):
+            event_message(table, first + i, e, seat, add())
+        turn = turn_message(table, seat)
+        if turn is not None:
+            reply.next_view.CopyFrom(turn.turn)
+        return reply
 
     @_handled
     async def Resign(
@@ -700,8 +740,17 @@ class RefereeServicer:
                 )
             self._streams[client] = streams + 1
             counted = True
-            async for index, event in self.referee.watch(table, request.from_event_index):
-                yield pb.WatchTableResponse(event=event_message(table, index, event, seat))
+            async for item in self.referee.watch(table, request.from_event_index, seat):
+                if isinstance(item, Turn):
+                    assert seat is not None
+                    turn = turn_message(table, seat)
+                    if turn is not None:  # (it is: nothing was awaited since the check)
+                        yield turn
+                    continue
+                index, event = item
+                response = pb.WatchTableResponse()
+                event_message(table, index, event, seat, response.event)
+                yield response
         except asyncio.CancelledError:
             return  # the client went away, or the server is shutting down
         except Exception as exc:

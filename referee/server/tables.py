@@ -93,6 +93,7 @@ __all__ = [
     "Table",
     "TableClosed",
     "TooMany",
+    "Turn",
     "Unauthenticated",
     "Unavailable",
 ]
@@ -122,10 +123,17 @@ class ActionEvent:
     index: int
     seat: int
     action: int
-    hands: HandsChanged | None  # the engine's, when a hand changed other than by a card played
+    hands: HandsChanged  # every seat's cards after the action (each sees its own only)
     elapsed: int = 0  # ms the seat took (a timed table)
     timeout: bool = False  # made by the referee because the seat's time ran out
     remaining: int | None = None  # the seat's budget left after it (a timed table's budget)
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """Not an event: on a seat's stream, the seat must act now, at `action_index`."""
+
+    action_index: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +186,7 @@ class Table:
     actions: list[tuple[int, int]] = field(default_factory=list)
     events: list[TableEventData] = field(default_factory=list)
     action_events: list[int] = field(default_factory=list)  # first event index of each action
+    acting: list[int] = field(default_factory=list)  # per action: the seats to act (bits) then
     decks: list[list[int]] = field(default_factory=list)
     envelope: bytes | None = None
     record_id: str = ""
@@ -193,10 +202,12 @@ class Table:
     since: dict[int, float] = field(default_factory=dict)  # seat -> when its clock started
     alarm: Alarm | None = None  # when the first running clock runs out
     time_source: TimeSource = SYSTEM_TIME  # the referee's
+    # per seat: (action index, its turn message then), shared by a turn and a next_view
+    turn_views: dict[int, tuple[int, Any]] = field(default_factory=dict)
     _legal_cache: dict[int, tuple[list[int], frozenset[int]]] = field(default_factory=dict)
     _legal_at: int = -1
     _lock: asyncio.Lock | None = None
-    _changed: asyncio.Event | None = None
+    _waiters: list[asyncio.Future[None]] | None = None  # watchers waiting for a change
 
     def __post_init__(self) -> None:
         if self.time_control is not None and self.clocks is None:
@@ -209,15 +220,28 @@ class Table:
         return self._lock
 
     def notify(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+        waiters = self._waiters
+        if waiters:
+            self._waiters = None
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def wait_change(self, timeout: float) -> None:
-        if self._changed is None:
-            self._changed = asyncio.Event()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+        """Until the next `notify`, or `timeout` seconds. (A future and a timer per wait, no
+        task: every watcher of a table waits after each action.)"""
+        waiter = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        timer = waiter.get_loop().call_later(timeout, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            if self._waiters is not None:  # timed out or cancelled: no longer waiting
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
 
     @property
     def commitment(self) -> bytes:
@@ -319,7 +343,12 @@ class Table:
         """Apply one action in memory (an action the engine refuses raises, changing
         nothing); at a timed table, `elapsed` ms are spent from the seat's clock, and
         `timeout` marks an action the referee made on time."""
-        engine_events = self.match.apply(seat, action)
+        match = self.match
+        hand = match.hand
+        acting = 0
+        for s in match.to_act():
+            acting |= 1 << s
+        engine_events = match.apply(seat, action)
         index = len(self.actions)
         first = len(self.events)
         self.actions.append((seat, action))
@@ -331,12 +360,18 @@ class Table:
             if timeout:
                 self.timeouts.add(index)
             remaining = self.clocks.left(seat)
-        # The hands an exchange or a pillage made go with the action (ActionTaken.hand); the
-        # engine's other events follow it.
+        self.acting.append(acting)
+        self.turn_views.clear()  # the views of the index before
+        # Every seat's cards after the action go with it (ActionTaken.hand, each seat its
+        # own): the engine's when an exchange or a pillage changed them, else the hand's now.
+        # The engine's other events follow it.
         hands = None
         for event in engine_events:
             if isinstance(event, HandsChanged):
                 hands = event
+        if hands is None:
+            held = hand.held if hand is not None else [0] * len(self.seats)
+            hands = HandsChanged(tuple(held))
         self.events.append(ActionEvent(index, seat, action, hands, elapsed, timeout, remaining))
         self.events.extend(e for e in engine_events if not isinstance(e, HandsChanged))
         self.deal_until_playable()
@@ -442,6 +477,34 @@ class Table:
     def is_legal(self, seat: int, action: int) -> bool:
         self.legal(seat)
         return action in self._legal_cache[seat][1]
+
+    def must_act(self, seat: int) -> bool:
+        """Whether `seat` is to act now, on committed state (its view lists legal
+        actions): what a `turn` on its stream and a `next_view` say."""
+        return (
+            self.closed is None
+            and not self.finished
+            and self.durable_events == len(self.events)
+            and bool(self.legal(seat))
+        )
+
+    def acted_since(self, seat: int, index: int) -> bool:
+        """Whether `seat` made one of the actions from `index` on."""
+        actions = self.actions
+        return any(actions[i][0] == seat for i in range(index, len(actions)))
+
+    def to_act_since(self, seat: int, index: int) -> bool:
+        """Whether `seat` has been to act since action index `index` without acting: the
+        actions since were other seats' acting at the same time (the Dame de Pique
+        exchange), which a choice made at `index` could not depend on. (With `must_act`, a
+        submission at `index` is then applied, and a turn sent at `index` still holds.)"""
+        if index == len(self.actions):
+            return True
+        return (
+            0 <= index < len(self.actions)
+            and bool(self.acting[index] >> seat & 1)
+            and not self.acted_since(seat, index)
+        )
 
 
 class Referee:
@@ -843,7 +906,7 @@ class Referee:
             if (
                 expected < current
                 and table.actions[expected] == (seat, action)
-                and all(s != seat for s, _ in table.actions[expected + 1 :])
+                and not table.acted_since(seat, expected + 1)
             ):
                 # A retry of an acknowledged submission (the seat has not acted since, as it
                 # would have had it received the acknowledgement): the same answer.
@@ -854,6 +917,11 @@ class Referee:
                     else len(table.events)
                 )
                 return expected, first, list(table.events[first:last])
+            if expected < current and table.must_act(seat) and table.to_act_since(seat, expected):
+                # The seat was to act at `expected` and still is, without having acted since:
+                # the actions in between were other seats' acting at the same time (the Dame
+                # de Pique exchange), which its choice could not depend on. Applied now.
+                expected = current
             if expected != current:
                 raise Stale(
                     f"expected_action_index is {expected} but the table is at {current}",
@@ -1107,21 +1175,42 @@ class Referee:
     # -- watching -------------------------------------------------------------------------
 
     async def watch(
-        self, table: Table, start: int, idle: float = 15.0
-    ) -> AsyncIterator[tuple[int, TableEventData]]:
-        """The table's events from `start` on, waiting for new ones while the table lives."""
+        self, table: Table, start: int, seat: int | None = None, idle: float = 15.0
+    ) -> AsyncIterator[tuple[int, TableEventData] | Turn]:
+        """The table's events from `start` on, waiting for new ones while the table lives.
+        For a seat, also a `Turn` each time it comes to act: after the events so far (on a
+        stream opened while it must act, at the end of the backlog), once, as long as the
+        seat stays to act without acting (other seats acting meanwhile, in the Dame de Pique
+        exchange, leave its turn valid: `Table.to_act_since`). A turn is yielded with nothing
+        awaited since the check: the state is still the one it was decided on when the
+        caller builds the seat's view."""
         if start > table.durable_events:
             raise OutOfRange(
                 f"from_event_index {start} is past the table's {table.durable_events} events"
             )
         index = start
+        turn_at = -1  # the action index of the last turn sent
         while True:
             while index < table.durable_events:
                 yield index, table.events[index]
                 index += 1
+            if (
+                seat is not None
+                and index == table.durable_events
+                and table.must_act(seat)
+                and not (turn_at >= 0 and table.to_act_since(seat, turn_at))
+            ):
+                turn_at = len(table.actions)
+                yield Turn(turn_at)
+                continue  # events may have come while the turn was sent
             if table.ended and index >= table.durable_events:
                 return  # the match is over (its last event, the record, was sent) or closed
             await table.wait_change(idle)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _check_open(table: Table) -> None:

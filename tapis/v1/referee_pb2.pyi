@@ -61,7 +61,8 @@ Status codes:
   that is closed: expired, or broken by an internal error of the referee, which isolates
   that table).
 - ABORTED (StaleAction detail): a submission whose expected_action_index is not the
-  table's (and is no retry), with the current index.
+  table's (and is neither a retry nor a submission SubmitActionRequest.expected_action_index
+  accepts at an older index), with the current index.
 - NOT_FOUND: no such table. OUT_OF_RANGE: WatchTable from an event index the table has not
   reached. PERMISSION_DENIED: a wrong token, or JoinTable on a seat already taken or on a
   full table (no open seat). RESOURCE_EXHAUSTED: a client over its tables or streams.
@@ -1395,8 +1396,11 @@ class SubmitActionRequest(_message.Message):
     """The acting seat (the token must be this seat's)."""
     expected_action_index: _builtins.int
     """The number of actions the client believes the table has applied (SeatView.action_index).
-    A retry of an acknowledged submission is answered again without effect; any other
-    mismatch fails with ABORTED.
+    A retry of an acknowledged submission is answered again without effect. A submission at
+    an older index is applied at the current one when the seat was to act at that index and
+    still is, without having acted since: the actions in between were other seats' acting at
+    the same time (the Dame de Pique exchange), which its choice could not depend on. Any
+    other mismatch fails with ABORTED.
     """
     action: _builtins.int
     """The action code, one of SeatView.legal_actions. A code that is no action of any game:
@@ -1427,21 +1431,32 @@ class SubmitActionResponse(_message.Message):
 
     ACTION_INDEX_FIELD_NUMBER: _builtins.int
     EVENTS_FIELD_NUMBER: _builtins.int
+    NEXT_VIEW_FIELD_NUMBER: _builtins.int
     action_index: _builtins.int
-    """The index the action took (== expected_action_index)."""
+    """The index the action took: expected_action_index, or the table's index then for a
+    submission applied at a later index (see expected_action_index).
+    """
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___TableEvent]:
         """The events it caused, as this seat sees them."""
+
+    @_builtins.property
+    def next_view(self) -> Global___SeatView:
+        """The seat's view when it must act again at once (it leads the next trick, the auction
+        comes back to it, ...): act on it without waiting for the stream's `turn`, which says
+        the same (same action_index) and is then stale. Absent when the seat is not to act.
+        """
 
     def __init__(
         self,
         *,
         action_index: _builtins.int = ...,
         events: _abc.Iterable[Global___TableEvent] | None = ...,
+        next_view: Global___SeatView | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["next_view", b"next_view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_index", b"action_index", "events", b"events"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_index", b"action_index", "events", b"events", "next_view", b"next_view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1592,23 +1607,40 @@ Global___WatchTableRequest: _TypeAlias = WatchTableRequest  # noqa: Y015
 
 @_typing.final
 class WatchTableResponse(_message.Message):
-    """One event of the stream."""
+    """One message of the stream: an event, or (on a seat's own stream) the seat's turn."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENT_FIELD_NUMBER: _builtins.int
+    TURN_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def event(self) -> Global___TableEvent:
-        """The event, as the watcher may know it."""
+        """The event, as the watcher may know it. Absent in a `turn` message."""
+
+    @_builtins.property
+    def turn(self) -> Global___SeatView:
+        """On a seat's own stream only (never a spectator's): the seat must act, with its view
+        (as GetView gives it: legal actions, action_index to submit at). Sent right after the
+        event after which the seat must act, and at the end of the backlog of a stream (re)opened
+        while the seat must act; once: while the seat stays to act without acting, a turn holds
+        even when other seats act meanwhile (the Dame de Pique exchange: a submission at its
+        action_index is applied, see SubmitActionRequest.expected_action_index). A turn is no
+        event: it has no index and does not count in from_event_index. A turn whose
+        view.action_index is at most the index of the seat's last acknowledged action
+        (SubmitActionResponse.action_index), or that a `next_view` already gave, is stale: skip
+        it. The turn loop: on each turn (or next_view) choose one of view.legal_actions and
+        SubmitAction at expected_action_index = view.action_index.
+        """
 
     def __init__(
         self,
         *,
         event: Global___TableEvent | None = ...,
+        turn: Global___SeatView | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "turn", b"turn"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "turn", b"turn"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1922,8 +1954,8 @@ class ActionTaken(_message.Message):
     """At a timed table with a budget: the acting seat's budget left after the action."""
     @_builtins.property
     def hand(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """The viewing seat's cards after this action, given when the action changed a hand other
-        than by a card played (the exchange completed, a pillage); empty otherwise and for
+        """On a seat's stream and in its SubmitActionResponse: the viewing seat's cards after this
+        action, always (empty only when it holds none, e.g. after its last card). Empty for
         spectators.
         """
 

@@ -138,7 +138,8 @@ class RefereeServiceServicer:
     def WatchTable(self, request, context):
         """The table's events from an index on, then each new one as it happens; the stream ends
         (OK) after MatchEnded or TableClosed. Reconnect with from_event_index = last index
-        received + 1 to resume without gap or duplicate.
+        received + 1 to resume without gap or duplicate. On a seat's own stream, a `turn` (the
+        seat's view) also says each time the seat must act.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

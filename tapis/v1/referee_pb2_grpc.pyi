@@ -61,7 +61,8 @@ Status codes:
   that is closed: expired, or broken by an internal error of the referee, which isolates
   that table).
 - ABORTED (StaleAction detail): a submission whose expected_action_index is not the
-  table's (and is no retry), with the current index.
+  table's (and is neither a retry nor a submission SubmitActionRequest.expected_action_index
+  accepts at an older index), with the current index.
 - NOT_FOUND: no such table. OUT_OF_RANGE: WatchTable from an event index the table has not
   reached. PERMISSION_DENIED: a wrong token, or JoinTable on a seat already taken or on a
   full table (no open seat). RESOURCE_EXHAUSTED: a client over its tables or streams.
@@ -137,7 +138,8 @@ class RefereeServiceStub:
     WatchTable: _grpc.UnaryStreamMultiCallable[_referee_pb2.WatchTableRequest, _referee_pb2.WatchTableResponse]
     """The table's events from an index on, then each new one as it happens; the stream ends
     (OK) after MatchEnded or TableClosed. Reconnect with from_event_index = last index
-    received + 1 to resume without gap or duplicate.
+    received + 1 to resume without gap or duplicate. On a seat's own stream, a `turn` (the
+    seat's view) also says each time the seat must act.
     """
     GetRecord: _grpc.UnaryUnaryMultiCallable[_referee_pb2.GetRecordRequest, _referee_pb2.GetRecordResponse]
     """The signed record of a finished table. Before the end, or for a table closed without a
@@ -166,7 +168,8 @@ class RefereeServiceAsyncStub(RefereeServiceStub):
     WatchTable: _aio.UnaryStreamMultiCallable[_referee_pb2.WatchTableRequest, _referee_pb2.WatchTableResponse]  # type: ignore[assignment]
     """The table's events from an index on, then each new one as it happens; the stream ends
     (OK) after MatchEnded or TableClosed. Reconnect with from_event_index = last index
-    received + 1 to resume without gap or duplicate.
+    received + 1 to resume without gap or duplicate. On a seat's own stream, a `turn` (the
+    seat's view) also says each time the seat must act.
     """
     GetRecord: _aio.UnaryUnaryMultiCallable[_referee_pb2.GetRecordRequest, _referee_pb2.GetRecordResponse]  # type: ignore[assignment]
     """The signed record of a finished table. Before the end, or for a table closed without a
@@ -240,7 +243,8 @@ class RefereeServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_referee_pb2.WatchTableResponse], _abc.AsyncIterator[_referee_pb2.WatchTableResponse]]:
         """The table's events from an index on, then each new one as it happens; the stream ends
         (OK) after MatchEnded or TableClosed. Reconnect with from_event_index = last index
-        received + 1 to resume without gap or duplicate.
+        received + 1 to resume without gap or duplicate. On a seat's own stream, a `turn` (the
+        seat's view) also says each time the seat must act.
         """
 
     @_abc_1.abstractmethod

@@ -44,7 +44,6 @@ def test_four_bots_play_a_match_over_grpc(
             )
             record = await handles[0].record()
             assert {r.record_id for r in results} == {record.record_id}
-            assert all(r.view.status == pb.TABLE_STATUS_FINISHED for r in results)
             outcome = verify(record)
             assert outcome.ok, outcome.error
             rec = decode_record(record.envelope.record)
@@ -52,7 +51,51 @@ def test_four_bots_play_a_match_over_grpc(
             seats_of_actions = [s for h in rec.hands for s in h.seats]
             for r in results:
                 assert seats_of_actions.count(r.seat) == r.actions
-            assert list(rec.outcome.winners) == list(results[0].view.winners)
+            assert all(list(rec.outcome.winners) == list(r.winners) for r in results)
+            assert all(len(r.scores) == 4 for r in results)
+
+    asyncio.run(main())
+
+
+# Every game and ruleset, with matches long enough that the calls made once per match (the
+# table, a stream per seat) weigh little beside the moves.
+LONG_MATCHES = [
+    ("dame-de-pique", "", {"end_threshold": 60}),
+    ("napoleon", "", {"deals": 12}),
+    ("imperiale", "academie", {"target_fiches": 10}),
+    ("imperiale", "moderne", {"target_fiches": 10}),
+    ("triomphe", "individuelle", {"target": 10}),
+    ("triomphe", "equipe", {"target": 10}),
+    ("triomphe", "as-qui-pille", {"target": 10}),
+]
+
+
+@pytest.mark.parametrize(("game", "ruleset", "options"), LONG_MATCHES)
+def test_sdk_bots_make_one_call_per_move(
+    tmp_path: Path, game: str, ruleset: str, options: dict[str, int]
+) -> None:
+    """The bots play through their seats' streams: every call the SDK makes (CreateTable,
+    one WatchTable per seat, SubmitAction, and any GetView or other call) is counted, and a
+    whole match takes at most 1.05 calls per move."""
+
+    async def main() -> None:
+        async with referee_and_client(tmp_path) as (_, client):
+            players = 2 if game == "imperiale" else 4
+            seats = [(f"bot {i}", False) for i in range(players)]
+            table = await client.create_table(game, ruleset, options, seats)
+            handles = [client.seat(table.table_id, i, table.tokens[i]) for i in range(players)]
+            bots = [RandomBot(i) if i % 2 else HeuristicBot(game, ruleset) for i in range(players)]
+            results = await asyncio.gather(
+                *(play_seat(h, b) for h, b in zip(handles, bots, strict=True))
+            )
+            calls = dict(client.calls)
+            moves = sum(r.actions for r in results)
+            record = decode_record((await client.record(table.table_id)).envelope.record)
+            assert moves == sum(len(h.actions) for h in record.hands)
+            assert calls["WatchTable"] == players and calls["CreateTable"] == 1
+            assert calls["SubmitAction"] >= moves
+            made = sum(calls.values()) - 1  # the GetRecord of this check is not the bots'
+            assert made / moves <= 1.05, (calls, moves)
 
     asyncio.run(main())
 

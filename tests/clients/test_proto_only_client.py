@@ -1,6 +1,6 @@
 """A client in another language that knows only the .proto files (Node.js, grpc-js with
-proto-loader) plays whole games on a real `tapis serve`, and `tapis record verify --key`
-accepts the signed records it writes."""
+proto-loader) plays whole games on a real `tapis serve` through its seats' streams, one call
+per move, and `tapis record verify --key` accepts the signed records it writes."""
 
 from __future__ import annotations
 
@@ -48,10 +48,10 @@ def node_modules() -> Path:
 @pytest.mark.parametrize(
     ("game", "options"),
     [
-        ("hearts", ["end_threshold=20"]),
-        ("nap", ["deals=4"]),
-        ("imperiale", ["target_fiches=5"]),
-        ("triomphe", ["target=3"]),
+        ("hearts", ["end_threshold=60"]),
+        ("nap", ["deals=12"]),
+        ("imperiale", ["target_fiches=10"]),
+        ("triomphe", ["target=10"]),
     ],
 )
 def test_node_client_plays_and_its_record_verifies(
@@ -85,6 +85,11 @@ def test_node_client_plays_and_its_record_verifies(
         assert result.returncode == 0, result.stderr
         summary = json.loads(result.stdout.strip().splitlines()[-1])
         assert summary["actions"] > 0 and summary["refusalChecked"] is True
+        # Every call it made (ListGames, CreateTable, a stream per seat, the refused card,
+        # GetRecord, every SubmitAction) at most 1.05 per move, and never GetView.
+        calls = summary["calls"]
+        assert "GetView" not in calls and calls["SubmitAction"] >= summary["actions"]
+        assert sum(calls.values()) / summary["actions"] <= 1.05, summary
     finally:
         server.terminate()
     verify = subprocess.run(

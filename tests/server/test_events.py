@@ -1,8 +1,7 @@
 """Each viewer's copy of the engine's card events, and typed facts, as the referee sends them
-(service.py's `event_message` and `seat_view` on a `Table`, in-process): the hand an action
-leaves is sent as before (ActionTaken.hand, for every seat once a hand changed other than by
-a card played), cards passed or discarded face down reach only who may see them, and every
-text fact has its typed twin."""
+(service.py's `event_message` and `seat_view` on a `Table`, in-process): each seat is sent its
+cards after every action (ActionTaken.hand; a spectator none), cards passed or discarded face
+down reach only who may see them, and every text fact has its typed twin."""
 
 from __future__ import annotations
 
@@ -104,10 +103,11 @@ def test_each_viewer_gets_what_it_may_see(
         before = list(hand.held)
         first = len(table.events)
         table.apply(seat, action)
-        after = list(hand.held) if not hand.over else None
-        # As the referee did by comparing hands: every seat is sent its hand once an action
-        # other than a card played changed one (and the hand goes on).
-        moved = action & 7 != PLAY and after is not None and after != before
+        after = list(hand.held)
+        if not hand.over:  # the cards each seat sees in its hand now
+            assert after == [v.hand for v in map(match.view, range(players)) if v is not None]
+        if action & 7 == PLAY:  # a card played leaves the player's hand, no other
+            assert after[seat] == before[seat] & ~(1 << (action >> 3))
         for index in range(first, len(table.events)):
             event = table.events[index]
             for viewer in viewers:
@@ -116,7 +116,8 @@ def test_each_viewer_gets_what_it_may_see(
                 assert kind is not None
                 kinds.add(kind)
                 if isinstance(event, ActionEvent):
-                    mine = after[viewer] if moved and after and viewer is not None else 0
+                    # Every seat is sent its cards after each action; a spectator none.
+                    mine = after[viewer] if viewer is not None else 0
                     assert list(out.action_taken.hand) == list(iter_cards(mine))
                 elif kind == "cards_passed":
                     p = out.cards_passed

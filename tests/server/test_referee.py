@@ -98,12 +98,13 @@ def test_tokens_stale_duplicate_and_refusals(tmp_path: Path) -> None:
         assert list(first.events) == list(again.events)
         table = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
         assert table.action_index == 1
-        # A stale submission (another action at an old index) is refused with the index.
+        # A stale submission (another action at an old index, by a seat that has acted
+        # since) is refused with the index.
         other = pb.SubmitActionRequest(
-            table_id=table_id, seat=1, expected_action_index=0, action=give
+            table_id=table_id, seat=0, expected_action_index=0, action=view.legal_actions[1].action
         )
         with pytest.raises(grpc.aio.AioRpcError) as exc:
-            await stub.SubmitAction(other, metadata=auth(tokens[1]))
+            await stub.SubmitAction(other, metadata=auth(tokens[0]))
         code, details = _code_and_details(exc.value)
         assert code == grpc.StatusCode.ABORTED
         stale = pb.StaleAction()

@@ -3,11 +3,14 @@
 //
 //   TAPIS_PROTO=proto node play.mjs HOST:PORT GAME OUT.tapis [KEY=INT ...]
 //
-// Creates a table of GAME with every seat taken, plays random legal actions for every seat
-// until the match ends (reading each seat's view, submitting with the expected action index,
-// sending each seat's token as "authorization: Bearer <token>"), checks that an illegal card
-// is refused with FAILED_PRECONDITION, fetches the signed record and writes it as a Tapis
-// record file (the 16-byte magic, then the envelope preceded by its varint length).
+// Creates a table of GAME with every seat taken and plays random legal actions for every seat
+// until the match ends, by the turn loop of referee.proto: one WatchTable stream per seat for
+// the whole match (its token sent as "authorization: Bearer <token>"); on each `turn`, and at
+// once on a SubmitActionResponse's `next_view`, one SubmitAction at the view's action index; a
+// turn at an index the seat already acted at is stale and skipped. Never GetView. Checks that
+// an illegal card is refused with FAILED_PRECONDITION, fetches the signed record and writes it
+// as a Tapis record file (the 16-byte magic, then the envelope preceded by its varint length).
+// Prints a JSON summary with every call it made, by method, and the actions it made.
 import { writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -31,11 +34,21 @@ const definition = protoLoader.loadSync(file, {
 const tapis = grpc.loadPackageDefinition(definition).tapis.v1;
 const client = new tapis.RefereeService(address, grpc.credentials.createInsecure());
 
-function call(method, request, token) {
+const calls = {};
+function count(method) {
+  calls[method] = (calls[method] ?? 0) + 1;
+}
+
+function metadataOf(token) {
   const metadata = new grpc.Metadata();
   if (token) metadata.add("authorization", `Bearer ${token}`);
+  return metadata;
+}
+
+function call(method, request, token) {
+  count(method);
   return new Promise((resolve, reject) => {
-    client[method](request, metadata, (err, reply) => (err ? reject(err) : resolve(reply)));
+    client[method](request, metadataOf(token), (err, reply) => (err ? reject(err) : resolve(reply)));
   });
 }
 
@@ -52,46 +65,67 @@ const created = await call("CreateTable", {
   seats: Array.from({ length: players }, (_, i) => ({ name: `node${i}`, open: false })),
 });
 const tableId = created.table_id;
-const tokens = new Map(created.tokens.map((t) => [t.seat, t.token]));
 
 let refusalChecked = false;
 let actions = 0;
-for (;;) {
-  let acted = false;
-  let finished = false;
-  for (const [seat, token] of tokens) {
-    const { view } = await call("GetView", { table_id: tableId, seat }, token);
-    if (view.status === "TABLE_STATUS_FINISHED") {
-      finished = true;
-      break;
-    }
-    if (view.legal_actions.length === 0) continue;
-    if (!refusalChecked && view.phase === "play") {
-      const legal = new Set(view.legal_actions.map((a) => Number(a.action)));
-      const illegal = view.hand.map((c) => c * 8).find((a) => !legal.has(a));
-      if (illegal !== undefined) {
+
+// Once, in the card play: a card of the hand that is not legal is refused, naming its rule.
+async function checkRefusal(seat, token, view) {
+  const legal = new Set(view.legal_actions.map((a) => Number(a.action)));
+  const illegal = view.hand.map((c) => c * 8).find((a) => !legal.has(a));
+  if (illegal === undefined) return;
+  try {
+    await call("SubmitAction", {
+      table_id: tableId, seat, expected_action_index: view.action_index, action: illegal,
+    }, token);
+    throw new Error("an illegal card was accepted");
+  } catch (err) {
+    if (err.code !== grpc.status.FAILED_PRECONDITION) throw err;
+    if (!/\[[A-Z-]+\.[A-Z0-9-]+\]/.test(err.details)) throw new Error(err.details);
+    refusalChecked = true;
+  }
+}
+
+// One seat: its stream for the whole match, a move on each turn and on each next_view.
+async function playSeat(seat, token) {
+  let done = -1; // the highest action index this seat acted at, or was given a turn at
+  count("WatchTable");
+  const stream = client.WatchTable(
+    { table_id: tableId, seat, from_event_index: 0 }, metadataOf(token),
+  );
+  stream.on("error", () => {}); // the iteration throws errors; a cancel once done is none
+  try {
+    for await (const message of stream) {
+      if (message.event) {
+        if (message.event.event === "match_ended") break;
+        continue;
+      }
+      let view = message.turn;
+      while (view && Number(view.action_index) > done) {
+        done = Number(view.action_index);
+        if (!refusalChecked && view.phase === "play") await checkRefusal(seat, token, view);
+        const choice = view.legal_actions[Math.floor(Math.random() * view.legal_actions.length)];
+        let reply;
         try {
-          await call("SubmitAction", {
-            table_id: tableId, seat, expected_action_index: view.action_index, action: illegal,
+          reply = await call("SubmitAction", {
+            table_id: tableId, seat, expected_action_index: view.action_index,
+            action: choice.action,
           }, token);
-          throw new Error("an illegal card was accepted");
         } catch (err) {
-          if (err.code !== grpc.status.FAILED_PRECONDITION) throw err;
-          if (!/\[[A-Z-]+\.[A-Z0-9-]+\]/.test(err.details)) throw new Error(err.details);
-          refusalChecked = true;
+          if (err.code !== grpc.status.ABORTED) throw err;
+          break; // another seat acted first: the stream brings this seat's next turn
         }
+        actions += 1;
+        done = Math.max(done, Number(reply.action_index));
+        view = reply.next_view; // null unless the seat must act again at once
       }
     }
-    const choice = view.legal_actions[Math.floor(Math.random() * view.legal_actions.length)];
-    await call("SubmitAction", {
-      table_id: tableId, seat, expected_action_index: view.action_index, action: choice.action,
-    }, token);
-    actions += 1;
-    acted = true;
+  } finally {
+    stream.cancel();
   }
-  if (finished) break;
-  if (!acted) throw new Error("nobody could act");
 }
+
+await Promise.all(created.tokens.map((t) => playSeat(t.seat, t.token)));
 
 const got = await call("GetRecord", { table_id: tableId });
 const root = new protobuf.Root().loadSync(join(protoRoot, "tapis", "v1", "record.proto"), {
@@ -111,5 +145,7 @@ for (let n = envelope.length; ; n >>>= 7) {
 writeFileSync(out, Buffer.concat([
   Buffer.from("TAPIS-RECORDS/1\n"), Buffer.from(length), Buffer.from(envelope),
 ]));
-console.log(JSON.stringify({ table: tableId, actions, refusalChecked, record_id: got.record_id }));
+console.log(JSON.stringify({
+  table: tableId, actions, calls, refusalChecked, record_id: got.record_id,
+}));
 client.close();
