@@ -11,6 +11,12 @@
 // an illegal card is refused with FAILED_PRECONDITION, fetches the signed record and writes it
 // as a Tapis record file (the 16-byte magic, then the envelope preceded by its varint length).
 // Prints a JSON summary with every call it made, by method, and the actions it made.
+//
+// A timed match: TAPIS_TIME_CONTROL (JSON of a TimeControl, e.g.
+// {"action_ms": 800, "policy": "TIMEOUT_POLICY_FORFEIT"}) is sent with CreateTable, and
+// TAPIS_SILENT ({"seat": 1, "from": 5, "count": 2}) makes that seat leave `count` turns
+// unanswered from its `from`-th turn on (count null: it never answers again): the referee
+// then acts for it by the time control's policy.
 import { writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -59,11 +65,23 @@ const options = optionArgs.map((arg) => {
 const games = await call("ListGames", {});
 const info = games.games.find((g) => g.name === game || g.aliases.includes(game));
 const players = info.rulesets[0].player_counts.includes(4) ? 4 : info.rulesets[0].player_counts[0];
+const timeControl = process.env.TAPIS_TIME_CONTROL ? JSON.parse(process.env.TAPIS_TIME_CONTROL) : null;
+const silent = process.env.TAPIS_SILENT ? JSON.parse(process.env.TAPIS_SILENT) : null;
 const created = await call("CreateTable", {
   game,
   options,
   seats: Array.from({ length: players }, (_, i) => ({ name: `node${i}`, open: false })),
+  time_control: timeControl,
 });
+let ignored = 0;
+
+// Whether this turn goes unanswered (TAPIS_SILENT).
+function ignore(seat, turnNumber) {
+  if (!silent || silent.seat !== seat || turnNumber < silent.from) return false;
+  if (silent.count !== null && turnNumber >= silent.from + silent.count) return false;
+  ignored += 1;
+  return true;
+}
 const tableId = created.table_id;
 
 let refusalChecked = false;
@@ -89,6 +107,7 @@ async function checkRefusal(seat, token, view) {
 // One seat: its stream for the whole match, a move on each turn and on each next_view.
 async function playSeat(seat, token) {
   let done = -1; // the highest action index this seat acted at, or was given a turn at
+  let turns = 0;
   count("WatchTable");
   const stream = client.WatchTable(
     { table_id: tableId, seat, from_event_index: 0 }, metadataOf(token),
@@ -103,6 +122,8 @@ async function playSeat(seat, token) {
       let view = message.turn;
       while (view && Number(view.action_index) > done) {
         done = Number(view.action_index);
+        turns += 1;
+        if (ignore(seat, turns)) break; // the seat does not answer: its clock runs out
         if (!refusalChecked && view.phase === "play") await checkRefusal(seat, token, view);
         const choice = view.legal_actions[Math.floor(Math.random() * view.legal_actions.length)];
         let reply;
@@ -146,6 +167,6 @@ writeFileSync(out, Buffer.concat([
   Buffer.from("TAPIS-RECORDS/1\n"), Buffer.from(length), Buffer.from(envelope),
 ]));
 console.log(JSON.stringify({
-  table: tableId, actions, calls, refusalChecked, record_id: got.record_id,
+  table: tableId, actions, calls, refusalChecked, record_id: got.record_id, ignored,
 }));
 client.close();
