@@ -56,6 +56,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import functools
 import io
 import os
 import platform
@@ -398,11 +399,16 @@ async def referee_bot(
 
 
 async def stream_bot(
-    channel: grpc.aio.Channel, load: Load, threshold: int, rng: random.Random
+    channel: grpc.aio.Channel,
+    load: Load,
+    threshold: int,
+    rng: random.Random,
+    only_turns: bool = False,
 ) -> None:
     """Tables of Dame de Pique as in `referee_bot`, but played as a bot does it now: one
     WatchTable stream per seat for the match, and on each `turn` (or at once on a
-    SubmitActionResponse's `next_view`) one SubmitAction. No GetView."""
+    SubmitActionResponse's `next_view`) one SubmitAction. No GetView. With `only_turns`, the
+    streams carry the seat's turns and the match's end only (WatchTableRequest.only_turns)."""
     stub = rpc.RefereeServiceStub(channel)
     now = time.perf_counter
     due = [now() + rng.random() * load.interval - load.interval]  # a random phase, per table
@@ -468,7 +474,7 @@ async def stream_bot(
         calls = []
         for t in created.tokens:
             metadata = auth(t.token)
-            request = pb.WatchTableRequest(table_id=table_id, seat=t.seat)
+            request = pb.WatchTableRequest(table_id=table_id, seat=t.seat, only_turns=only_turns)
             calls.append((t.seat, stub.WatchTable(request, metadata=metadata), metadata))
             if load.counts(t0, now()):
                 load.rpcs += 1
@@ -658,6 +664,8 @@ async def throughput_phase(args: argparse.Namespace, tmp: Path) -> Throughput:
 
             return make
 
+        streaming = functools.partial(stream_bot, only_turns=args.only_turns)
+        stream_name = "stream (only turns)" if args.only_turns else "stream"
         loop_runs: list[Run] = []
         stream_runs: list[Run] = []
         echo_runs: list[Run] = []
@@ -670,7 +678,7 @@ async def throughput_phase(args: argparse.Namespace, tmp: Path) -> Throughput:
             sizes = sizes or {k: run.load.mean_size(k) for k in run.load.size_n}
             stream_runs.append(
                 await measured(
-                    referee, referee_target, args, "stream", seconds, referee_bots(stream_bot)
+                    referee, referee_target, args, stream_name, seconds, referee_bots(streaming)
                 )
             )
             if echo is not None:
@@ -682,8 +690,8 @@ async def throughput_phase(args: argparse.Namespace, tmp: Path) -> Throughput:
         if echo_run is not None and not args.pace:
             half = echo_run.actions_per_s / 2
             paced = await measured(
-                referee, referee_target, args, "stream, paced", seconds,
-                referee_bots(stream_bot), pace=half,
+                referee, referee_target, args, f"{stream_name}, paced", seconds,
+                referee_bots(streaming), pace=half,
             )  # fmt: skip
     finally:
         referee.stop()
@@ -1018,6 +1026,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--idle-tables", type=int, default=10_000, help="0: skip part 3")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds before RSS readings")
     parser.add_argument("--no-echo", action="store_true", help="skip the echo baseline")
+    parser.add_argument(
+        "--only-turns",
+        action="store_true",
+        help="the stream-driven bots ask for their turns only (WatchTableRequest.only_turns)",
+    )
     parser.add_argument(
         "--pace",
         type=float,

@@ -740,6 +740,7 @@ class RefereeServicer:
                 )
             self._streams[client] = streams + 1
             counted = True
+            only_turns = request.only_turns and seat is not None
             async for item in self.referee.watch(table, request.from_event_index, seat):
                 if isinstance(item, Turn):
                     assert seat is not None
@@ -748,6 +749,8 @@ class RefereeServicer:
                         yield turn
                     continue
                 index, event = item
+                if only_turns and not isinstance(event, EndEvent | ClosedEvent):
+                    continue
                 response = pb.WatchTableResponse()
                 event_message(table, index, event, seat, response.event)
                 yield response

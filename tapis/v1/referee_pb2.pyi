@@ -1582,22 +1582,30 @@ class WatchTableRequest(_message.Message):
     TABLE_ID_FIELD_NUMBER: _builtins.int
     SEAT_FIELD_NUMBER: _builtins.int
     FROM_EVENT_INDEX_FIELD_NUMBER: _builtins.int
+    ONLY_TURNS_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
     """The table."""
     seat: _builtins.int
     """The seat (needs its token); absent to watch as a spectator."""
     from_event_index: _builtins.int
     """The first event index wanted (0: from the start); at most the table's event_index."""
+    only_turns: _builtins.bool
+    """On a seat's stream: only the seat's turns and the table's last event (match_ended or
+    table_closed), none of the other events; for a bot that reads all it needs from its
+    views (a turn, next_view). Resume from the last turn's view.event_index. Ignored for a
+    spectator.
+    """
     def __init__(
         self,
         *,
         table_id: _builtins.str = ...,
         seat: _builtins.int | None = ...,
         from_event_index: _builtins.int = ...,
+        only_turns: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "seat", b"seat"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "from_event_index", b"from_event_index", "seat", b"seat", "table_id", b"table_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "from_event_index", b"from_event_index", "only_turns", b"only_turns", "seat", b"seat", "table_id", b"table_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__seat: _TypeAlias = _typing.Literal["seat"]  # noqa: Y015
     _WhichOneofArgType__seat: _TypeAlias = _typing.Literal["_seat", b"_seat"]  # noqa: Y015
