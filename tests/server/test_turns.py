@@ -256,3 +256,41 @@ def test_a_pass_at_an_older_index_in_the_exchange_is_applied(tmp_path: Path) -> 
         assert table.action_index == 2
 
     run(body, tmp_path)
+
+
+def test_a_stream_of_turns_only_carries_the_turns_and_the_end(tmp_path: Path) -> None:
+    """WatchTableRequest.only_turns: the seat's turns and the match's end, no other event;
+    the match is played from those turns alone, one submission each."""
+
+    async def body(_: Any, stub: rpc.RefereeServiceStub, __: Any) -> None:
+        table_id, tokens = await new_table(stub, "napoleon", "", {"deals": 2}, 4)
+        rng = random.Random(5)
+        kinds: dict[int, list[str]] = {s: [] for s in tokens}
+
+        async def seat_loop(seat: int) -> None:
+            request = pb.WatchTableRequest(table_id=table_id, seat=seat, only_turns=True)
+            async for message in stub.WatchTable(request, metadata=auth(tokens[seat])):
+                if message.HasField("event"):
+                    kinds[seat].append(message.event.WhichOneof("event") or "")
+                    continue
+                kinds[seat].append("turn")
+                view = message.turn
+                while view.legal_actions:
+                    submit = pb.SubmitActionRequest(
+                        table_id=table_id,
+                        seat=seat,
+                        expected_action_index=view.action_index,
+                        action=rng.choice(view.legal_actions).action,
+                    )
+                    reply = await stub.SubmitAction(submit, metadata=auth(tokens[seat]))
+                    view = reply.next_view
+
+        await asyncio.wait_for(asyncio.gather(*(seat_loop(s) for s in tokens)), 120)
+        for seat, seen in kinds.items():
+            assert seen[-1] == "match_ended" and set(seen[:-1]) == {"turn"}, (seat, seen)
+        # A spectator asking for turns only gets every event: there are no turns to give it.
+        spectator = stub.WatchTable(pb.WatchTableRequest(table_id=table_id, only_turns=True))
+        events = [m.event.WhichOneof("event") async for m in spectator]
+        assert "action_taken" in events and events[-1] == "match_ended"
+
+    run(body, tmp_path)
