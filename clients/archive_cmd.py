@@ -25,6 +25,7 @@ import sys
 import time
 from typing import Any
 
+from clients.progress import Progress
 from records.archive import (
     Selection,
     add_files,
@@ -58,32 +59,10 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-class _Bar:
-    """A rich progress bar on a terminal (nothing otherwise)."""
-
-    def __init__(self, label: str, enabled: bool) -> None:
-        self.progress: Any = None
-        if enabled and sys.stdout.isatty():
-            from rich.progress import Progress
-
-            self.progress = Progress(transient=True)
-            self.task = self.progress.add_task(label, total=None)
-            self.progress.start()
-
-    def update(self, done: int, total: int | None = None) -> None:
-        if self.progress is not None:
-            self.progress.update(self.task, completed=done, total=total)
-
-    def stop(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
-
-
 def cmd_add(args: argparse.Namespace) -> int:
     keys = keys_given(args)
     db = open_archive(args.db)
-    bar = _Bar("adding", True)
+    bar = Progress("adding", True)
     t0 = time.perf_counter()
     try:
         executor = make_executor("local", args.workers)
@@ -216,7 +195,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         return 2
     workers = args.workers or os.cpu_count() or 1
     t0 = time.perf_counter()
-    bar = _Bar("re-scoring", not args.json)
+    bar = Progress("re-scoring", not args.json)
     try:
         executor = make_executor(args.engine, workers, args.scheduler)
         summary = rescore(

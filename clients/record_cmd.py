@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from clients.archive_cmd import add_key_options, keys_given, positive_int
+from clients.progress import Progress
 from records.annotate import CommentError, annotate, parse_comment
 from records.codec import (
     Provenance,
@@ -49,7 +50,7 @@ from records.export import (
 from records.render import render_record
 from records.replay import match_for_record
 from records.rescore import changes_text, rescored
-from records.score import replay_changed, score_json, score_sheet
+from records.score import counted, replay_changed, score_json, score_sheet
 from records.signing import key_id, load_private_key, sign
 from records.transcript import import_transcript, load_transcript
 from records.verify import (
@@ -239,6 +240,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     tally = _VerifyTally()
     t0 = time.perf_counter()
     results = verify_files(args.records, keys, make_executor("local", args.workers))
+    bar = Progress("verifying", not args.json)
     try:
         for file, found in itertools.groupby(results, key=operator.itemgetter(0)):
             path = args.records[file]
@@ -248,6 +250,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             several = False
             for _, index, result in found:
                 tally.count(result)
+                bar.update(tally.valid + tally.invalid)
                 if args.json:
                     print(json.dumps(result_json(path, index, result), ensure_ascii=False))
                     continue
@@ -264,6 +267,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         _err("interrupted: not every record was verified")
         return 130
     finally:
+        bar.stop()
         results.close()  # stop the pool's workers now
     elapsed = time.perf_counter() - t0
     status = 2 if tally.file_errors else 1 if tally.invalid else 0
@@ -274,8 +278,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if tally.file_errors:
         problems = f"; {tally.file_errors} file error{'s' if tally.file_errors != 1 else ''}"
     print(
-        f"{tally.valid + tally.invalid} records, {tally.valid} valid, {tally.invalid} invalid, "
-        f"{tally.hands} hands in {elapsed:.3f} s ({rate:,.0f} hands/s){problems}"
+        f"{counted(tally.valid + tally.invalid, 'record')}, {tally.valid} valid, "
+        f"{tally.invalid} invalid, {counted(tally.hands, 'hand')} in {elapsed:.3f} s "
+        f"({rate:,.0f} hands/s){problems}"
     )
     if tally.unchecked:
         print(

@@ -282,3 +282,44 @@ def test_archive_export_plays_and_results_as_csv_and_parquet(tmp_path: Path) -> 
         assert [by_trick[str(t)] for t in range(1, len(won) + 1)] == [{str(w)} for w in won]
     wrong = tapis("archive", "export", archive, "--format", "xlsx", "-o", tmp_path / "x")
     assert wrong.returncode == 2
+
+
+def test_long_commands_show_progress_on_a_terminal_and_not_in_a_pipe(tmp_path: Path) -> None:
+    """verify, archive add and rescore draw a progress bar on standard error when it is a
+    terminal (a pty here), and print only their results into a pipe."""
+    import os
+    import pty
+    import subprocess
+
+    from tests.commands import ROOT, cli_command
+
+    records = sorted((DATA / "golden").glob("*.tapis"))
+    archive = tmp_path / "a.db"
+    for args, label in (
+        (["record", "verify", *records], "verifying"),
+        (["archive", "add", archive, *records], "adding"),
+        (["archive", "rescore", archive, "--game", "nap", "--set", "deals=2"], "re-scoring"),
+    ):
+        main, child = pty.openpty()
+        proc = subprocess.Popen(
+            cli_command("", *args), cwd=ROOT, stdout=subprocess.PIPE, stderr=child,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TERM": "xterm",
+                 "COLUMNS": "100"},
+        )  # fmt: skip
+        os.close(child)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        out, _ = proc.communicate(timeout=120)
+        os.close(main)
+        assert proc.returncode == 0, (args, drawn)
+        assert label.encode() in drawn, (label, drawn[:300])
+        assert label.encode() not in out
+    piped = tapis("record", "verify", *records)
+    assert piped.returncode == 0 and "verifying" not in piped.stderr + piped.stdout

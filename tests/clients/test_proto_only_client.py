@@ -109,7 +109,7 @@ def test_node_client_plays_and_its_record_verifies(
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    assert "1 records, 1 valid, 0 invalid" in verify.stdout
+    assert "1 record, 1 valid, 0 invalid" in verify.stdout
 
 
 @pytest.mark.parametrize("policy", ["TIMEOUT_POLICY_FORFEIT", "TIMEOUT_POLICY_AUTOPLAY"])
