@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,15 @@ import sqlite_utils
 
 from referee.errors import ArchiveError
 
-__all__ = ["ArchiveError", "now", "open_archive", "to_json"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "ArchiveError",
+    "migrate",
+    "now",
+    "open_archive",
+    "schema_version",
+    "to_json",
+]
 
 
 def now() -> str:
@@ -48,62 +57,97 @@ def open_archive(path: str | Path, create: bool = True) -> sqlite_utils.Database
             raise ArchiveError(f"{p}: not a Tapis archive (it has no records table)")
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA busy_timeout=30000")
-        _ensure_schema(db)
+        migrate(db, p)
     except sqlite3.DatabaseError as exc:
         raise ArchiveError(f"{p}: not an archive ({exc})") from None
     return db
 
 
-def _ensure_schema(db: sqlite_utils.Database) -> None:
-    with db.atomic():
-        db.execute(
-            """CREATE TABLE IF NOT EXISTS records (
-                record_id TEXT PRIMARY KEY, game TEXT NOT NULL, ruleset TEXT NOT NULL,
-                options TEXT NOT NULL, players TEXT NOT NULL, player_count INTEGER NOT NULL,
-                hands INTEGER NOT NULL, finished INTEGER NOT NULL, winners TEXT NOT NULL,
-                scores TEXT NOT NULL, source TEXT NOT NULL, played_at TEXT NOT NULL,
-                added_at TEXT NOT NULL, envelope BLOB NOT NULL)"""
+def schema_version(db: sqlite_utils.Database) -> int:
+    """The archive's schema version (SQLite's `user_version`; 0 for an archive made before
+    versions were kept, or a new file)."""
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(db: sqlite_utils.Database, path: Path) -> None:
+    """Bring the archive to `SCHEMA_VERSION`, one migration at a time, each in its own
+    transaction with the version it reaches: an interrupted migration leaves the archive at
+    the last version it completed, and nothing is ever removed. `ArchiveError` for an archive
+    of a newer Tapis."""
+    version = schema_version(db)
+    if version > SCHEMA_VERSION:
+        raise ArchiveError(
+            f"{path}: archive schema version {version} is newer than this Tapis knows"
+            f" ({SCHEMA_VERSION}): use a newer Tapis"
         )
-        db.execute(
-            """CREATE TABLE IF NOT EXISTS record_players (
-                record_id TEXT NOT NULL REFERENCES records(record_id), seat INTEGER NOT NULL,
-                name TEXT NOT NULL, PRIMARY KEY (record_id, seat))"""
-        )
-        db.execute(
-            """CREATE TABLE IF NOT EXISTS rescore_runs (
-                run_id INTEGER PRIMARY KEY, options TEXT NOT NULL, game TEXT NOT NULL,
-                started_at TEXT NOT NULL, finished_at TEXT, total INTEGER NOT NULL DEFAULT 0,
-                scored INTEGER NOT NULL DEFAULT 0, not_replayable INTEGER NOT NULL DEFAULT 0,
-                scores_changed INTEGER NOT NULL DEFAULT 0,
-                winners_changed INTEGER NOT NULL DEFAULT 0,
-                no_longer_finished INTEGER NOT NULL DEFAULT 0,
-                now_finished INTEGER NOT NULL DEFAULT 0)"""
-        )
-        db.execute(
-            """CREATE TABLE IF NOT EXISTS rescore_results (
-                run_id INTEGER NOT NULL REFERENCES rescore_runs(run_id),
-                record_id TEXT NOT NULL REFERENCES records(record_id), status TEXT NOT NULL,
-                rule TEXT NOT NULL, detail TEXT NOT NULL, old_scores TEXT NOT NULL,
-                new_scores TEXT, old_winners TEXT NOT NULL, new_winners TEXT,
-                first_diff TEXT, old_finished INTEGER NOT NULL DEFAULT 1,
-                new_finished INTEGER, PRIMARY KEY (run_id, record_id))"""
-        )
-        for table, cols in (
-            ("records", "game"),
-            ("records", "ruleset"),
-            ("records", "game, ruleset"),
-            ("records", "played_at"),
-            ("record_players", "name"),
-            ("rescore_results", "run_id, status"),
-        ):
-            name = f"idx_{table}_{cols.replace(', ', '_')}"
-            db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({cols})")
-        # columns added after the first archives were made
-        for table, col, decl in (
-            ("rescore_runs", "no_longer_finished", "INTEGER NOT NULL DEFAULT 0"),
-            ("rescore_runs", "now_finished", "INTEGER NOT NULL DEFAULT 0"),
-            ("rescore_results", "old_finished", "INTEGER NOT NULL DEFAULT 1"),
-            ("rescore_results", "new_finished", "INTEGER"),
-        ):
-            if col not in db[table].columns_dict:
-                db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")
+    for target, step in MIGRATIONS[version:]:
+        with db.atomic():
+            step(db)
+            db.execute(f"PRAGMA user_version = {target}")
+
+
+def _tables(db: sqlite_utils.Database) -> None:
+    """Version 1: the tables and their indexes (an archive made before versions were kept
+    has them already, maybe without the columns of version 2)."""
+    db.execute(
+        """CREATE TABLE IF NOT EXISTS records (
+            record_id TEXT PRIMARY KEY, game TEXT NOT NULL, ruleset TEXT NOT NULL,
+            options TEXT NOT NULL, players TEXT NOT NULL, player_count INTEGER NOT NULL,
+            hands INTEGER NOT NULL, finished INTEGER NOT NULL, winners TEXT NOT NULL,
+            scores TEXT NOT NULL, source TEXT NOT NULL, played_at TEXT NOT NULL,
+            added_at TEXT NOT NULL, envelope BLOB NOT NULL)"""
+    )
+    db.execute(
+        """CREATE TABLE IF NOT EXISTS record_players (
+            record_id TEXT NOT NULL REFERENCES records(record_id), seat INTEGER NOT NULL,
+            name TEXT NOT NULL, PRIMARY KEY (record_id, seat))"""
+    )
+    db.execute(
+        """CREATE TABLE IF NOT EXISTS rescore_runs (
+            run_id INTEGER PRIMARY KEY, options TEXT NOT NULL, game TEXT NOT NULL,
+            started_at TEXT NOT NULL, finished_at TEXT, total INTEGER NOT NULL DEFAULT 0,
+            scored INTEGER NOT NULL DEFAULT 0, not_replayable INTEGER NOT NULL DEFAULT 0,
+            scores_changed INTEGER NOT NULL DEFAULT 0,
+            winners_changed INTEGER NOT NULL DEFAULT 0,
+            no_longer_finished INTEGER NOT NULL DEFAULT 0,
+            now_finished INTEGER NOT NULL DEFAULT 0)"""
+    )
+    db.execute(
+        """CREATE TABLE IF NOT EXISTS rescore_results (
+            run_id INTEGER NOT NULL REFERENCES rescore_runs(run_id),
+            record_id TEXT NOT NULL REFERENCES records(record_id), status TEXT NOT NULL,
+            rule TEXT NOT NULL, detail TEXT NOT NULL, old_scores TEXT NOT NULL,
+            new_scores TEXT, old_winners TEXT NOT NULL, new_winners TEXT,
+            first_diff TEXT, old_finished INTEGER NOT NULL DEFAULT 1,
+            new_finished INTEGER, PRIMARY KEY (run_id, record_id))"""
+    )
+    for table, cols in (
+        ("records", "game"),
+        ("records", "ruleset"),
+        ("records", "game, ruleset"),
+        ("records", "played_at"),
+        ("record_players", "name"),
+        ("rescore_results", "run_id, status"),
+    ):
+        name = f"idx_{table}_{cols.replace(', ', '_')}"
+        db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({cols})")
+
+
+def _finish_columns(db: sqlite_utils.Database) -> None:
+    """Version 2: whether a match is finished before and after re-scoring."""
+    for table, col, decl in (
+        ("rescore_runs", "no_longer_finished", "INTEGER NOT NULL DEFAULT 0"),
+        ("rescore_runs", "now_finished", "INTEGER NOT NULL DEFAULT 0"),
+        ("rescore_results", "old_finished", "INTEGER NOT NULL DEFAULT 1"),
+        ("rescore_results", "new_finished", "INTEGER"),
+    ):
+        if col not in db[table].columns_dict:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")
+
+
+# The migrations, in order: MIGRATIONS[v] brings an archive of version v to version v + 1.
+MIGRATIONS: tuple[tuple[int, Callable[[sqlite_utils.Database], None]], ...] = (
+    (1, _tables),
+    (2, _finish_columns),
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0]

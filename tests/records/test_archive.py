@@ -296,3 +296,59 @@ def test_corpus_script_writes_a_file_and_an_archive(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert out.read_bytes().startswith(MAGIC)
     assert rows(db, "SELECT game, count(*) FROM records GROUP BY game") == [("napoleon", 2)]
+
+
+# The archive as the first versions of Tapis made it: no schema version, and the re-scoring
+# tables without the columns of whether a match is finished.
+FIRST_ARCHIVE = """
+CREATE TABLE records (
+    record_id TEXT PRIMARY KEY, game TEXT NOT NULL, ruleset TEXT NOT NULL,
+    options TEXT NOT NULL, players TEXT NOT NULL, player_count INTEGER NOT NULL,
+    hands INTEGER NOT NULL, finished INTEGER NOT NULL, winners TEXT NOT NULL,
+    scores TEXT NOT NULL, source TEXT NOT NULL, played_at TEXT NOT NULL,
+    added_at TEXT NOT NULL, envelope BLOB NOT NULL);
+CREATE TABLE record_players (record_id TEXT NOT NULL, seat INTEGER NOT NULL,
+    name TEXT NOT NULL, PRIMARY KEY (record_id, seat));
+CREATE TABLE rescore_runs (run_id INTEGER PRIMARY KEY, options TEXT NOT NULL,
+    game TEXT NOT NULL, started_at TEXT NOT NULL, finished_at TEXT,
+    total INTEGER NOT NULL DEFAULT 0, scored INTEGER NOT NULL DEFAULT 0,
+    not_replayable INTEGER NOT NULL DEFAULT 0, scores_changed INTEGER NOT NULL DEFAULT 0,
+    winners_changed INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE rescore_results (run_id INTEGER NOT NULL, record_id TEXT NOT NULL,
+    status TEXT NOT NULL, rule TEXT NOT NULL, detail TEXT NOT NULL, old_scores TEXT NOT NULL,
+    new_scores TEXT, old_winners TEXT NOT NULL, new_winners TEXT, first_diff TEXT,
+    PRIMARY KEY (run_id, record_id));
+"""
+
+
+def test_an_archive_of_an_earlier_schema_is_migrated_and_keeps_its_records(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    from records.archive.schema import SCHEMA_VERSION
+
+    made = tmp_path / "made.db"
+    golden = ROOT / "tests" / "data" / "golden"
+    assert tapis("archive", "add", made, golden / "napoleon.tapis").returncode == 0
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old)
+    conn.executescript(FIRST_ARCHIVE)
+    conn.execute("ATTACH DATABASE ? AS made", (str(made),))
+    conn.execute("INSERT INTO records SELECT * FROM made.records")
+    conn.execute("INSERT INTO record_players SELECT * FROM made.record_players")
+    conn.commit()
+    conn.close()
+    assert sqlite3.connect(old).execute("PRAGMA user_version").fetchone() == (0,)
+    done = tapis("archive", "rescore", old, "--set", "deals=2")
+    assert done.returncode == 0, done.stderr
+    conn = sqlite3.connect(old)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(rescore_results)")}
+    assert {"old_finished", "new_finished"} <= columns
+    assert conn.execute("SELECT count(*) FROM records").fetchone() == (1,)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    newer = tapis("archive", "query", old)
+    assert newer.returncode == 2 and "newer than this Tapis" in newer.stderr
