@@ -473,7 +473,8 @@ def add_record_parser(sub: Any) -> None:
 
     p = rsub.add_parser("html", help="write a web page that replays records trick by trick")
     p.add_argument("record", metavar="RECORD")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="default: RECORD with the suffix .html; '-' for standard output")  # fmt: skip
+    p.add_argument(
+        "-o", "--output", metavar="FILE", help="default: RECORD.html; '-': standard output"
+    )
     add_key_options(p, "the signature is checked against")
     p.set_defaults(func=cmd_html)

@@ -19,8 +19,8 @@ from importlib import resources
 from typing import Any
 
 from records.codec import decode_record, record_id, score_from_pb
+from records.render import non_default_options
 from records.replay import BaseVisitor, replay
-from records.render import _non_default_options
 from records.score import score_sheet
 from records.verify import Keys, verify_envelope
 from referee.engine import Hand, action_str, find_game
@@ -97,8 +97,10 @@ class _PositionsVisitor(BaseVisitor[list[dict[str, Any]]]):
             "trump": view.trump,
             "scores": [list(s) for s in view.scores],
             "facts": [[k, fact_text(v)] for k, v in view.public.items() if v is not None],
-            "cards": {k: [list(g) if isinstance(g, tuple) else g for g in v]
-                      for k, v in view.cards.items()},  # fmt: skip
+            "cards": {
+                k: [list(g) if isinstance(g, tuple) else g for g in v]
+                for k, v in view.cards.items()
+            },
         }
 
     def begin_hand(self, h: int, hand: pb.HandRecord) -> None:
@@ -179,7 +181,7 @@ def record_data(env: pb.RecordEnvelope, keys: Keys = ()) -> dict[str, Any]:
         "title": spec.title,
         "game": rec.rules.game,
         "ruleset": rec.rules.ruleset,
-        "options": _non_default_options(rec),
+        "options": non_default_options(rec),
         "seats": [s.name for s in rec.seats],
         "units": list(units),
         "record_id": record_id(env.record),
@@ -234,4 +236,3 @@ def replay_page(data: dict[str, Any], title: str = "Tapis replay") -> str:
         .replace("/*{{js}}*/", page_asset("tapis.js") + page_asset("replay.js"))
         .replace("{{data}}", _script_json(data))
     )
-

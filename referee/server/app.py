@@ -7,6 +7,10 @@ created. Until every live table is reloaded, the service answers UNAVAILABLE and
 health checking reports NOT_SERVING; NOT_SERVING again as soon as shutdown begins, and the
 changes under way finish before the store closes. Server reflection lists the services. Logs
 are JSON lines on stderr, one per event in a table's life.
+
+With a web address (`tapis serve --web HOST:PORT`), the web front (referee/server/web.py) is
+bound with the gRPC address, before anything is created, and served on the same event loop
+and tables once they are loaded; it stops first.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from referee.server.limits import DEFAULT_LIMITS, Limits
 from referee.server.service import RefereeServicer, add_referee_service
 from referee.server.store import Store
 from referee.server.tables import Referee
+from referee.server.web import WebFront, bind
 from tapis.v1 import referee_pb2
 
 __all__ = ["Limits", "ListenError", "RunningServer", "create_server", "serve"]
@@ -68,12 +73,16 @@ class RunningServer:
     referee: Referee
     health: health.aio.HealthServicer
     store: Store
+    web: WebFront | None = None
+    web_port: int | None = None  # the web front's port, when it serves
 
     async def stop(self, grace: float = 5.0) -> None:
         """Graceful shutdown: NOT_SERVING at once, finish the calls under way, flush."""
         await self.health.set(SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         self.referee.ready = False  # new calls: UNAVAILABLE
+        if self.web is not None:
+            await self.web.stop()  # its event streams end, its requests under way finish
         await self.server.stop(grace)
         await self.referee.close()  # changes under way (their callers gone or not) finish
         self.store.close()
@@ -85,10 +94,11 @@ async def create_server(
     db: str | Path = "tapis.db",
     key: str | Path = "referee.key",
     limits: Limits = DEFAULT_LIMITS,
+    web: str | None = None,
 ) -> RunningServer:
-    """Start a referee on `address` (port 0: a free port); returns once it serves.
-    `ListenError` when the address cannot be bound, `StoreLocked` when another referee owns
-    the store."""
+    """Start a referee on `address` (port 0: a free port); returns once it serves. With
+    `web` (HOST:PORT), the web front too. `ListenError` when an address cannot be bound,
+    `StoreLocked` when another referee owns the store."""
     options = [
         ("grpc.max_receive_message_length", limits.max_message_bytes),
         ("grpc.max_send_message_length", 4 * limits.max_message_bytes),
@@ -101,7 +111,20 @@ async def create_server(
         raise ListenError(f"cannot listen on {address!r}: {exc}") from None
     if port == 0:
         raise ListenError(f"cannot listen on {address!r}")
-    store = Store(db)
+    try:
+        web_socket = bind(web) if web is not None else None
+    except ListenError:
+        await server.stop(None)
+        raise
+    web_port = web_socket.getsockname()[1] if web_socket is not None else None
+    front: WebFront | None = None
+    try:
+        store = Store(db)
+    except BaseException:
+        await server.stop(None)
+        if web_socket is not None:
+            web_socket.close()
+        raise
     try:
         private_key = load_or_create_private_key(key)
         referee = Referee(store, private_key, limits)
@@ -121,7 +144,14 @@ async def create_server(
         await server.start()  # calls are answered UNAVAILABLE until the tables are loaded
         started = time.perf_counter()
         count = await referee.load()
+        if web_socket is not None:
+            front = WebFront(referee, limits)
+            await front.start(web_socket)
     except BaseException:
+        if front is not None:
+            await front.stop()
+        if web_socket is not None:
+            web_socket.close()
         await server.stop(None)
         store.close()
         raise
@@ -137,24 +167,32 @@ async def create_server(
                 "finished_tables_on_disk": store.count_finished(),
                 "load_seconds": round(time.perf_counter() - started, 3),
                 "key_id": key_id(private_key.public_key()),
+                "web_port": web_port,
             }
         },
     )
-    return RunningServer(server, port, referee, health_servicer, store)
+    return RunningServer(server, port, referee, health_servicer, store, front, web_port)
 
 
 SWITCH_INTERVAL = 0.0005  # seconds (Python's default: 0.005)
 
 
 async def serve(
-    address: str, db: str | Path, key: str | Path, limits: Limits = DEFAULT_LIMITS
+    address: str,
+    db: str | Path,
+    key: str | Path,
+    limits: Limits = DEFAULT_LIMITS,
+    web: str | None = None,
 ) -> None:
-    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    """Run until SIGTERM or SIGINT, then shut down gracefully; with `web` (HOST:PORT), the
+    web front too."""
     # The store's writer thread must get the interpreter back promptly after each SQLite
     # call (a submission waits for its commit): switch threads every 0.5 ms, not every 5.
     sys.setswitchinterval(SWITCH_INTERVAL)
-    running = await create_server(address, db, key, limits)
+    running = await create_server(address, db, key, limits, web)
     print(f"tapis referee listening on {address.rsplit(':', 1)[0]}:{running.port}", flush=True)
+    if web is not None:
+        print(f"tapis web front on http://{web.rsplit(':', 1)[0]}:{running.web_port}/", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
