@@ -58,7 +58,12 @@
       if (s === hd.dealer) tags.push("dealer");
       const sc = pos.scores[s];
       box.classList.toggle("acting", pos.to_act.includes(s));
-      const cards = maskCards(pos.held[s], d.order).map(show);
+      // cards the rules have shown to all (impériales, the trump ace...) are marked
+      const shown = new Set();
+      for (const fact of Object.values(pos.cards)) {
+        if (fact.length === d.seats.length && Array.isArray(fact[0])) fact[s].forEach((c) => shown.add(c));
+      }
+      const cards = maskCards(pos.held[s], d.order).map((c) => card(data.cards, data.suits, c, shown.has(c) ? "shown" : ""));
       box.replaceChildren(
         el("div", {}, el("span", { class: "name" }, name(s)),
           el("span", { class: "tag" }, tags.join(" ")),

@@ -38,8 +38,8 @@ const Tapis = (() => {
     for (let i = 0; i < n; i++) {
       const angle = Math.PI / 2 + (2 * Math.PI * i) / n;
       const box = el("div", { class: "seat", "data-seat": i });
-      box.style.left = 50 + 36 * Math.cos(angle) + "%";
-      box.style.top = 50 + 40 * Math.sin(angle) + "%";
+      box.style.left = 50 + 33 * Math.cos(angle) + "%";
+      box.style.top = 50 + 39 * Math.sin(angle) + "%";
       board.append(box);
       out.push(box);
     }

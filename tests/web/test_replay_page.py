@@ -79,7 +79,7 @@ def test_replay_page_shows_every_card_in_order(browser: Any, path: Path, tmp_pat
         assert shown == played
         # The keys step back and forth, the address opens a position.
         page.keyboard.press("Home")
-        assert page.url.endswith(("#h1a0", f"#r{r + 1}h1a0"))
+        assert page.evaluate("location.hash") in ("#h1a0", f"#r{r + 1}h1a0")
         page.keyboard.press("ArrowRight")
         page.keyboard.press("ArrowDown")
         page.keyboard.press("ArrowLeft")

@@ -124,7 +124,8 @@
     const text = eventText(e);
     if (text === null) return;
     const log = $("log");
-    log.append(el("li", { "data-index": e.index }, text));
+    const action = e.action_taken ? e.action_taken.action_index : null;
+    log.append(el("li", { "data-index": e.index, "data-action": action }, text));
     while (log.children.length > 400) log.firstChild.remove();
     log.scrollTop = log.scrollHeight;
   }

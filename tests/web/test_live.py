@@ -1,0 +1,232 @@
+"""`tapis serve --web`: the web front on the referee's own loop. Over HTTP: the pages, the
+statuses, the record to download. In a real browser: the live page of a table shows each
+move made over gRPC within a second, and neither its DOM nor any payload it receives holds
+a card a spectator may not see (compared with every seat's cards, as the seats' views give
+them)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from records.codec import iter_frames
+from referee.engine.cards import RANK_NAMES, SUIT_SYMBOLS
+from referee.errors import ListenError
+from referee.server.app import Limits, RunningServer, create_server
+from tapis.v1 import referee_pb2 as pb
+from tapis.v1 import referee_pb2_grpc as rpc
+from tests.server.util import auth, new_table, play_random
+from tests.web.conftest import CHROMIUM_ARGS, screenshot_dir
+
+
+@asynccontextmanager
+async def web_referee(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[RunningServer, rpc.RefereeServiceStub]]:
+    server = await create_server(
+        "127.0.0.1:0", tmp_path / "t.db", tmp_path / "k.key", Limits(), web="127.0.0.1:0"
+    )
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            yield server, rpc.RefereeServiceStub(channel)
+    finally:
+        await server.stop(0)
+
+
+async def get(url: str) -> tuple[int, bytes]:
+    def fetch() -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(url, timeout=30) as reply:
+                return reply.status, reply.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    return await asyncio.to_thread(fetch)
+
+
+def test_pages_statuses_and_record(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with web_referee(tmp_path) as (server, stub):
+            base = f"http://127.0.0.1:{server.web_port}"
+            table_id, tokens = await new_table(stub, "hearts", "", {"end_threshold": 20}, 4)
+            status, body = await get(base + "/")
+            assert status == 200 and table_id.encode() in body
+            status, body = await get(f"{base}/tables/{table_id}")
+            assert status == 200 and b"EventSource" in body
+            assert (await get(f"{base}/tables/{table_id}/replay"))[0] == 409  # not finished
+            assert (await get(f"{base}/tables/{table_id}/record.tapis"))[0] == 409
+            assert (await get(f"{base}/tables/no-such-table"))[0] == 404
+            assert (await get(f"{base}/tables/{'x' * 5000}"))[0] == 404
+            assert (await get(f"{base}/tables/{table_id}/events?from=-1"))[0] == 404
+            await play_random(stub, table_id, tokens, random.Random(3))
+            status, data = await get(f"{base}/tables/{table_id}/record.tapis")
+            assert status == 200
+            reply = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+            frames = list(iter_frames(data))
+            assert frames == [reply.envelope.SerializeToString(deterministic=True)]
+            status, body = await get(f"{base}/tables/{table_id}/replay")
+            assert status == 200 and reply.record_id.encode() in body
+            # A finished table's stream: every event, then its end.
+            status, body = await get(f"{base}/tables/{table_id}/events")
+            assert status == 200
+            kinds = re.findall(rb"^event: (\w+)$", body, re.M)
+            assert kinds[:2] == [b"table", b"view"] and kinds[-1] == b"end"
+            count = (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).event_index
+            assert kinds.count(b"event") == count
+
+    asyncio.run(main())
+
+
+def test_a_web_address_in_use_is_refused_before_anything_is_created(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with web_referee(tmp_path / "a") as (server, _):
+            with pytest.raises(ListenError):
+                await create_server(
+                    "127.0.0.1:0",
+                    tmp_path / "b.db",
+                    tmp_path / "b.key",
+                    web=f"127.0.0.1:{server.web_port}",
+                )
+            assert not (tmp_path / "b.db").exists()
+        with pytest.raises(ListenError):
+            await create_server("127.0.0.1:0", tmp_path / "c.db", tmp_path / "c.key", web="nope")
+
+    (tmp_path / "a").mkdir()
+    asyncio.run(main())
+
+
+# --- in the browser ------------------------------------------------------------------------
+
+# Every payload the page's EventSource receives, kept as it came (a test-side wrapper).
+RECORD_PAYLOADS = """
+window.__payloads = [];
+const Original = window.EventSource;
+window.EventSource = class extends Original {
+  constructor(...args) {
+    super(...args);
+    for (const kind of ["table", "view", "event", "end"]) {
+      this.addEventListener(kind, (m) => window.__payloads.push(m.data));
+    }
+  }
+};
+"""
+
+_CARD_TEXT = re.compile(r"(?<![0-9A-Za-z])(10|[2-9JQKA])([SHDC])(?![A-Za-z])")
+_CARD_KEYS = {"hand", "cards", "card", "took", "discarded", "retourne"}
+
+
+def payload_cards(value: Any, key: str = "") -> Iterator[int]:
+    """Every card a payload names: card ids under the keys that hold cards, cards played in
+    actions, cards written in texts."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from payload_cards(v, k)
+    elif isinstance(value, list):
+        for v in value:
+            yield from payload_cards(v, key)
+    elif isinstance(value, str):
+        for rank, suit in _CARD_TEXT.findall(value):
+            yield "SHDC".index(suit) * 13 + RANK_NAMES.index(rank)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if key in _CARD_KEYS:
+            yield value
+        elif key == "action" and value & 7 == 0:  # a card played
+            yield value >> 3
+
+
+async def secrets(stub: rpc.RefereeServiceStub, table_id: str, tokens: dict[int, str]) -> set[int]:
+    """The cards a spectator may not see now: every seat's cards but those shown to all."""
+    held: set[int] = set()
+    for seat, token in tokens.items():
+        request = pb.GetViewRequest(table_id=table_id, seat=seat)
+        held |= set((await stub.GetView(request, metadata=auth(token))).view.hand)
+    public = (await stub.GetView(pb.GetViewRequest(table_id=table_id))).view
+    for known in public.known:
+        held -= set(known.cards)
+    return held
+
+
+async def check_no_secret(page: Any, hidden: set[int]) -> None:
+    ids = "es => es.map(e => +e.dataset.card)"
+    shown = set(await page.eval_on_selector_all("[data-card]", ids))
+    assert not shown & hidden
+    text = await page.inner_text("body")
+    for c in hidden:
+        assert RANK_NAMES[c % 13] + SUIT_SYMBOLS[c // 13] not in text
+    for payload in await page.evaluate("window.__payloads"):
+        assert not set(payload_cards(json.loads(payload))) & hidden, payload
+
+
+GAMES = [("hearts", "", 4), ("triomphe", "as-qui-pille", 4), ("imperiale", "academie", 2)]
+
+
+@pytest.mark.parametrize(("game", "ruleset", "players"), GAMES)
+def test_live_page_follows_moves_and_shows_no_secret(
+    chromium: str, tmp_path: Path, game: str, ruleset: str, players: int
+) -> None:
+    from playwright.async_api import async_playwright
+
+    async def main() -> None:
+        async with web_referee(tmp_path) as (server, stub), async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+            page = await browser.new_page(viewport={"width": 1200, "height": 860})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            await page.add_init_script(RECORD_PAYLOADS)
+            table_id, tokens = await new_table(stub, game, ruleset, {}, players)
+            await page.goto(f"http://127.0.0.1:{server.web_port}/tables/{table_id}")
+            await page.wait_for_function(f"document.querySelectorAll('.seat').length === {players}")
+            await check_no_secret(page, await secrets(stub, table_id, tokens))
+            rng = random.Random(11)
+            for _ in range(3 * players + 6):
+                seat, view = await _to_act(stub, table_id, tokens)
+                choice = rng.choice(view.legal_actions)
+                await stub.SubmitAction(
+                    pb.SubmitActionRequest(
+                        table_id=table_id,
+                        seat=seat,
+                        expected_action_index=view.action_index,
+                        action=choice.action,
+                    ),
+                    metadata=auth(tokens[seat]),
+                )
+                # The move shows within a second (a wait that fails after one).
+                moved = page.locator(f'#log li[data-action="{view.action_index}"]')
+                await moved.wait_for(timeout=1000)
+                if choice.action & 7 == 0:  # a card: on the table or in the last trick
+                    await page.locator(f'#trick [data-card="{choice.action >> 3}"]').wait_for(
+                        timeout=1000
+                    )
+                await check_no_secret(page, await secrets(stub, table_id, tokens))
+            shots = screenshot_dir()
+            if shots is not None and game == "hearts":
+                await page.screenshot(path=str(shots / "live.png"), full_page=True)
+            await play_random(stub, table_id, tokens, rng)
+            await page.locator("#replay-link").wait_for(timeout=10_000)
+            await check_no_secret(page, set())
+            await browser.close()
+            assert not errors
+
+    asyncio.run(main())
+
+
+async def _to_act(
+    stub: rpc.RefereeServiceStub, table_id: str, tokens: dict[int, str]
+) -> tuple[int, pb.SeatView]:
+    for seat, token in tokens.items():
+        request = pb.GetViewRequest(table_id=table_id, seat=seat)
+        view = (await stub.GetView(request, metadata=auth(token))).view
+        if view.legal_actions:
+            return seat, view
+    raise AssertionError("nobody may act")
