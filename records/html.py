@@ -31,6 +31,7 @@ from tapis.v1 import record_pb2 as pb
 __all__ = ["PAGE_FORMAT", "page_asset", "record_data", "replay_data", "replay_page"]
 
 PAGE_FORMAT = "tapis-replay/1"
+MAX_LEGAL = 20  # the most legal actions a position lists
 
 
 def page_asset(name: str) -> str:
@@ -133,7 +134,9 @@ class _PositionsVisitor(BaseVisitor[list[dict[str, Any]]]):
             seat=seat,
             action=action_str(action),
             card=action >> 3 if action & 7 == PLAY else -1,
-            legal=[action_str(x) for x in self.legal],
+            # the alternatives, when few enough to read (not the exchange's hundreds of trios)
+            legal=[action_str(x) for x in self.legal] if len(self.legal) <= MAX_LEGAL else [],
+            choices=len(self.legal),
             forced=note.forced if note is not None else self.legal == [action],
             comments=list(note.comments) if note is not None else [],
         )

@@ -82,7 +82,10 @@
       last.replaceChildren("Hand " + hand().number + " dealt by " + name(hand().dealer));
       last.removeAttribute("data-card");
     } else {
+      const others = pos.legal.filter((x) => x !== pos.action);
       last.replaceChildren(name(pos.seat) + ": " + pos.action + (pos.forced ? " (forced)" : ""),
+        others.length ? el("div", { class: "legal" }, "could have: " + others.join(", "))
+          : pos.choices > 1 ? el("div", { class: "legal" }, "one of " + pos.choices + " legal choices") : "",
         ...pos.comments.map((c) => el("div", { class: "comment" }, "# " + c)));
       last.setAttribute("data-card", pos.card);
     }
@@ -111,14 +114,28 @@
     $("facts").replaceChildren(...rows);
   }
 
+  let movesOf = null; // the hand whose moves are listed
+  let scrolling = false;
   function renderMoves() {
-    const items = hand().positions.slice(1).map((p, i) =>
-      el("li", { class: i + 1 === a ? "now" : i + 1 > a ? "future" : "", onclick: () => go(r, h, i + 1) },
-        name(p.seat) + ": " + p.action + (p.forced ? " (forced)" : ""),
-        ...p.comments.map((c) => el("div", { class: "comment" }, "# " + c))));
-    $("moves").replaceChildren(...items);
-    const now = $("moves").querySelector(".now");
-    if (now) now.scrollIntoView({ block: "nearest" });
+    const list = $("moves");
+    if (movesOf !== hand()) {
+      movesOf = hand();
+      list.replaceChildren(...hand().positions.slice(1).map((p, i) =>
+        el("li", { onclick: () => go(r, h, i + 1) },
+          name(p.seat) + ": " + p.action + (p.forced ? " (forced)" : ""),
+          ...p.comments.map((c) => el("div", { class: "comment" }, "# " + c)))));
+    }
+    [...list.children].forEach((li, i) => { li.className = i + 1 === a ? "now" : i + 1 > a ? "future" : ""; });
+    if (!scrolling) { // once a frame: reading the layout is what a step costs most
+      scrolling = true;
+      requestAnimationFrame(() => {
+        scrolling = false;
+        const now = list.querySelector(".now"); // scrolled into the list's view (not the page's)
+        if (now && (now.offsetTop < list.scrollTop || now.offsetTop > list.scrollTop + list.clientHeight - 24)) {
+          list.scrollTop = now.offsetTop - list.clientHeight / 2;
+        }
+      });
+    }
   }
 
   function renderLines() {

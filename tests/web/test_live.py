@@ -7,6 +7,7 @@ them)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import re
@@ -106,6 +107,65 @@ def test_a_web_address_in_use_is_refused_before_anything_is_created(tmp_path: Pa
     asyncio.run(main())
 
 
+async def open_stream(port: int, table_id: str) -> tuple[asyncio.StreamReader, Any, int]:
+    """A table's event stream, as a browser opens it; its HTTP status."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET /tables/{table_id}/events HTTP/1.1\r\nHost: tapis\r\n\r\n".encode())
+    await writer.drain()
+    status = int((await reader.readline()).split()[1])
+    return reader, writer, status
+
+
+def test_streams_per_client_are_bounded_and_end_at_shutdown(tmp_path: Path) -> None:
+    async def main() -> None:
+        server = await create_server(
+            "127.0.0.1:0",
+            tmp_path / "t.db",
+            tmp_path / "k.key",
+            Limits(max_streams_per_client=1),
+            web="127.0.0.1:0",
+        )
+        assert server.web_port is not None
+        port = server.web_port
+        writers: list[Any] = []
+
+        async def stream(table_id: str) -> tuple[asyncio.StreamReader, int]:
+            reader, writer, status = await open_stream(port, table_id)
+            writers.append(writer)
+            return reader, status
+
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                table_id, _ = await new_table(rpc.RefereeServiceStub(channel), "nap", "", {}, 4)
+            _, status = await stream(table_id)
+            assert status == 200
+            _, status = await stream(table_id)
+            assert status == 429  # one stream at a time for this client
+            for writer in writers:
+                writer.close()
+
+            async def accepted() -> asyncio.StreamReader:
+                # once the first stream is gone, its place is free again
+                while True:
+                    reader, status = await stream(table_id)
+                    if status == 200:
+                        return reader
+                    writers[-1].close()
+                    await asyncio.sleep(0.05)
+
+            reader = await asyncio.wait_for(accepted(), 30)
+        finally:
+            await asyncio.wait_for(server.stop(0), 30)  # an open stream does not hold it
+        rest = await asyncio.wait_for(reader.read(), 30)  # the stream ended
+        assert b"event: view" in rest
+        for writer in writers:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    asyncio.run(main())
+
+
 # --- in the browser ------------------------------------------------------------------------
 
 # Every payload the page's EventSource receives, kept as it came (a test-side wrapper).
@@ -169,6 +229,7 @@ async def check_no_secret(page: Any, hidden: set[int]) -> None:
 
 
 GAMES = [("hearts", "", 4), ("triomphe", "as-qui-pille", 4), ("imperiale", "academie", 2)]
+OPTIONS = {"hearts": {"end_threshold": 20}}  # a shorter match
 
 
 @pytest.mark.parametrize(("game", "ruleset", "players"), GAMES)
@@ -184,7 +245,7 @@ def test_live_page_follows_moves_and_shows_no_secret(
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             await page.add_init_script(RECORD_PAYLOADS)
-            table_id, tokens = await new_table(stub, game, ruleset, {}, players)
+            table_id, tokens = await new_table(stub, game, ruleset, OPTIONS.get(game, {}), players)
             await page.goto(f"http://127.0.0.1:{server.web_port}/tables/{table_id}")
             await page.wait_for_function(f"document.querySelectorAll('.seat').length === {players}")
             await check_no_secret(page, await secrets(stub, table_id, tokens))
