@@ -9,8 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import random
 import re
+import signal
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
@@ -27,7 +31,7 @@ from referee.errors import ListenError
 from referee.server.app import Limits, RunningServer, create_server
 from tapis.v1 import referee_pb2 as pb
 from tapis.v1 import referee_pb2_grpc as rpc
-from tests.server.util import auth, new_table, play_random
+from tests.server.util import ROOT, auth, free_port, new_table, play_random
 from tests.web.conftest import CHROMIUM_ARGS, screenshot_dir
 
 
@@ -291,3 +295,31 @@ async def _to_act(
         if view.legal_actions:
             return seat, view
     raise AssertionError("nobody may act")
+
+
+def test_tapis_serve_web(tmp_path: Path) -> None:
+    """`tapis serve --web` as a real process: the pages answer; SIGTERM stops both fronts."""
+    port, web = free_port(), free_port()
+    cmd = [sys.executable, "-m", "clients.cli", "serve", "--listen", f"127.0.0.1:{port}",
+           "--web", f"127.0.0.1:{web}", "--db", str(tmp_path / "t.db"),
+           "--key", str(tmp_path / "k.key")]  # fmt: skip
+    with subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            first = proc.stdout.readline()
+            assert first.startswith(f"tapis referee listening on 127.0.0.1:{port}")
+            assert proc.stdout.readline().strip() == f"tapis web front on http://127.0.0.1:{web}/"
+            status, body = asyncio.run(get(f"http://127.0.0.1:{web}/"))
+            assert status == 200 and b"no table yet" in body
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
