@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import html
 import json
-import logging
+import re
 import socket
 from collections.abc import AsyncIterator
 from importlib import resources
@@ -43,7 +43,7 @@ from records.codec import encode_file
 from records.html import card_table, page_asset, replay_data, replay_page
 from referee.engine import find_game
 from referee.engine.cards import SUIT_SYMBOLS
-from referee.errors import ListenError, NotFound, TapisError, TooMany, Unavailable
+from referee.errors import BadRequest, ListenError, NotFound, TapisError, TooMany, Unavailable
 from referee.server.limits import DEFAULT_LIMITS, Limits
 from referee.server.service import event_message, seat_view
 from referee.server.tables import Referee, Table
@@ -51,10 +51,9 @@ from tapis.v1 import record_pb2 as rpb
 
 __all__ = ["WebFront", "bind", "http_status"]
 
-log = logging.getLogger("tapis.referee")
-
 KEEPALIVE = 15.0  # seconds: a comment line on an idle stream, so proxies keep it open
 MAX_ID = 64  # the longest table id (as the gRPC service's bound)
+_INDEX = re.compile(r"[0-9]{1,10}")  # an event index (Last-Event-ID, ?from=)
 
 _HTTP = {
     "INVALID_ARGUMENT": 400,
@@ -114,7 +113,7 @@ def table_info(table: Table) -> dict[str, Any]:
         "game": spec.name,
         "title": spec.title,
         "ruleset": table.rules.ruleset,
-        "options": {k: v for k, v in table.options.items()},
+        "options": dict(table.options),
         "units": list(spec.units),
         "seats": [
             {"name": s.name, "taken": s.taken, "team": table.match.team_of(i)}
@@ -227,7 +226,8 @@ class WebFront:
         table = self._table(request)
         envelope, _ = self.referee.record(table.id)
         env = rpb.RecordEnvelope.FromString(envelope)
-        data = await asyncio.to_thread(replay_data, [env], [])
+        # replayed on a thread (the loop goes on); the signature checked with our own key
+        data = await asyncio.to_thread(replay_data, [env], [self.referee.key.public_key()])
         return HTMLResponse(replay_page(data, f"table {table.id} - Tapis replay"))
 
     async def record(self, request: Request) -> Response:
@@ -245,8 +245,8 @@ class WebFront:
     async def events(self, request: Request) -> Response:
         table = self._table(request)
         given = request.headers.get("last-event-id") or request.query_params.get("from") or "0"
-        if not given.isdigit() or len(given) > 10:
-            raise NotFound("the event index must be a number of at most 10 digits")
+        if not _INDEX.fullmatch(given):
+            raise BadRequest("the event index must be a number of at most 10 digits", "from")
         start = min(int(given), table.durable_events)
         client = request.client.host if request.client is not None else ""
         streams = self._streams.get(client, 0)

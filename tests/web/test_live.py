@@ -73,7 +73,8 @@ def test_pages_statuses_and_record(tmp_path: Path) -> None:
             assert (await get(f"{base}/tables/{table_id}/record.tapis"))[0] == 409
             assert (await get(f"{base}/tables/no-such-table"))[0] == 404
             assert (await get(f"{base}/tables/{'x' * 5000}"))[0] == 404
-            assert (await get(f"{base}/tables/{table_id}/events?from=-1"))[0] == 404
+            assert (await get(f"{base}/tables/{table_id}/events?from=-1"))[0] == 400
+            assert (await get(f"{base}/tables/{table_id}/events?from=%C2%B2"))[0] == 400
             await play_random(stub, table_id, tokens, random.Random(3))
             status, data = await get(f"{base}/tables/{table_id}/record.tapis")
             assert status == 200
@@ -82,6 +83,7 @@ def test_pages_statuses_and_record(tmp_path: Path) -> None:
             assert frames == [reply.envelope.SerializeToString(deterministic=True)]
             status, body = await get(f"{base}/tables/{table_id}/replay")
             assert status == 200 and reply.record_id.encode() in body
+            assert b'"signature":"valid"' in body  # checked with the referee's own key
             # A finished table's stream: every event, then its end.
             status, body = await get(f"{base}/tables/{table_id}/events")
             assert status == 200
