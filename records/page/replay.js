@@ -153,6 +153,11 @@
   }
 
   function render() {
+    if (!rec().hands.length) {
+      $("where").textContent = "no hand was played";
+      document.querySelectorAll("nav button").forEach((b) => { b.disabled = true; });
+      return;
+    }
     const pos = hand().positions[a];
     renderSeats(pos);
     renderTrick(pos);
@@ -174,7 +179,7 @@
       shown = r;
     }
     h = Math.max(0, Math.min(nh, rec().hands.length - 1));
-    a = Math.max(0, Math.min(na, lastOf(h)));
+    a = rec().hands.length ? Math.max(0, Math.min(na, lastOf(h))) : 0;
     render();
     const frag = "#" + (data.records.length > 1 ? "r" + (r + 1) : "") + "h" + (h + 1) + "a" + a;
     if (location.hash !== frag) history.replaceState(null, "", frag);

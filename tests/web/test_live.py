@@ -211,8 +211,11 @@ def payload_cards(value: Any, key: str = "") -> Iterator[int]:
             yield value >> 3
 
 
-async def secrets(stub: rpc.RefereeServiceStub, table_id: str, tokens: dict[int, str]) -> set[int]:
-    """The cards a spectator may not see now: every seat's cards but those shown to all."""
+async def secrets(
+    stub: rpc.RefereeServiceStub, table_id: str, tokens: dict[int, str]
+) -> tuple[set[int], int]:
+    """The cards a spectator may not see now (every seat's cards but those shown to all), and
+    the hand in progress."""
     held: set[int] = set()
     for seat, token in tokens.items():
         request = pb.GetViewRequest(table_id=table_id, seat=seat)
@@ -220,18 +223,30 @@ async def secrets(stub: rpc.RefereeServiceStub, table_id: str, tokens: dict[int,
     public = (await stub.GetView(pb.GetViewRequest(table_id=table_id))).view
     for known in public.known:
         held -= set(known.cards)
-    return held
+    return held, public.hand_number
 
 
-async def check_no_secret(page: Any, hidden: set[int]) -> None:
-    ids = "es => es.map(e => +e.dataset.card)"
-    shown = set(await page.eval_on_selector_all("[data-card]", ids))
-    assert not shown & hidden
-    text = await page.inner_text("body")
+# What the page shows now but for the log of earlier hands (whose cards are dealt again):
+# the card ids it shows and its text.
+SHOWN_NOW = """(hand) => {
+  const now = (e) => { const li = e.closest("#log li"); return !li || li.dataset.hand === hand; };
+  const ids = [...document.querySelectorAll("[data-card]")].filter(now).map((e) => +e.dataset.card);
+  const parts = ["header", "#board", "#facts", "#log li"].flatMap((s) =>
+    [...document.querySelectorAll(s)].filter(now).map((e) => e.innerText));
+  return [ids, parts.join("\\n")];
+}"""
+
+
+async def check_no_secret(page: Any, hidden: set[int], hand: int) -> None:
+    ids, text = await page.evaluate(SHOWN_NOW, str(hand))
+    assert not set(ids) & hidden, (set(ids) & hidden, text)
     for c in hidden:
         assert RANK_NAMES[c % 13] + SUIT_SYMBOLS[c // 13] not in text
-    for payload in await page.evaluate("window.__payloads"):
-        assert not set(payload_cards(json.loads(payload))) & hidden, payload
+    # The payloads since this hand was dealt (an earlier hand's cards are dealt again).
+    payloads = [json.loads(p) for p in await page.evaluate("window.__payloads")]
+    dealt = [i for i, p in enumerate(payloads) if "hand_started" in p]
+    for payload in payloads[dealt[-1] if dealt else 0 :]:
+        assert not set(payload_cards(payload)) & hidden, payload
 
 
 GAMES = [("hearts", "", 4), ("triomphe", "as-qui-pille", 4), ("imperiale", "academie", 2)]
@@ -254,12 +269,20 @@ def test_live_page_follows_moves_and_shows_no_secret(
             table_id, tokens = await new_table(stub, game, ruleset, OPTIONS.get(game, {}), players)
             await page.goto(f"http://127.0.0.1:{server.web_port}/tables/{table_id}")
             await page.wait_for_function(f"document.querySelectorAll('.seat').length === {players}")
-            await check_no_secret(page, await secrets(stub, table_id, tokens))
+            await check_no_secret(page, *await secrets(stub, table_id, tokens))
             rng = random.Random(11)
-            for _ in range(3 * players + 6):
-                seat, view = await _to_act(stub, table_id, tokens)
+            # Moves one by one, through the first hand and into the second (its cards are
+            # the first hand's, dealt again), each seen on the page and the page scanned.
+            shots = screenshot_dir()
+            second = 0
+            for move in range(400):
+                acting = await _to_act(stub, table_id, tokens)
+                if acting is None or second > players:
+                    break
+                seat, view = acting
+                second += view.hand_number >= 2
                 choice = rng.choice(view.legal_actions)
-                await stub.SubmitAction(
+                reply = await stub.SubmitAction(
                     pb.SubmitActionRequest(
                         table_id=table_id,
                         seat=seat,
@@ -268,20 +291,27 @@ def test_live_page_follows_moves_and_shows_no_secret(
                     ),
                     metadata=auth(tokens[seat]),
                 )
-                # The move shows within a second (a wait that fails after one).
+                # The move shows within a second (waits that fail after one): in the log, on
+                # the board (the view after it), and a card in the trick (unless it ended the
+                # hand and the next is dealt).
                 moved = page.locator(f'#log li[data-action="{view.action_index}"]')
                 await moved.wait_for(timeout=1000)
-                if choice.action & 7 == 0:  # a card: on the table or in the last trick
-                    await page.locator(f'#trick [data-card="{choice.action >> 3}"]').wait_for(
-                        timeout=1000
-                    )
-                await check_no_secret(page, await secrets(stub, table_id, tokens))
-            shots = screenshot_dir()
-            if shots is not None and game == "hearts":
-                await page.screenshot(path=str(shots / "live.png"), full_page=True)
+                after = max(e.index for e in reply.events) + 1
+                await page.wait_for_function(
+                    f"+document.getElementById('board').dataset.eventIndex >= {after}",
+                    timeout=1000,
+                )
+                dealt = any(e.HasField("hand_ended") for e in reply.events)
+                if choice.action & 7 == 0 and not dealt:
+                    card = page.locator(f'#trick [data-card="{choice.action >> 3}"]')
+                    await card.wait_for(timeout=1000)
+                await check_no_secret(page, *await secrets(stub, table_id, tokens))
+                if shots is not None and game == "hearts" and move == 3 * players + 6:
+                    await page.screenshot(path=str(shots / "live.png"), full_page=True)
+            assert second > 0 or acting is None  # into the second hand, or the match is over
             await play_random(stub, table_id, tokens, rng)
             await page.locator("#replay-link").wait_for(timeout=10_000)
-            await check_no_secret(page, set())
+            await check_no_secret(page, set(), 0)
             await browser.close()
             assert not errors
 
@@ -290,13 +320,14 @@ def test_live_page_follows_moves_and_shows_no_secret(
 
 async def _to_act(
     stub: rpc.RefereeServiceStub, table_id: str, tokens: dict[int, str]
-) -> tuple[int, pb.SeatView]:
+) -> tuple[int, pb.SeatView] | None:
+    """A seat that may act and its view; None when nobody may (the match is over)."""
     for seat, token in tokens.items():
         request = pb.GetViewRequest(table_id=table_id, seat=seat)
         view = (await stub.GetView(request, metadata=auth(token))).view
         if view.legal_actions:
             return seat, view
-    raise AssertionError("nobody may act")
+    return None
 
 
 def test_tapis_serve_web(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@
   let boxes = [];
   let lastTrick = null; // the trick last completed: on view until the next card
   let lastAction = "";
+  let hand = 0; // the hand the events are of
 
   const name = (s) => (info && info.seats[s] ? info.seats[s].name : "seat " + s);
   const scoreText = (sc) => info.units.map((u) => Number(sc[u] || 0) + (info.units.length > 1 ? " " + u : "")).join(" ");
@@ -51,6 +52,7 @@
 
   function onView(v) {
     if (!info) return;
+    $("board").dataset.eventIndex = v.event_index; // the events the board shows
     const toAct = v.to_act || [];
     const known = {};
     for (const k of v.known || []) known[k.seat] = k.cards;
@@ -124,8 +126,10 @@
     const text = eventText(e);
     if (text === null) return;
     const log = $("log");
+    if (e.hand_started) hand = e.hand_started.number;
     const action = e.action_taken ? e.action_taken.action_index : null;
-    log.append(el("li", { "data-index": e.index, "data-action": action }, text));
+    log.append(el("li", { "data-index": e.index, "data-action": action, "data-hand": hand,
+      class: e.hand_started ? "hand-start" : null }, text));
     while (log.children.length > 400) log.firstChild.remove();
     log.scrollTop = log.scrollHeight;
   }
