@@ -268,7 +268,9 @@ def test_live_page_follows_moves_and_shows_no_secret(
             await page.add_init_script(RECORD_PAYLOADS)
             table_id, tokens = await new_table(stub, game, ruleset, OPTIONS.get(game, {}), players)
             await page.goto(f"http://127.0.0.1:{server.web_port}/tables/{table_id}")
-            await page.wait_for_function(f"document.querySelectorAll('.seat').length === {players}")
+            await page.wait_for_function(
+                "(n) => document.querySelectorAll('.seat').length === n", arg=players
+            )
             await check_no_secret(page, *await secrets(stub, table_id, tokens))
             rng = random.Random(11)
             # Moves one by one, through the first hand and into the second (its cards are
@@ -298,7 +300,8 @@ def test_live_page_follows_moves_and_shows_no_secret(
                 await moved.wait_for(timeout=1000)
                 after = max(e.index for e in reply.events) + 1
                 await page.wait_for_function(
-                    f"+document.getElementById('board').dataset.eventIndex >= {after}",
+                    "(after) => +document.getElementById('board').dataset.eventIndex >= after",
+                    arg=after,
                     timeout=1000,
                 )
                 dealt = any(e.HasField("hand_ended") for e in reply.events)

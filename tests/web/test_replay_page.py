@@ -140,7 +140,8 @@ def test_annotated_record_keys_and_address(browser: Any, tmp_path: Path) -> None
     assert page.evaluate("location.hash") == f"#h{last_hand}a{len(hands[-1])}"
     # An address typed in opens its position.
     page.evaluate("location.hash = '#h2a3'")
-    page.wait_for_function("document.getElementById('where').textContent.includes('action 3/')")
+    at = "(text) => document.getElementById('where').textContent.includes(text)"
+    page.wait_for_function(at, arg="action 3/")
     assert page.locator("#where").inner_text().startswith(f"hand 2/{last_hand}, action 3/")
     page.close()
     assert not errors
