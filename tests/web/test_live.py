@@ -321,6 +321,28 @@ def test_live_page_follows_moves_and_shows_no_secret(
     asyncio.run(main())
 
 
+def test_live_page_shows_seats_taken(chromium: str, tmp_path: Path) -> None:
+    from playwright.async_api import async_playwright
+
+    async def main() -> None:
+        async with web_referee(tmp_path) as (server, stub), async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+            page = await browser.new_page()
+            seats = [pb.SeatRequest(name="Ann"), pb.SeatRequest(name="seat 1", open=True)]
+            created = await stub.CreateTable(
+                pb.CreateTableRequest(game="imperiale", ruleset="academie", seats=seats)
+            )
+            await page.goto(f"http://127.0.0.1:{server.web_port}/tables/{created.table_id}")
+            await page.locator("text=(open seat)").wait_for(timeout=10_000)
+            await stub.JoinTable(pb.JoinTableRequest(table_id=created.table_id, name="Zoe"))
+            zoe = page.locator('.seat[data-seat="1"] .name', has_text="Zoe")
+            await zoe.wait_for(timeout=1000)
+            assert "Zoe" in await page.locator("#title").inner_text()
+            await browser.close()
+
+    asyncio.run(main())
+
+
 async def _to_act(
     stub: rpc.RefereeServiceStub, table_id: str, tokens: dict[int, str]
 ) -> tuple[int, pb.SeatView] | None:

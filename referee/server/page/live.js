@@ -83,7 +83,12 @@
   }
 
   function eventText(e) {
-    if (e.seat_taken) return name(e.seat_taken.seat) + " takes seat " + e.seat_taken.seat;
+    if (e.seat_taken) {
+      const t = e.seat_taken;
+      if (info && info.seats[t.seat]) Object.assign(info.seats[t.seat], { name: t.name, taken: true });
+      if (info) onTable(info);
+      return t.name + " takes seat " + t.seat;
+    }
     if (e.hand_started) {
       lastTrick = null;
       const h = e.hand_started;
