@@ -10,6 +10,7 @@ import-json).
     tapis record annotate RECORD -o OUT [--comment HAND:ACTION:TEXT ...]
     tapis record export RECORD --format json|transcript [-o OUT]
     tapis record import-json JSON -o RECORD
+    tapis record html RECORD [-o FILE] [--key KEY ...] [--trusted-keys FILE ...]
 
 Exit status: 0 success; 1 a transcript refused or a record invalid; 2 a file that cannot be
 read as records, or bad command-line usage; 130 interrupted (verify).
@@ -47,6 +48,7 @@ from records.export import (
     envelopes_to_json,
     transcript_text,
 )
+from records.html import replay_data, replay_page
 from records.render import render_record
 from records.replay import match_for_record
 from records.rescore import changes_text, rescored
@@ -404,6 +406,25 @@ def cmd_import_json(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_html(args: argparse.Namespace) -> int:
+    """One self-contained page that replays every record of the file (records/html.py)."""
+    keys = keys_given(args)
+    loaded = _load([args.record])
+    try:
+        data = replay_data([env for _, _, env in loaded], keys)
+    except TapisError as exc:  # RecordError: a record that does not replay
+        _err(f"{args.record}: {exc}")
+        return exit_status(exc)
+    page = replay_page(data, f"{Path(args.record).name} - Tapis replay")
+    if args.output == "-":
+        print(page, end="")
+        return 0
+    out = args.output or str(Path(args.record).with_suffix(".html"))
+    atomic_write(out, lambda f: f.write(page.encode("utf-8")))
+    print(f"{len(loaded)} record{'s' if len(loaded) != 1 else ''} -> {out}")
+    return 0
+
+
 def add_record_parser(sub: Any) -> None:
     """The `record` subcommands, on the top-level subparsers of `tapis`."""
     record = sub.add_parser("record", help="import, score, verify and show game records")
@@ -469,3 +490,11 @@ def add_record_parser(sub: Any) -> None:
     p.add_argument("json", metavar="JSON")
     p.add_argument("-o", "--output", required=True, metavar="RECORD")
     p.set_defaults(func=cmd_import_json)
+
+    p = rsub.add_parser("html", help="write a web page that replays records trick by trick")
+    p.add_argument("record", metavar="RECORD")
+    p.add_argument(
+        "-o", "--output", metavar="FILE", help="default: RECORD.html; '-': standard output"
+    )
+    add_key_options(p, "the signature is checked against")
+    p.set_defaults(func=cmd_html)

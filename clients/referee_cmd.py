@@ -1,7 +1,7 @@
 """`tapis serve`, `table`, `key`, `play`, `bot` and `example`: the referee, its tables and its
 key; a person or a bot at a table; the bundled example.
 
-    tapis serve [--listen HOST:PORT] [--db PATH] [--key PATH]
+    tapis serve [--listen HOST:PORT] [--db PATH] [--key PATH] [--web HOST:PORT]
     tapis key show [PATH] | tapis key new PATH
     tapis table create [--address A] [--game G] [--players A,B,..] [--open N,..] [--option K=V]
     tapis play [--address HOST:PORT] [--game G] [--ruleset R] [--option KEY=VALUE ...]
@@ -55,7 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_actions=args.max_actions,
     )
     try:
-        asyncio.run(serve(args.listen, args.db, args.key, limits))
+        asyncio.run(serve(args.listen, args.db, args.key, limits, args.web))
     except (OSError, TapisError) as exc:
         _err(f"tapis serve: {exc}")
         return 1
@@ -264,6 +264,12 @@ def add_referee_parsers(sub: Any) -> None:
     p.add_argument("--listen", default="127.0.0.1:50051", metavar="HOST:PORT")
     p.add_argument("--db", default="tapis.db", metavar="PATH", help="the SQLite store")
     p.add_argument("--key", default="referee.key", metavar="PATH", help="Ed25519 signing key")
+    p.add_argument(
+        "--web",
+        metavar="HOST:PORT",
+        help="also serve web pages on this address: the tables, each table's live spectator"
+        " view, the replay of a finished one (off unless given)",
+    )
     p.add_argument(
         "--max-tables-per-client",
         type=_at_least(1),

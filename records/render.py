@@ -16,10 +16,11 @@ from referee.engine.actions import PLAY, action_str
 from referee.engine.cards import card_str, mask_str
 from tapis.v1 import record_pb2 as pb
 
-__all__ = ["render_record"]
+__all__ = ["non_default_options", "render_record"]
 
 
-def _non_default_options(rec: pb.GameRecord) -> list[str]:
+def non_default_options(rec: pb.GameRecord) -> list[str]:
+    """The record's options that differ from its ruleset's defaults, as `key=value`."""
     defaults = make_rules(rec.rules.game, rec.rules.ruleset, {}, rec.rules.players)
     dv = defaults.option_values()
     out = []
@@ -47,7 +48,7 @@ def render_record(
     lines.append(f"{title}: {', '.join(names)}")
     if record_bytes is not None:
         lines.append(f"record {record_id(record_bytes)}")
-    opts = _non_default_options(rec)
+    opts = non_default_options(rec)
     lines.append("options: " + (", ".join(opts) if opts else "defaults"))
     clocks = None
     if rec.rules.HasField("time_control"):

@@ -8,6 +8,10 @@ health checking reports NOT_SERVING; NOT_SERVING again as soon as shutdown begin
 changes under way finish before the store closes. Server reflection (`grpc.reflection.v1` and
 `v1alpha`) lists the services and serves their descriptors. Logs are JSON lines on stderr, one
 per event in a table's life.
+
+With a web address (`tapis serve --web HOST:PORT`), the web front (referee/server/web.py) is
+bound with the gRPC address, before anything is created, and served on the same event loop
+and tables once they are loaded; it stops first.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from referee.server.service import RefereeServicer, add_referee_service
 from referee.server.store import Store
 from referee.server.tables import Referee
 from referee.server.timesource import SYSTEM_TIME, TimeSource
+from referee.server.web import WebFront, bind
 from tapis.v1 import referee_pb2
 
 __all__ = ["Limits", "ListenError", "RunningServer", "create_server", "serve"]
@@ -73,12 +78,16 @@ class RunningServer:
     referee: Referee
     health: health.aio.HealthServicer
     store: Store
+    web: WebFront | None = None
+    web_port: int | None = None  # the web front's port, when it serves
 
     async def stop(self, grace: float = 5.0) -> None:
         """Graceful shutdown: NOT_SERVING at once, finish the calls under way, flush."""
         await self.health.set(SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         self.referee.ready = False  # new calls: UNAVAILABLE
+        if self.web is not None:
+            await self.web.stop()  # its event streams end, its requests under way finish
         await self.server.stop(grace)
         await self.referee.close()  # changes under way (their callers gone or not) finish
         self.store.close()
@@ -91,11 +100,12 @@ async def create_server(
     key: str | Path = "referee.key",
     limits: Limits = DEFAULT_LIMITS,
     time_source: TimeSource = SYSTEM_TIME,
+    web: str | None = None,
 ) -> RunningServer:
-    """Start a referee on `address` (port 0: a free port); returns once it serves.
-    `ListenError` when the address cannot be bound, `StoreLocked` when another referee owns
-    the store. `time_source`: where the clocks of timed tables read the time (tests give their
-    own)."""
+    """Start a referee on `address` (port 0: a free port); returns once it serves. With
+    `web` (HOST:PORT), the web front too. `ListenError` when an address cannot be bound,
+    `StoreLocked` when another referee owns the store. `time_source`: where the clocks of
+    timed tables read the time (tests give their own)."""
     options = [
         ("grpc.max_receive_message_length", limits.max_message_bytes),
         ("grpc.max_send_message_length", 4 * limits.max_message_bytes),
@@ -113,7 +123,20 @@ async def create_server(
         raise ListenError(f"cannot listen on {address!r}: {exc}") from None
     if port == 0:
         raise ListenError(f"cannot listen on {address!r}")
-    store = Store(db)
+    try:
+        web_socket = bind(web) if web is not None else None
+    except ListenError:
+        await server.stop(None)
+        raise
+    web_port = web_socket.getsockname()[1] if web_socket is not None else None
+    front: WebFront | None = None
+    try:
+        store = Store(db)
+    except BaseException:
+        await server.stop(None)
+        if web_socket is not None:
+            web_socket.close()
+        raise
     try:
         private_key = load_or_create_private_key(key)
         referee = Referee(store, private_key, limits, time_source)
@@ -128,7 +151,14 @@ async def create_server(
         await server.start()  # calls are answered UNAVAILABLE until the tables are loaded
         started = time.perf_counter()
         count = await referee.load()
+        if web_socket is not None:
+            front = WebFront(referee, limits)
+            await front.start(web_socket)
     except BaseException:
+        if front is not None:
+            await front.stop()
+        if web_socket is not None:
+            web_socket.close()
         await server.stop(None)
         store.close()
         raise
@@ -145,10 +175,11 @@ async def create_server(
                 "finished_tables_on_disk": store.count_finished(),
                 "load_seconds": round(time.perf_counter() - started, 3),
                 "key_id": key_id(private_key.public_key()),
+                "web_port": web_port,
             }
         },
     )
-    return RunningServer(server, port, referee, health_servicer, store)
+    return RunningServer(server, port, referee, health_servicer, store, front, web_port)
 
 
 def _enable_reflection(services: tuple[str, ...], server: grpc.aio.Server) -> None:
@@ -205,14 +236,21 @@ SWITCH_INTERVAL = 0.0005  # seconds (Python's default: 0.005)
 
 
 async def serve(
-    address: str, db: str | Path, key: str | Path, limits: Limits = DEFAULT_LIMITS
+    address: str,
+    db: str | Path,
+    key: str | Path,
+    limits: Limits = DEFAULT_LIMITS,
+    web: str | None = None,
 ) -> None:
-    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    """Run until SIGTERM or SIGINT, then shut down gracefully; with `web` (HOST:PORT), the
+    web front too."""
     # The store's writer thread must get the interpreter back promptly after each SQLite
     # call (a submission waits for its commit): switch threads every 0.5 ms, not every 5.
     sys.setswitchinterval(SWITCH_INTERVAL)
-    running = await create_server(address, db, key, limits)
+    running = await create_server(address, db, key, limits, web=web)
     print(f"tapis referee listening on {address.rsplit(':', 1)[0]}:{running.port}", flush=True)
+    if web is not None:
+        print(f"tapis web front on http://{web.rsplit(':', 1)[0]}:{running.web_port}/", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,0 +1,241 @@
+"""`html`: a record as one self-contained web page that replays the match trick by trick.
+
+`replay_data(env)` replays each record once (the one replay of records/replay.py, with a
+visitor that keeps every position: the deal, then the state after each action) and returns
+plain data: every seat's cards, the trick on the table and who won it, the spectator view's
+public facts (retourne, talon cards turned, pillage, impériales shown: what the engine says
+is public), the scores, the score lines with their rule ids, the annotations and comments,
+and the signature and seed as `verify` reports them. `replay_page(data)` puts that data, as
+JSON, into the page (records/page/: HTML, CSS and JavaScript inlined, nothing fetched): the
+page only shows positions computed here, it knows no rule.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+from records.codec import decode_record, record_id, score_from_pb
+from records.render import non_default_options
+from records.replay import BaseVisitor, replay
+from records.score import score_sheet
+from records.verify import Keys, verify_envelope
+from referee.engine import Hand, action_str, find_game
+from referee.engine.actions import PLAY
+from referee.engine.cards import RANK_NAMES, SUIT_SYMBOLS, iter_cards
+from tapis.v1 import record_pb2 as pb
+
+__all__ = ["PAGE_FORMAT", "page_asset", "record_data", "replay_data", "replay_page"]
+
+PAGE_FORMAT = "tapis-replay/1"
+MAX_LEGAL = 20  # the most legal actions a position lists
+
+
+def page_asset(name: str) -> str:
+    """A file of the pages (records/page/), as text."""
+    return resources.files("records").joinpath("page", name).read_text(encoding="utf-8")
+
+
+def card_table() -> list[list[Any]]:
+    """Each card id's rank and suit as a person reads them (index: the card id)."""
+    return [[RANK_NAMES[c % 13], c // 13] for c in range(52)]
+
+
+def fact_text(value: object) -> str:
+    """A view's public fact as text (as the referee's `facts`)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, tuple | list):
+        return ", ".join(
+            fact_text(v) if not isinstance(v, tuple) else " ".join(map(str, v)) for v in value
+        )
+    return str(value)
+
+
+def _mask(m: int) -> str:
+    """A card mask for the page: hexadecimal (the page reads its bits)."""
+    return format(m, "x")
+
+
+class _PositionsVisitor(BaseVisitor[list[dict[str, Any]]]):
+    """Every position of the match: per hand, the deal, then the state after each action.
+    Strict: a record that does not replay is a `RecordError`."""
+
+    def __init__(self, notes: dict[tuple[int, int], pb.ActionAnnotation]) -> None:
+        self.notes = notes
+        self.hands: list[dict[str, Any]] = []
+        self.current: Hand | None = None
+        self.tricks = 0
+        self.legal: list[int] = []
+        self.order: list[int] = []
+
+    def begin_record(self) -> None:
+        # the cards of the pack as a person sorts a hand: by suit, strongest first
+        strength = self.match.order.strength
+        self.order = sorted(iter_cards(self.match.pack), key=lambda c: (c // 13, -strength[c]))
+
+    def _position(self, hand: Hand, completed: bool) -> dict[str, Any]:
+        view = hand.view(None)  # the spectator's view: the public facts
+        if completed:  # the trick just won stays on view, with its winner
+            last = hand.tricks[-1]
+            trick = [list(p) for p in zip(last.seats, last.cards, strict=True)]
+            winner = last.winner
+        else:
+            trick = [list(p) for p in view.trick]
+            winner = -1
+        return {
+            "held": [_mask(m) for m in hand.held],
+            "trick": trick,
+            "winner": winner,
+            "tricks": len(hand.tricks),
+            "phase": view.phase,
+            "to_act": list(view.to_act),
+            "trump": view.trump,
+            "scores": [list(s) for s in view.scores],
+            "facts": [[k, fact_text(v)] for k, v in view.public.items() if v is not None],
+            "cards": {
+                k: [list(g) if isinstance(g, tuple) else g for g in v]
+                for k, v in view.cards.items()
+            },
+        }
+
+    def begin_hand(self, h: int, hand: pb.HandRecord) -> None:
+        current = self.current = self.match.hand
+        assert current is not None
+        deal = current.deal
+        self.hands.append(
+            {
+                "number": hand.number,
+                "dealer": hand.dealer,
+                "deal": [_mask(m) for m in deal.hands],
+                "retourne": deal.retourne,
+                "talon": list(deal.talon),
+                "positions": [self._position(current, False)],
+            }
+        )
+
+    def visit_action(self, h: int, a: int, seat: int, action: int) -> None:
+        current = self.current
+        assert current is not None
+        self.tricks = len(current.tricks)
+        self.legal = self.match.legal_actions(seat)
+
+    def end_action(self, h: int, a: int, seat: int, action: int) -> None:
+        current = self.current
+        assert current is not None
+        position = self._position(current, len(current.tricks) > self.tricks)
+        note = self.notes.get((h, a))
+        position.update(
+            seat=seat,
+            action=action_str(action),
+            card=action >> 3 if action & 7 == PLAY else -1,
+            # the alternatives, when few enough to read (not the exchange's hundreds of trios)
+            legal=[action_str(x) for x in self.legal] if len(self.legal) <= MAX_LEGAL else [],
+            choices=len(self.legal),
+            forced=note.forced if note is not None else self.legal == [action],
+            comments=list(note.comments) if note is not None else [],
+        )
+        self.hands[-1]["positions"].append(position)
+
+    def end_hand(self, h: int, hand: pb.HandRecord) -> None:
+        current = self.current
+        assert current is not None
+        units = self.units
+        doc = self.hands[-1]
+        doc["describe"] = current.describe()
+        doc["lines"] = [
+            {
+                "seat": line.seat,
+                "kind": line.kind,
+                "delta": list(score_from_pb(units, line.delta)),
+                "rule": line.rule,
+                "note": line.note,
+                "at": line.after_action,
+            }
+            for line in hand.lines
+        ]
+        doc["scores_after"] = [list(score_from_pb(units, s)) for s in hand.scores_after]
+
+    def result(self) -> list[dict[str, Any]]:
+        return self.hands
+
+
+def record_data(env: pb.RecordEnvelope, keys: Keys = ()) -> dict[str, Any]:
+    """One record's page data: the match replayed position by position (`RecordError` when
+    it does not replay) and what `verify` says of it (with `keys`, as `verify --key`)."""
+    rec = decode_record(env.record)
+    notes: dict[tuple[int, int], pb.ActionAnnotation] = {}
+    if env.HasField("annotations"):
+        notes = {(n.hand, n.action): n for n in env.annotations.actions}
+    visitor = _PositionsVisitor(notes)
+    hands = replay(rec, visitor)
+    spec = find_game(rec.rules.game)
+    units = spec.units
+    checked = verify_envelope(env, keys)
+    source = rec.deal_source
+    p = rec.provenance
+    outcome = rec.outcome
+    return {
+        "title": spec.title,
+        "game": rec.rules.game,
+        "ruleset": rec.rules.ruleset,
+        "options": non_default_options(rec),
+        "seats": [s.name for s in rec.seats],
+        "units": list(units),
+        "record_id": record_id(env.record),
+        "verify": {
+            "ok": checked.ok,
+            "error": f"{checked.error} ({checked.error.code})" if checked.error else "",
+            "signature": checked.signature,
+            "key_id": checked.key_id,
+            "signer": checked.signer or "",
+        },
+        "deal_source": {
+            "algorithm": source.algorithm,
+            "commitment": source.commitment.hex(),
+            "seed": source.seed.hex(),
+        },
+        "provenance": {"source": p.source, "reference": p.reference, "played_at": p.played_at},
+        "start": [list(score_from_pb(units, s)) for s in rec.start.scores],
+        "order": visitor.order,
+        "hands": hands,
+        "outcome": {
+            "finished": outcome.finished,
+            "winners": list(outcome.winners),
+            "reason": outcome.reason,
+            "scores": [list(score_from_pb(units, s)) for s in outcome.scores],
+        },
+        "sheet": score_sheet(rec),
+    }
+
+
+def replay_data(envelopes: Sequence[pb.RecordEnvelope], keys: Keys = ()) -> dict[str, Any]:
+    """The page data of the records of a file (see `record_data`)."""
+    return {
+        "format": PAGE_FORMAT,
+        "suits": list(SUIT_SYMBOLS),
+        "cards": card_table(),
+        "records": [record_data(env, keys) for env in envelopes],
+    }
+
+
+def _script_json(data: object) -> str:
+    """JSON safe inside a <script> element (no `</script>` or `<!--` can close it)."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def replay_page(data: dict[str, Any], title: str = "Tapis replay") -> str:
+    """The self-contained replay page of `replay_data`'s data."""
+    page = page_asset("replay.html")
+    return (
+        page.replace("{{title}}", html.escape(title))
+        .replace("/*{{css}}*/", page_asset("tapis.css"))
+        .replace("/*{{js}}*/", page_asset("tapis.js") + page_asset("replay.js"))
+        .replace("{{data}}", _script_json(data))
+    )

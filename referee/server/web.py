@@ -1,0 +1,327 @@
+"""The referee's web front (`tapis serve --web HOST:PORT`): pages for people, on the referee's
+own event loop and tables.
+
+A Starlette app served by uvicorn as a task of the same asyncio loop as the gRPC server (no
+second process, no thread); it reads the tables through the `Referee` and knows no rule:
+
+- `/`: the tables (live ones, and the finished ones in memory), with links;
+- `/tables/{id}`: a table's live spectator page, fed by `/tables/{id}/events`, a stream of
+  Server-Sent Events: the spectator's copy of each table event, exactly what gRPC's
+  `WatchTable` sends a spectator (`event_message(..., viewer=None)`), and after each batch
+  the spectator's view (`seat_view(..., None, ...)`, as `GetView` without a seat); never a
+  seat's cards;
+- `/tables/{id}/replay`: the replay page of a finished table (records/html.py), and
+  `/tables/{id}/record.tapis` its signed record to download.
+
+A stream resumes from the browser's `Last-Event-ID` (the next event index), as `WatchTable`
+from `from_event_index`. Every input has a bound (a table id 64 characters, an event index 10
+digits, `max_streams_per_client` streams per client address); an error is one HTTP status
+(`http_status`) with a short text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import json
+import re
+import socket
+from collections.abc import AsyncIterator
+from importlib import resources
+from typing import Any
+
+import uvicorn
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from records.codec import encode_file
+from records.html import card_table, page_asset, replay_data, replay_page
+from referee.engine import find_game
+from referee.engine.cards import SUIT_SYMBOLS
+from referee.errors import BadRequest, ListenError, NotFound, TapisError, TooMany, Unavailable
+from referee.server.limits import DEFAULT_LIMITS, Limits
+from referee.server.service import event_message, seat_view
+from referee.server.tables import Referee, Table
+from tapis.v1 import record_pb2 as rpb
+
+__all__ = ["WebFront", "bind", "http_status"]
+
+KEEPALIVE = 15.0  # seconds: a comment line on an idle stream, so proxies keep it open
+MAX_ID = 64  # the longest table id (as the gRPC service's bound)
+_INDEX = re.compile(r"[0-9]{1,10}")  # an event index (Last-Event-ID, ?from=)
+
+_HTTP = {
+    "INVALID_ARGUMENT": 400,
+    "OUT_OF_RANGE": 400,
+    "NOT_FOUND": 404,
+    "FAILED_PRECONDITION": 409,
+    "RESOURCE_EXHAUSTED": 429,
+    "UNAVAILABLE": 503,
+}
+
+
+def http_status(exc: TapisError) -> int:
+    """The HTTP status of an error, from its gRPC status (referee/errors.py)."""
+    return _HTTP.get(exc.grpc_status or "", 500)
+
+
+def bind(address: str) -> socket.socket:
+    """A listening socket on `HOST:PORT` (port 0: a free one); `ListenError` when it cannot
+    be bound. Bound first, before anything is created, as the gRPC address."""
+    host, sep, port_text = address.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise ListenError(f"cannot listen on {address!r}: expected HOST:PORT")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, int(port_text)), family=family)
+    except OSError as exc:
+        raise ListenError(f"cannot listen on {address!r}: {exc}") from None
+
+
+def _json(message: Message) -> dict[str, Any]:
+    return MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+
+
+def _sse(kind: str, data: object, event_id: int | None = None) -> bytes:
+    """One Server-Sent Event (JSON data has no newline)."""
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"{head}event: {kind}\ndata: {text}\n\n".encode()
+
+
+def _status(table: Table) -> str:
+    if table.closed is not None:
+        return table.closed.status
+    if table.finished:
+        return "finished"
+    return "playing" if table.started else "waiting"
+
+
+def table_info(table: Table) -> dict[str, Any]:
+    """What a spectator may know of a table itself: its game, rules, seats and status."""
+    spec = find_game(table.rules.game)
+    return {
+        "table_id": table.id,
+        "game": spec.name,
+        "title": spec.title,
+        "ruleset": table.rules.ruleset,
+        "options": dict(table.options),
+        "units": list(spec.units),
+        "seats": [
+            {"name": s.name, "taken": s.taken, "team": table.match.team_of(i)}
+            for i, s in enumerate(table.seats)
+        ],
+        "status": _status(table),
+        "record_id": table.record_id,
+    }
+
+
+class _Server(uvicorn.Server):
+    """uvicorn inside the referee's process: the referee's own signal handlers stay."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Any:
+        yield
+
+
+class WebFront:
+    """The web front over a `Referee`; `start(sock)` serves it on the running loop."""
+
+    def __init__(self, referee: Referee, limits: Limits = DEFAULT_LIMITS) -> None:
+        self.referee = referee
+        self.limits = limits
+        self._streams: dict[str, int] = {}  # per client address: event streams open
+        self._closing = asyncio.Event()
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/", self.index),
+                Route("/tables/{table_id}", self.live),
+                Route("/tables/{table_id}/events", self.events),
+                Route("/tables/{table_id}/replay", self.replay),
+                Route("/tables/{table_id}/record.tapis", self.record),
+            ],
+            exception_handlers={TapisError: self._error},
+        )
+
+    # -- serving ----------------------------------------------------------------------------
+
+    async def start(self, sock: socket.socket) -> None:
+        """Serve on `sock` as a task of the running loop; returns once it accepts."""
+        config = uvicorn.Config(
+            self.app,
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=2,
+        )
+        server = self._server = _Server(config)
+        self._task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+        while not server.started:
+            if self._task.done():
+                self._task.result()  # its failure
+                raise ListenError("the web front stopped as it started")
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        """End the event streams, then the server (the requests under way finish)."""
+        self._closing.set()
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    # -- pages ------------------------------------------------------------------------------
+
+    async def _error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, TapisError)
+        return PlainTextResponse(str(exc) + "\n", status_code=http_status(exc))
+
+    def _table(self, request: Request) -> Table:
+        if not self.referee.ready:
+            raise Unavailable("the referee is starting (reloading its tables) or stopping")
+        table_id = request.path_params["table_id"]
+        if len(table_id) > MAX_ID:
+            raise NotFound(f"no table {table_id[:16]!r}...")
+        return self.referee.get(table_id)
+
+    async def index(self, request: Request) -> Response:
+        rows = []
+        for table in list(self.referee.tables.values()):
+            info = table_info(table)
+            tid = html.escape(table.id)
+            links = [f'<a href="/tables/{tid}">watch</a>']
+            if table.envelope is not None:
+                links += [
+                    f'<a href="/tables/{tid}/replay">replay</a>',
+                    f'<a href="/tables/{tid}/record.tapis">record</a>',
+                ]
+            names = ", ".join(html.escape(s["name"]) for s in info["seats"])
+            rows.append(
+                f'<li data-table="{tid}"><b>{html.escape(info["title"])}</b>'
+                f" ({html.escape(info['ruleset'])}) {names}: {info['status']}"
+                f" &middot; {' &middot; '.join(links)}</li>"
+            )
+        body = "\n".join(rows) or "<li>no table yet</li>"
+        page = _asset("index.html").replace("/*{{css}}*/", page_asset("tapis.css"))
+        return HTMLResponse(page.replace("{{rows}}", body))
+
+    async def live(self, request: Request) -> Response:
+        table = self._table(request)
+        page = _live_page()
+        setup = {"table_id": table.id, "cards": card_table(), "suits": list(SUIT_SYMBOLS)}
+        text = json.dumps(setup, ensure_ascii=False).replace("<", "\\u003c")
+        return HTMLResponse(page.replace("{{setup}}", text))
+
+    async def replay(self, request: Request) -> Response:
+        table = self._table(request)
+        envelope, _ = self.referee.record(table.id)
+        env = rpb.RecordEnvelope.FromString(envelope)
+        # replayed on a thread (the loop goes on); the signature checked with our own key
+        data = await asyncio.to_thread(replay_data, [env], [self.referee.key.public_key()])
+        return HTMLResponse(replay_page(data, f"table {table.id} - Tapis replay"))
+
+    async def record(self, request: Request) -> Response:
+        table = self._table(request)
+        envelope, _ = self.referee.record(table.id)
+        body = encode_file([rpb.RecordEnvelope.FromString(envelope)])
+        return Response(
+            body,
+            media_type="application/octet-stream",
+            headers={"Content-Disposition": f'attachment; filename="{table.id}.tapis"'},
+        )
+
+    # -- the live stream --------------------------------------------------------------------
+
+    async def events(self, request: Request) -> Response:
+        table = self._table(request)
+        given = request.headers.get("last-event-id") or request.query_params.get("from") or "0"
+        if not _INDEX.fullmatch(given):
+            raise BadRequest("the event index must be a number of at most 10 digits", "from")
+        start = min(int(given), table.durable_events)
+        client = request.client.host if request.client is not None else ""
+        streams = self._streams.get(client, 0)
+        if streams >= self.limits.max_streams_per_client:
+            raise TooMany(
+                f"this client already has {streams} streams open"
+                f" (limit {self.limits.max_streams_per_client})"
+            )
+        self._streams[client] = streams + 1
+        return StreamingResponse(
+            self._stream(table, start, client),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def _view(self, table: Table) -> dict[str, Any]:
+        """The spectator's view now (as GetView without a seat: committed state only)."""
+        async with table.lock:
+            view = table.match.view(None) if table.started else None
+            out = _json(seat_view(table, None, view))
+            out["table_status"] = _status(table)
+            return out
+
+    async def _stream(self, table: Table, start: int, client: str) -> AsyncIterator[bytes]:
+        watch = self.referee.watch(table, start).__aiter__()
+        closing = asyncio.ensure_future(self._closing.wait())
+        pending: asyncio.Future[Any] | None = None
+        try:
+            yield _sse("table", table_info(table))
+            yield _sse("view", await self._view(table))
+            while True:
+                if pending is None:
+                    pending = asyncio.ensure_future(anext(watch, None))
+                done, _ = await asyncio.wait(
+                    {pending, closing}, timeout=KEEPALIVE, return_when=asyncio.FIRST_COMPLETED
+                )
+                if closing in done:
+                    return
+                if pending not in done:
+                    yield b": idle\n\n"
+                    continue
+                item = pending.result()
+                pending = None
+                if item is None:  # the table ended: nothing more will happen
+                    yield _sse("table", table_info(table))
+                    yield _sse("end", {"record_id": table.record_id})
+                    return
+                index, event = item
+                message = event_message(table, index, event, None)  # the spectator's copy
+                yield _sse("event", _json(message), index + 1)
+                if index + 1 >= table.durable_events:
+                    yield _sse("view", await self._view(table))
+        finally:
+            closing.cancel()
+            if pending is not None:
+                pending.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await pending
+            with contextlib.suppress(RuntimeError):
+                await watch.aclose()  # type: ignore[attr-defined]
+            left = self._streams.get(client, 1) - 1
+            if left > 0:
+                self._streams[client] = left
+            else:
+                self._streams.pop(client, None)
+
+
+def _asset(name: str) -> str:
+    """A file of the web front's pages (referee/server/page/)."""
+    return resources.files("referee.server").joinpath("page", name).read_text("utf-8")
+
+
+def _live_page() -> str:
+    return (
+        _asset("live.html")
+        .replace("/*{{css}}*/", page_asset("tapis.css"))
+        .replace("/*{{js}}*/", page_asset("tapis.js") + _asset("live.js"))
+    )
