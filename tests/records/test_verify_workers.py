@@ -206,7 +206,7 @@ def test_two_workers_print_what_one_prints(corpus: Corpus, options: tuple[str, .
         assert f"{corpus.main} (record 1): valid (" in lines[0]
         assert f"{corpus.one}: INVALID: final scores are " in two.stdout
         assert re.fullmatch(
-            r"293 records, \d+ valid, \d+ invalid, \d+ hands in [\d.]+ s \([\d,]+ hands/s\); "
+            r"293 records, \d+ valid, \d+ invalid, [\d,]+ hands in [\d.]+ s \([\d,]+ hands/s\); "
             r"4 file errors",
             lines[-2 if "--key" not in options else -1],
         )

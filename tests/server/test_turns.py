@@ -269,13 +269,16 @@ def test_a_stream_of_turns_only_carries_the_turns_and_the_end(tmp_path: Path) ->
 
         async def seat_loop(seat: int) -> None:
             request = pb.WatchTableRequest(table_id=table_id, seat=seat, only_turns=True)
+            done = -1  # the last action index this seat acted at
             async for message in stub.WatchTable(request, metadata=auth(tokens[seat])):
                 if message.HasField("event"):
                     kinds[seat].append(message.event.WhichOneof("event") or "")
                     continue
                 kinds[seat].append("turn")
                 view = message.turn
-                while view.legal_actions:
+                # (a turn at an index the seat acted at by a next_view is stale: skipped)
+                while view.legal_actions and view.action_index > done:
+                    done = view.action_index
                     submit = pb.SubmitActionRequest(
                         table_id=table_id,
                         seat=seat,

@@ -24,6 +24,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import json_format
 
 from records.codec import iter_frames
 from referee.engine.cards import RANK_NAMES, SUIT_SYMBOLS
@@ -223,6 +224,10 @@ async def secrets(
     public = (await stub.GetView(pb.GetViewRequest(table_id=table_id))).view
     for known in public.known:
         held -= set(known.cards)
+    # What the spectator's own view shows is public: a card turned face up and then taken
+    # into a hand (La Triomphe's pillage), an impériale shown, are known to all.
+    shown = json_format.MessageToDict(public, preserving_proto_field_name=True)
+    held -= set(payload_cards(shown))
     return held, public.hand_number
 
 
@@ -242,9 +247,19 @@ async def check_no_secret(page: Any, hidden: set[int], hand: int) -> None:
     assert not set(ids) & hidden, (set(ids) & hidden, text)
     for c in hidden:
         assert RANK_NAMES[c % 13] + SUIT_SYMBOLS[c // 13] not in text
-    # The payloads since this hand was dealt (an earlier hand's cards are dealt again).
-    payloads = [json.loads(p) for p in await page.evaluate("window.__payloads")]
-    dealt = [i for i, p in enumerate(payloads) if "hand_started" in p]
+    # The payloads since this hand was dealt (an earlier hand's cards are dealt again): once
+    # the page has this hand's deal (it may still be receiving the end of the hand before).
+    for _ in range(100):
+        payloads = [json.loads(p) for p in await page.evaluate("window.__payloads")]
+        dealt = [
+            i
+            for i, p in enumerate(payloads)
+            if int(p.get("hand_started", {}).get("number", -1)) == hand
+        ]
+        if dealt or hand <= 1:
+            break
+        await asyncio.sleep(0.05)
+    assert dealt or hand <= 1, f"the page never received the deal of hand {hand}"
     for payload in payloads[dealt[-1] if dealt else 0 :]:
         assert not set(payload_cards(payload)) & hidden, payload
 
