@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 import tempfile
 import threading
@@ -29,6 +30,7 @@ from clients.sdk import (
     StaleAction,
     is_finished,
 )
+from records.codec import write_envelopes
 from referee.engine.actions import (
     ABANDON_WORDS,
     BID_WORDS,
@@ -313,8 +315,10 @@ async def run_play(
     seed: int | None = None,
     out: TextIO = sys.stdout,
     stdin: TextIO = sys.stdin,
+    save: Path | None = None,
 ) -> int:
-    """A person at a terminal against bots. Returns the exit status (130 after Ctrl-C)."""
+    """A person at a terminal against bots. Returns the exit status (130 after Ctrl-C). With
+    `save`, the signed record of the match is written there when it ends."""
     options = dict(options or {})
     server = None
     tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -366,10 +370,14 @@ async def run_play(
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
-            if not record_id:
-                record_id = (await me.record()).record_id
+            got = await me.record()
+            record_id = record_id or got.record_id
             screen.say(f"Final scores: {screen.scores(scores)}")
-            screen.say(f"Record: {record_id}")
+            if save is not None:
+                write_envelopes(save, [got.envelope])
+                screen.say(f"Record: {record_id} -> {save}")
+            else:
+                screen.say(f"Record: {record_id} (tapis play --save FILE keeps it)")
             return 0
     finally:
         if server is not None:
@@ -391,8 +399,10 @@ async def run_bot(
     kind: str = "heuristic",
     seed: int | None = None,
     out: TextIO = sys.stdout,
+    as_json: bool = False,
 ) -> int:
-    """Seat a bot at a remote table and play it to the end; print a one-line result."""
+    """Seat a bot at a remote table and play it to the end; print a one-line result (with
+    `as_json`, one JSON object)."""
     async with RefereeClient(address) as client:
         if join:
             handle = await client.join(table_id, seat, name or f"{kind} bot")
@@ -403,12 +413,38 @@ async def run_bot(
         units = (await _game(client, info.rules.game)).units
         bot = make_bot(kind, info.rules.game, info.rules.ruleset, seed)
         result = await play_seat(handle, bot)
-        scores = ", ".join(score_text(s, units) for s in result.scores)
-        winners = ",".join(map(str, result.winners))
+        names = [s.name for s in (await client.table(table_id)).seats]
+        if as_json:
+            print(
+                json.dumps(
+                    {
+                        "table_id": table_id,
+                        "seat": handle.seat,
+                        "name": names[handle.seat],
+                        "kind": kind,
+                        "won": result.won,
+                        "winners": [names[w] for w in result.winners],
+                        "scores": {
+                            names[s]: score_text(score, units)
+                            for s, score in enumerate(result.scores)
+                        },
+                        "actions": result.actions,
+                        "record_id": result.record_id,
+                    },
+                    ensure_ascii=False,
+                ),
+                file=out,
+                flush=True,
+            )
+            return 0
+        scores = ", ".join(
+            f"{names[s]} {score_text(score, units)}" for s, score in enumerate(result.scores)
+        )
+        winners = ", ".join(names[w] for w in result.winners)
         print(
-            f"table {table_id} seat {handle.seat} ({kind}): {'won' if result.won else 'lost'}; "
-            f"winners {winners}; scores {scores}; {result.actions} actions; "
-            f"record {result.record_id}",
+            f"table {table_id} seat {handle.seat} {names[handle.seat]} ({kind}): "
+            f"{'won' if result.won else 'lost'}; winners {winners}; scores {scores}; "
+            f"{result.actions} actions; record {result.record_id}",
             file=out,
             flush=True,
         )

@@ -73,7 +73,14 @@ def cmd_play(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(
             run_play(
-                args.address, args.game, args.ruleset, options, args.name, args.bots, args.seed
+                args.address,
+                args.game,
+                args.ruleset,
+                options,
+                args.name,
+                args.bots,
+                args.seed,
+                save=None if args.save is None else writable(args.save),
             )
         )
     except (OSError, TapisError) as exc:  # RefereeError, ...
@@ -92,7 +99,17 @@ def cmd_bot(args: argparse.Namespace) -> int:
     a = args
     try:
         return asyncio.run(
-            run_bot(a.address, a.table, a.seat, a.token, a.join, a.name, a.kind, a.seed)
+            run_bot(
+                a.address,
+                a.table,
+                a.seat,
+                a.token,
+                a.join,
+                a.name,
+                a.kind,
+                a.seed,
+                as_json=a.json,
+            )
         )
     except RefereeError as exc:
         _err(f"tapis bot: {exc}")
@@ -356,6 +373,7 @@ def add_referee_parsers(sub: Any) -> None:
     p.add_argument("--name", default="You", help="your name at the table")
     p.add_argument("--bots", choices=("heuristic", "random"), default="heuristic")
     p.add_argument("--seed", type=int, metavar="N", help="seed of the random bots")
+    p.add_argument("--save", metavar="FILE", help="write the signed record there at the end")
     p.set_defaults(func=cmd_play)
 
     p = sub.add_parser("bot", help="seat a bot at a remote table and play it to the end")
@@ -367,6 +385,7 @@ def add_referee_parsers(sub: Any) -> None:
     p.add_argument("--name", default="", help="the name to join with")
     p.add_argument("--kind", choices=("heuristic", "random"), default="heuristic")
     p.add_argument("--seed", type=int, metavar="N", help="seed of a random bot")
+    p.add_argument("--json", action="store_true", help="the result as one JSON object")
     p.set_defaults(func=cmd_bot)
 
     p = sub.add_parser("example", help="import the bundled example transcript and score it")

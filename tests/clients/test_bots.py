@@ -4,7 +4,7 @@ thumb on hand-made views, and heuristic against random measured in-process."""
 from __future__ import annotations
 
 import asyncio
-import re
+import json
 import sys
 from pathlib import Path
 
@@ -108,7 +108,7 @@ def test_tapis_bot_joins_a_table_and_plays_it_to_the_end(tmp_path: Path) -> None
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "clients.cli", "bot",
                 "--address", f"127.0.0.1:{server.port}", "--table", table.table_id,
-                "--join", "--name", "Robot", "--kind", "random", "--seed", "5",
+                "--join", "--name", "Robot", "--kind", "random", "--seed", "5", "--json",
                 cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             )  # fmt: skip
@@ -116,12 +116,13 @@ def test_tapis_bot_joins_a_table_and_plays_it_to_the_end(tmp_path: Path) -> None
             results = await asyncio.gather(*(play_seat(h, HeuristicBot("hearts")) for h in handles))
             out, err = await asyncio.wait_for(process.communicate(), 60)
             assert process.returncode == 0, err.decode()
-            line = out.decode().strip()
-            assert re.fullmatch(
-                rf"table {re.escape(table.table_id)} seat 3 \(random\): (won|lost); .*"
-                rf"record {results[0].record_id}",
-                line,
-            ), line
+            got = json.loads(out.decode())
+            assert got["table_id"] == table.table_id and got["seat"] == 3
+            assert got["name"] == "Robot" and got["kind"] == "random"
+            assert got["record_id"] == results[0].record_id and got["actions"] > 0
+            assert set(got["scores"]) == {"Ann", "Bob", "Cid", "Robot"}
+            assert set(got["winners"]) <= set(got["scores"]) and got["winners"]
+            assert got["won"] == ("Robot" in got["winners"])
             info = await client.table(table.table_id)
             assert info.seats[3].name == "Robot"
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from clients.play import parse_choice
+from records.codec import read_envelopes, record_id
+from records.verify import verify_envelope
 from referee.engine.actions import BID, PILLE, PILLE_STOP, PLAY, VOLE, encode, pass_action
 from referee.engine.cards import mask_of, parse_card
 from tapis.v1 import referee_pb2 as pb
@@ -30,9 +32,11 @@ def play(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_play_hearts_against_bots() -> None:
+def test_play_hearts_against_bots(tmp_path: Path) -> None:
     # First an illegal card (a card during the exchange), then always the first choice.
-    r = play("--game", "hearts", "--option", "end_threshold=20", stdin="QS\n" + "1\n" * 400)
+    saved = tmp_path / "match.tapis"
+    r = play("--game", "hearts", "--option", "end_threshold=20", "--save", str(saved),
+             stdin="QS\n" + "1\n" * 400)  # fmt: skip
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert re.search(r"Refused \[DP\.[A-Z-]+\]: ", out), out[:2000]
@@ -42,7 +46,11 @@ def test_play_hearts_against_bots() -> None:
     assert re.search(r"^Match over \(a total reached 20\)\. Winner: ", out, re.M)
     final = re.search(r"^Final scores: You (\d+) \| .+ \| .+ \| .+$", out, re.M)
     assert final, out[-2000:]
-    assert re.search(r"^Record: [0-9a-f]{64}$", out, re.M)
+    kept = re.search(r"^Record: ([0-9a-f]{64}) -> (.+)$", out, re.M)
+    assert kept and kept.group(2) == str(saved), out[-500:]
+    envelopes = read_envelopes(saved)
+    assert len(envelopes) == 1 and record_id(envelopes[0].record) == kept.group(1)
+    assert verify_envelope(envelopes[0]).ok
 
 
 def test_end_of_input_resigns() -> None:
@@ -50,7 +58,7 @@ def test_end_of_input_resigns() -> None:
     assert r.returncode == 0, r.stderr
     assert "End of input: you resign." in r.stdout
     assert re.search(r"^Match over \(seat 0 resigned\)", r.stdout, re.M), r.stdout
-    assert re.search(r"^Record: [0-9a-f]{64}$", r.stdout, re.M)
+    assert re.search(r"^Record: [0-9a-f]{64} \(tapis play --save FILE keeps it\)$", r.stdout, re.M)
 
 
 def _choices(*actions: int) -> list[pb.ActionChoice]:
