@@ -62,7 +62,7 @@ def _dumps(obj: Any) -> str:
 def cmd_add(args: argparse.Namespace) -> int:
     keys = keys_given(args)
     db = open_archive(args.db)
-    bar = Progress("adding", True)
+    bar = Progress("adding", not args.json)
     t0 = time.perf_counter()
     try:
         executor = make_executor("local", args.workers)
@@ -75,6 +75,29 @@ def cmd_add(args: argparse.Namespace) -> int:
         bar.stop()
         db.close()
     elapsed = time.perf_counter() - t0
+    status = 2 if report.unreadable else 1 if report.refused or report.untrusted else 0
+    if args.json:
+        print(
+            _dumps(
+                {
+                    "added": report.added,
+                    "duplicates": report.duplicates,
+                    "refused": [
+                        {"file": name, "record": index, "error": str(error)}
+                        for name, index, error in report.refused
+                    ],
+                    "untrusted": [
+                        {"file": name, "record": index, "error": str(error)}
+                        for name, index, error in report.untrusted
+                    ],
+                    "unreadable": [
+                        {"file": name, "error": error} for name, error in report.unreadable
+                    ],
+                    "seconds": round(elapsed, 3),
+                }
+            )
+        )
+        return status
     for _, error in report.unreadable:
         _err(error)  # names the file
     for name, index, error in report.refused:
@@ -89,9 +112,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     seen = report.added + report.duplicates + len(report.refused) + len(report.untrusted)
     rate = seen / elapsed if elapsed > 0 else 0.0
     print(f"{counted(seen, 'record')} read in {elapsed:.1f} s ({rate:,.0f} records/s)")
-    if report.unreadable:
-        return 2
-    return 1 if report.refused or report.untrusted else 0
+    return status
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -293,6 +314,7 @@ def add_archive_parser(sub: Any) -> None:
     add_key_options(p, "only the records signed by")
     p.add_argument("--workers", type=positive_int, default=1, metavar="N",
                    help="processes verifying the records (default 1: this one)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="the counts as one JSON object")
     p.set_defaults(func=cmd_add)
 
     p = asub.add_parser("query", help="list records (a table, or JSON lines)")

@@ -323,3 +323,17 @@ def test_long_commands_show_progress_on_a_terminal_and_not_in_a_pipe(tmp_path: P
         assert label.encode() not in out
     piped = tapis("record", "verify", *records)
     assert piped.returncode == 0 and "verifying" not in piped.stderr + piped.stdout
+
+
+def test_archive_add_as_json(tmp_path: Path) -> None:
+    archive = tmp_path / "a.db"
+    bad = tmp_path / "bad.tapis"
+    bad.write_bytes(b"not records")
+    files = [DATA / "golden" / "napoleon.tapis", DATA / "golden" / "dame-de-pique.tapis"]
+    done = tapis("archive", "add", archive, *files, bad, "--json")
+    assert done.returncode == 2, done.stderr
+    got = json.loads(done.stdout)
+    assert got["added"] == 2 and got["duplicates"] == 0 and got["refused"] == []
+    assert [u["file"] for u in got["unreadable"]] == [str(bad)]
+    again = json.loads(tapis("archive", "add", archive, *files, "--json").stdout)
+    assert again["added"] == 0 and again["duplicates"] == 2
