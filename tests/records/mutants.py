@@ -374,6 +374,8 @@ def _fit(fd: Any, value: int) -> int | bool:
         return value & 0xFFFFFFFFFFFFFFFF
     if fd.type == fd.TYPE_SINT64:
         return (value + 2**63) % 2**64 - 2**63
+    if fd.type == fd.TYPE_ENUM:  # an open enum: any int32
+        return (value + 2**31) % 2**32 - 2**31
     raise AssertionError(fd.type)
 
 
@@ -507,7 +509,13 @@ def field_mutation(data: bytes, rng: random.Random) -> tuple[str, bytes]:
             and (t[2].message_type or t[2].has_presence)
             and t[1].HasField(t[2].name)
         ],
-        "rules": [t for t in sites if t[0].startswith("rules.") and not t[2].is_repeated],
+        "rules": [
+            t
+            for t in sites
+            if t[0].startswith("rules.")
+            and not t[2].is_repeated
+            and (scalar(t[2]) or t[2].type == t[2].TYPE_STRING)
+        ],
     }
     what = ""
     if kind == "unit":  # a unit the game may not keep, in any score
