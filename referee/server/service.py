@@ -741,7 +741,10 @@ class RefereeServicer:
             self._streams[client] = streams + 1
             counted = True
             only_turns = request.only_turns and seat is not None
-            async for item in self.referee.watch(table, request.from_event_index, seat):
+            watched = self.referee.watch(
+                table, request.from_event_index, seat, only_turns=request.only_turns
+            )
+            async for item in watched:
                 if isinstance(item, Turn):
                     assert seat is not None
                     turn = turn_message(table, seat)

@@ -208,6 +208,8 @@ class Table:
     _legal_at: int = -1
     _lock: asyncio.Lock | None = None
     _waiters: list[asyncio.Future[None]] | None = None  # watchers waiting for a change
+    # per seat: the watchers that wait only for the seat's turn or the table's end
+    _turn_waiters: dict[int, list[asyncio.Future[None]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.time_control is not None and self.clocks is None:
@@ -226,22 +228,33 @@ class Table:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+        for seat, seat_waiters in list(self._turn_waiters.items()):
+            if seat_waiters and (self.ended or self.must_act(seat)):
+                del self._turn_waiters[seat]
+                for waiter in seat_waiters:
+                    if not waiter.done():
+                        waiter.set_result(None)
 
-    async def wait_change(self, timeout: float) -> None:
-        """Until the next `notify`, or `timeout` seconds. (A future and a timer per wait, no
-        task: every watcher of a table waits after each action.)"""
+    async def wait_change(self, timeout: float, turn_of: int | None = None) -> None:
+        """Until the next `notify`, or `timeout` seconds; with `turn_of`, until a `notify`
+        after which that seat must act or the table has ended (a watcher of turns only is not
+        woken by every action). (A future and a timer per wait, no task: every watcher of a
+        table waits after each action.)"""
         waiter = asyncio.get_running_loop().create_future()
-        if self._waiters is None:
-            self._waiters = []
-        self._waiters.append(waiter)
+        if turn_of is None:
+            if self._waiters is None:
+                self._waiters = []
+            waiters = self._waiters
+        else:
+            waiters = self._turn_waiters.setdefault(turn_of, [])
+        waiters.append(waiter)
         timer = waiter.get_loop().call_later(timeout, _wake, waiter)
         try:
             await waiter
         finally:
             timer.cancel()
-            if self._waiters is not None:  # timed out or cancelled: no longer waiting
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(waiter)
+            with contextlib.suppress(ValueError):  # timed out or cancelled: no longer waiting
+                waiters.remove(waiter)
 
     @property
     def commitment(self) -> bytes:
@@ -1175,7 +1188,12 @@ class Referee:
     # -- watching -------------------------------------------------------------------------
 
     async def watch(
-        self, table: Table, start: int, seat: int | None = None, idle: float = 15.0
+        self,
+        table: Table,
+        start: int,
+        seat: int | None = None,
+        idle: float = 15.0,
+        only_turns: bool = False,
     ) -> AsyncIterator[tuple[int, TableEventData] | Turn]:
         """The table's events from `start` on, waiting for new ones while the table lives.
         For a seat, also a `Turn` each time it comes to act: after the events so far (on a
@@ -1190,7 +1208,14 @@ class Referee:
             )
         index = start
         turn_at = -1  # the action index of the last turn sent
+        only_turns = only_turns and seat is not None
         while True:
+            if only_turns and index < table.durable_events:
+                # The events are passed over; the last, when it ends the table, is sent.
+                index = table.durable_events
+                last = table.events[index - 1]
+                if isinstance(last, EndEvent | ClosedEvent):
+                    yield index - 1, last
             while index < table.durable_events:
                 yield index, table.events[index]
                 index += 1
@@ -1205,7 +1230,7 @@ class Referee:
                 continue  # events may have come while the turn was sent
             if table.ended and index >= table.durable_events:
                 return  # the match is over (its last event, the record, was sent) or closed
-            await table.wait_change(idle)
+            await table.wait_change(idle, seat if only_turns else None)
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
