@@ -16,6 +16,7 @@ command ends it with the exit code its class carries (`docs/errors.md`).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -51,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # gRPC's own log lines (a connection closed, ...) are for its developers: errors only,
+    # unless GRPC_VERBOSITY says otherwise. (Before grpc is first imported, by a command.)
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

@@ -139,6 +139,13 @@ def score_text(score: rpb.Score, units: Sequence[str], signed: bool = False) -> 
     return " ".join(f"{p} {u}" for p, u in zip(parts, units, strict=True))
 
 
+# How `tapis play` reads the public facts (docs/facts.md): the facts that are one seat (-1:
+# none yet), a list of seats, or one value per seat.
+SEAT_FACTS = frozenset({"declarer", "point", "winner", "abandon_offered_by", "robber"})
+SEAT_LIST_FACTS = frozenset({"cartes_blanches", "bound"})
+PER_SEAT_FACTS = frozenset({"points_taken", "tricks_won"})
+
+
 class Screen:
     """Plain-text rendering of a table for one seat."""
 
@@ -190,8 +197,53 @@ class Screen:
             winners = ", ".join(self.who(s) for s in m.winners) or "nobody"
             self.say(f"\nMatch over ({m.reason}). Winner: {winners}")
 
+    def fact(self, fact: pb.TypedFact) -> str | None:
+        """A public fact for a person, seats by name (docs/facts.md): "Declarer: Bob",
+        "Tricks won: You 2, Bob 1"; None for one that says nothing yet (no declarer, no
+        cards shown)."""
+        key, which = fact.key, fact.WhichOneof("value")
+        label = key.replace("_", " ").capitalize()
+        if which == "number":
+            if key in SEAT_FACTS:
+                return None if fact.number < 0 else f"{label}: {self.who(fact.number)}"
+            return f"{label}: {fact.number}"
+        if which == "flag":
+            return f"{label}: {'yes' if fact.flag else 'no'}"
+        if which == "word":
+            return f"{label}: {fact.word}"
+        if which == "numbers":
+            values = list(fact.numbers.values)
+            if key in SEAT_LIST_FACTS:
+                return f"{label}: {', '.join(map(self.who, values))}" if values else None
+            if key in PER_SEAT_FACTS:
+                return f"{label}: " + ", ".join(f"{self.who(s)} {v}" for s, v in enumerate(values))
+            return f"{label}: {', '.join(map(str, values))}"
+        if which == "flags":
+            done = [self.who(s) for s, v in enumerate(fact.flags.values) if v]
+            return f"{label}: {', '.join(done) or 'nobody yet'}"
+        if which == "words":
+            return f"{label}: {', '.join(fact.words.values)}"
+        if which == "groups":
+            return f"{label}: " + " / ".join(
+                " + ".join(map(self.who, g.values)) for g in fact.groups.groups
+            )
+        if which == "seat_words":
+            said = fact.seat_words.values
+            return f"{label}: " + ", ".join(f"{self.who(w.seat)} {w.word}" for w in said)
+        if which == "cards":
+            cards = " ".join(map(card_str, fact.cards.cards))
+            return f"{label}: {cards}" if cards else None
+        if which == "card_groups":
+            shown = [
+                f"{self.who(s)} {' '.join(map(card_str, g.cards))}"
+                for s, g in enumerate(fact.card_groups.groups)
+                if g.cards
+            ]
+            return f"{label}: {'; '.join(shown)}" if shown else None
+        return None
+
     def turn(self, view: pb.SeatView, full: bool) -> None:
-        facts = {f.key: f.value for f in view.facts}
+        facts = [t for t in map(self.fact, view.typed_facts) if t is not None]
         self.say(f"\n-- Your turn: hand {view.hand_number}, {view.phase} --")
         self.say("Your cards:")
         for suit in range(4):
@@ -207,8 +259,8 @@ class Screen:
         elif any(c.action & 7 == 0 for c in view.legal_actions):
             self.say("Trick: (you lead)")
         self.say(f"Scores: {self.scores(view.scores)}")
-        if facts:
-            self.say("Facts: " + "; ".join(f"{k} {v}" for k, v in facts.items() if v))
+        for fact in facts:
+            self.say(fact)
         self.legal(view.legal_actions, full)
 
     def legal(self, legal: Sequence[pb.ActionChoice], full: bool) -> None:

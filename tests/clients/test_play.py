@@ -57,6 +57,9 @@ def test_end_of_input_resigns() -> None:
     r = play("--game", "napoleon", "--bots", "random", "--seed", "1", stdin="")
     assert r.returncode == 0, r.stderr
     assert "End of input: you resign." in r.stdout
+    # Facts for a person (seats by name, nothing of "-1" or "false"), no gRPC log line.
+    assert "Tricks won: You 0, " in r.stdout and "declarer -1" not in r.stdout
+    assert not re.search(r"^[IWE]\d{4} ", r.stdout + r.stderr, re.M), r.stderr
     assert re.search(r"^Match over \(seat 0 resigned\)", r.stdout, re.M), r.stdout
     assert re.search(r"^Record: [0-9a-f]{64} \(tapis play --save FILE keeps it\)$", r.stdout, re.M)
 
