@@ -84,4 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # the file is written whole or not at all (atomic_write)
+        print("corpus: interrupted; nothing written", file=sys.stderr)
+        sys.exit(130)
