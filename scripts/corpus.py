@@ -86,6 +86,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except KeyboardInterrupt:  # the file is written whole or not at all (atomic_write)
-        print("corpus: interrupted; nothing written", file=sys.stderr)
+    except KeyboardInterrupt:  # the record file is written whole or not at all (atomic_write)
+        print("corpus: interrupted", file=sys.stderr)
         sys.exit(130)
