@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from records.codec import MAX_NAME
+from referee.errors import TooMany
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -19,6 +20,8 @@ __all__ = [
     "MAX_OPTION_TEXT",
     "MAX_SEATS",
     "Limits",
+    "Slot",
+    "StreamCount",
 ]
 
 MAX_ID = 64  # characters of a table id, request id, game or ruleset name
@@ -42,3 +45,43 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+class StreamCount:
+    """The streams each client has open, at most `limit` at once (counted by the client's
+    address): `open(client)` takes a `Slot`, or raises `TooMany`."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: dict[str, int] = {}
+
+    def open(self, client: str) -> Slot:
+        streams = self._open.get(client, 0)
+        if streams >= self.limit:
+            raise TooMany(f"this client already has {streams} streams open (limit {self.limit})")
+        self._open[client] = streams + 1
+        return Slot(self, client)
+
+    def _release(self, client: str) -> None:
+        left = self._open[client] - 1
+        if left:
+            self._open[client] = left
+        else:
+            del self._open[client]
+
+
+class Slot:
+    """One stream counted for its client: `release()` gives it back, once however often it
+    is called."""
+
+    __slots__ = ("client", "count", "released")
+
+    def __init__(self, count: StreamCount, client: str) -> None:
+        self.count = count
+        self.client = client
+        self.released = False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.count._release(self.client)

@@ -47,7 +47,6 @@ from referee.errors import (
     RulesError,
     Stale,
     TapisError,
-    TooMany,
     Unauthenticated,
     Unavailable,
 )
@@ -59,6 +58,8 @@ from referee.server.limits import (
     MAX_OPTIONS,
     MAX_SEATS,
     Limits,
+    Slot,
+    StreamCount,
 )
 from referee.server.tables import (
     ActionEvent,
@@ -600,7 +601,7 @@ class RefereeServicer:
         self.referee = referee
         self.limits = limits
         self.public_key = public_bytes(referee.key.public_key())
-        self._streams: dict[str, int] = {}  # per client: WatchTable streams open
+        self._streams = StreamCount(limits.max_streams_per_client)  # WatchTable streams
 
     def _check(self, request: object) -> None:
         """What every call checks first: the referee ready, the request within bounds."""
@@ -724,23 +725,14 @@ class RefereeServicer:
     async def WatchTable(
         self, request: pb.WatchTableRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.WatchTableResponse]:
-        client = _client(context)
-        counted = False
+        slot: Slot | None = None
         try:
             self._check(request)
             table = self.referee.get(request.table_id)
             seat = self._seat_for(
                 table, request.seat if request.HasField("seat") else None, context
             )
-            streams = self._streams.get(client, 0)
-            if streams >= self.limits.max_streams_per_client:
-                raise TooMany(
-                    f"this client already has {streams} streams open"
-                    f" (limit {self.limits.max_streams_per_client})"
-                )
-            self._streams[client] = streams + 1
-            counted = True
-            only_turns = request.only_turns and seat is not None
+            slot = self._streams.open(_client(context))
             watched = self.referee.watch(
                 table, request.from_event_index, seat, only_turns=request.only_turns
             )
@@ -752,8 +744,6 @@ class RefereeServicer:
                         yield turn
                     continue
                 index, event = item
-                if only_turns and not isinstance(event, EndEvent | ClosedEvent):
-                    continue
                 response = pb.WatchTableResponse()
                 event_message(table, index, event, seat, response.event)
                 yield response
@@ -762,12 +752,8 @@ class RefereeServicer:
         except Exception as exc:
             await _abort(context, exc, request)
         finally:
-            if counted:
-                left = self._streams[client] - 1
-                if left:
-                    self._streams[client] = left
-                else:
-                    del self._streams[client]
+            if slot is not None:
+                slot.release()
 
     @_handled
     async def GetRecord(

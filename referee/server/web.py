@@ -27,6 +27,7 @@ import html
 import json
 import re
 import socket
+import weakref
 from collections.abc import AsyncIterator
 from importlib import resources
 from typing import Any
@@ -43,8 +44,8 @@ from records.codec import encode_file
 from records.html import card_table, page_asset, replay_data, replay_page
 from referee.engine import find_game
 from referee.engine.cards import SUIT_SYMBOLS
-from referee.errors import BadRequest, ListenError, NotFound, TapisError, TooMany, Unavailable
-from referee.server.limits import DEFAULT_LIMITS, Limits
+from referee.errors import BadRequest, ListenError, NotFound, TapisError, Unavailable
+from referee.server.limits import DEFAULT_LIMITS, Limits, Slot, StreamCount
 from referee.server.service import event_message, seat_view
 from referee.server.tables import Referee, Table
 from tapis.v1 import record_pb2 as rpb
@@ -138,7 +139,7 @@ class WebFront:
     def __init__(self, referee: Referee, limits: Limits = DEFAULT_LIMITS) -> None:
         self.referee = referee
         self.limits = limits
-        self._streams: dict[str, int] = {}  # per client address: event streams open
+        self._streams = StreamCount(limits.max_streams_per_client)  # event streams
         self._closing = asyncio.Event()
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
@@ -248,16 +249,13 @@ class WebFront:
         if not _INDEX.fullmatch(given):
             raise BadRequest("the event index must be a number of at most 10 digits", "from")
         start = min(int(given), table.durable_events)
-        client = request.client.host if request.client is not None else ""
-        streams = self._streams.get(client, 0)
-        if streams >= self.limits.max_streams_per_client:
-            raise TooMany(
-                f"this client already has {streams} streams open"
-                f" (limit {self.limits.max_streams_per_client})"
-            )
-        self._streams[client] = streams + 1
+        slot = self._streams.open(request.client.host if request.client is not None else "")
+        stream = self._stream(table, start, slot)
+        # A stream whose response never starts (its client gone at once) gives its place back
+        # when it is collected.
+        weakref.finalize(stream, slot.release)
         return StreamingResponse(
-            self._stream(table, start, client),
+            stream,
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -270,7 +268,7 @@ class WebFront:
             out["table_status"] = _status(table)
             return out
 
-    async def _stream(self, table: Table, start: int, client: str) -> AsyncIterator[bytes]:
+    async def _stream(self, table: Table, start: int, slot: Slot) -> AsyncIterator[bytes]:
         watch = self.referee.watch(table, start).__aiter__()
         closing = asyncio.ensure_future(self._closing.wait())
         pending: asyncio.Future[Any] | None = None
@@ -307,11 +305,7 @@ class WebFront:
                     await pending
             with contextlib.suppress(RuntimeError):
                 await watch.aclose()  # type: ignore[attr-defined]
-            left = self._streams.get(client, 1) - 1
-            if left > 0:
-                self._streams[client] = left
-            else:
-                self._streams.pop(client, None)
+            slot.release()
 
 
 def _asset(name: str) -> str:
