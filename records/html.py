@@ -19,7 +19,7 @@ from importlib import resources
 from typing import Any
 
 from records.codec import decode_record, record_id, score_from_pb
-from records.render import non_default_options
+from records.render import fact_text, non_default_options
 from records.replay import BaseVisitor, replay
 from records.score import score_sheet
 from records.verify import Keys, verify_envelope
@@ -42,19 +42,6 @@ def page_asset(name: str) -> str:
 def card_table() -> list[list[Any]]:
     """Each card id's rank and suit as a person reads them (index: the card id)."""
     return [[RANK_NAMES[c % 13], c // 13] for c in range(52)]
-
-
-def fact_text(value: object) -> str:
-    """A view's public fact as text (as the referee's `facts`)."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, tuple | list):
-        return ", ".join(
-            fact_text(v) if not isinstance(v, tuple) else " ".join(map(str, v)) for v in value
-        )
-    return str(value)
 
 
 def _mask(m: int) -> str:

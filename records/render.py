@@ -16,7 +16,22 @@ from referee.engine.actions import PLAY, action_str
 from referee.engine.cards import card_str, mask_str
 from tapis.v1 import record_pb2 as pb
 
-__all__ = ["non_default_options", "render_record"]
+__all__ = ["fact_text", "non_default_options", "render_record"]
+
+
+def fact_text(value: object, yes: str = "yes", no: str = "no") -> str:
+    """A view's public fact (`View.public`) as text: the referee's `Fact.value` (with
+    "true"/"false"), the replay page's facts; "" for None."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return yes if value else no
+    if isinstance(value, tuple | list):
+        return ", ".join(
+            fact_text(v, yes, no) if not isinstance(v, tuple) else " ".join(map(str, v))
+            for v in value
+        )
+    return str(value)
 
 
 def non_default_options(rec: pb.GameRecord) -> list[str]:

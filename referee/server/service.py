@@ -22,6 +22,7 @@ from grpc_status import rpc_status
 
 from records.clocks import TimeControl
 from records.codec import options_from_pb, rules_to_pb, score_to_pb
+from records.render import fact_text
 from records.signing import public_bytes
 from referee.catalog import games_catalog
 from referee.engine import find_game
@@ -348,18 +349,6 @@ def _add_choices(out: Any, actions: Sequence[int]) -> None:
         add(action=a, text=_text(a))
 
 
-def _fact(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple | list):
-        return ", ".join(
-            _fact(v) if not isinstance(v, tuple) else " ".join(map(str, v)) for v in value
-        )
-    return str(value)
-
-
 def seat_view(
     table: Table, seat: int | None, view: View | None, out: pb.SeatView | None = None
 ) -> pb.SeatView:
@@ -435,7 +424,7 @@ def add_facts(
     for k, v in public.items():
         if v is None:
             continue
-        add_fact(key=k, value=_fact(v))
+        add_fact(key=k, value=fact_text(v, "true", "false"))
         typed = add_typed(key=k)
         ids = cards.get(k)
         if ids is None:

@@ -43,7 +43,7 @@ def _table(game: str, ruleset: str, options: dict[str, Any], players: int) -> Ta
 
 
 def _same(text: pb.Fact, fact: pb.TypedFact) -> bool:
-    """Whether a typed fact says what its text does (service.py's `_fact`)."""
+    """Whether a typed fact says what its text does (records.render's `fact_text`)."""
     kind = fact.WhichOneof("value")
     if kind == "cards":
         # Card texts ("9H", "7D 8C", "9H, 10H" turned in that order).
