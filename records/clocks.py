@@ -76,15 +76,15 @@ class TimeControl:
 
     def problem(self) -> tuple[str, str] | None:
         """(field, why) for the first thing wrong with this time control, or None."""
-        for name, (low, high), none in (
-            ("action_ms", ACTION_MS, True),
-            ("budget_ms", BUDGET_MS, True),
-            ("increment_ms", INCREMENT_MS, True),
+        for name, (low, high) in (
+            ("action_ms", ACTION_MS),
+            ("budget_ms", BUDGET_MS),
+            ("increment_ms", INCREMENT_MS),
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 return name, "must be a whole number of milliseconds"
-            if (value != 0 or not none) and not low <= value <= high:
+            if value != 0 and not low <= value <= high:
                 return name, f"{value} is out of range ({low}..{high}, or 0 for none)"
         if not self.action_ms and not self.budget_ms:
             return "action_ms", "a time control needs a per-action limit, a budget or both"
@@ -204,19 +204,19 @@ def record_timing(rec: pb.GameRecord) -> Timing | None:
     return Timing(TimeControl.from_pb(rec.rules.time_control), elapsed, frozenset(timeouts))
 
 
-def check_timing(rec: pb.GameRecord, players: int) -> Timing | None:
-    """The record's timing once its clock arithmetic holds: `RecordError` `clock` at the
-    first fault (elapsed times where there is no time control, one elapsed time per action,
-    timeouts ascending and in range, no action longer than it was allowed, an action made on
-    time taking exactly what it was allowed, a forfeit last). What needs the match (who may
-    act, the default action) is checked during the replay (`TimingCheck`)."""
+def check_timing(rec: pb.GameRecord, players: int) -> None:
+    """`RecordError` `clock` at the first fault of a record's clock arithmetic: elapsed times
+    where there is no time control, not one elapsed time per action, timeouts not ascending or
+    out of range, an action longer than it was allowed, an action made on time not taking
+    exactly what it was allowed, a forfeit not last. What needs the match (who may act, the
+    default action) is checked during verify's replay (records/verify.py)."""
     if not rec.rules.HasField("time_control"):
         for h, hand in enumerate(rec.hands, 1):
             if len(hand.elapsed_ms) or len(hand.timeouts):
                 raise RecordError(
                     "clock", "the hand has elapsed times or timeouts but no time control", hand=h
                 )
-        return None
+        return
     try:
         control = TimeControl.from_pb(rec.rules.time_control)
     except BadRequest as exc:
@@ -231,11 +231,7 @@ def check_timing(rec: pb.GameRecord, players: int) -> Timing | None:
                 "clock", f"{len(hand.elapsed_ms)} elapsed times for {n} actions", hand=h
             )
         timeouts = list(hand.timeouts)
-        if (
-            timeouts != sorted(set(timeouts))
-            or (timeouts and not 1 <= timeouts[0] <= n)
-            or (timeouts and timeouts[-1] > n)
-        ):
+        if timeouts and (timeouts != sorted(set(timeouts)) or timeouts[0] < 1 or timeouts[-1] > n):
             raise RecordError(
                 "clock",
                 f"timeouts {timeouts[:8]}: action numbers 1..{n}, ascending, once each",
@@ -270,7 +266,6 @@ def check_timing(rec: pb.GameRecord, players: int) -> Timing | None:
                     )
             clocks.spend(seat, elapsed)
         seen += n
-    return record_timing(rec)
 
 
 def iter_hand_timing(timing: Timing, sizes: Sequence[int]) -> Iterator[tuple[list[int], list[int]]]:

@@ -473,26 +473,25 @@ def _stored(
         closed_reason=row[11] or "",
         timing=timing,
     )
-    if row[12] is not None:
-        try:
-            control = json.loads(row[12])
-        except (ValueError, TypeError) as exc:
-            table.problem = f"its time control is not JSON ({exc})"
-        else:
-            if isinstance(control, dict):
-                table.time_control = control
-            else:
-                table.problem = "its time control is not a JSON object"
     try:
-        options = json.loads(row[5])
-    except (ValueError, TypeError) as exc:
-        table.problem = f"its options are not JSON ({exc})"
-    else:
-        if isinstance(options, dict):
-            table.options = options
-        else:
-            table.problem = "its options are not a JSON object"
+        table.options = _json_object(row[5], "its options are")
+        if row[12] is not None:
+            table.time_control = _json_object(row[12], "its time control is")
+    except ValueError as exc:
+        table.problem = str(exc)
     return table
+
+
+def _json_object(text: Any, subject: str) -> dict[str, Any]:
+    """A JSON object the store keeps; `ValueError` saying what is wrong with it ("its
+    options are not JSON ...")."""
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{subject} not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{subject} not a JSON object")
+    return value
 
 
 Settlement = tuple[asyncio.Future[None], BaseException | None]
