@@ -24,30 +24,10 @@ from tapis.v1 import referee_pb2_grpc as rpc
 
 from ..commands import tapis
 from .test_referee import MATCHES
-from .util import ManualTime, Server, auth, option, play_random, referee
+from .util import ManualTime, Server, auth, new_table, play_random, referee
 
 FORFEIT = rpb.TIMEOUT_POLICY_FORFEIT
 AUTOPLAY = rpb.TIMEOUT_POLICY_AUTOPLAY
-
-
-async def timed_table(
-    stub: rpc.RefereeServiceStub,
-    game: str,
-    ruleset: str,
-    options: dict[str, Any],
-    players: int,
-    control: rpb.TimeControl,
-) -> tuple[str, dict[int, str]]:
-    resp = await stub.CreateTable(
-        pb.CreateTableRequest(
-            game=game,
-            ruleset=ruleset,
-            options=[option(k, v) for k, v in options.items()],
-            seats=[pb.SeatRequest(name=f"P{i}") for i in range(players)],
-            time_control=control,
-        )
-    )
-    return resp.table_id, {t.seat: t.token for t in resp.tokens}
 
 
 async def settle(server: RunningServer) -> None:
@@ -88,6 +68,29 @@ async def act(
     raise AssertionError("nobody may act")
 
 
+async def playing_table(
+    stub: rpc.RefereeServiceStub,
+    match: tuple[str, str, dict[str, Any], int],
+    control: rpb.TimeControl,
+    rng: random.Random,
+    clock: ManualTime,
+    moves: int,
+    think_ms: int,
+) -> tuple[str, dict[int, str]]:
+    """A timed table on which `moves` random moves were made, each after `think_ms`, and
+    whose match goes on (a short match may end by itself, an impériale dealt: then another
+    table, its deals drawn afresh)."""
+    for _ in range(20):
+        table_id, tokens = await new_table(stub, *match, control)
+        for _ in range(moves):
+            if await act(stub, table_id, tokens, rng, clock, think_ms) is None:
+                break
+        status = (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).status
+        if status == pb.TABLE_STATUS_PLAYING:
+            return table_id, tokens
+    raise AssertionError("every match ended by itself")
+
+
 async def signed_record(stub: rpc.RefereeServiceStub, table_id: str) -> pb.GetRecordResponse:
     return await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
 
@@ -111,10 +114,9 @@ def test_a_seat_that_stops_answering_loses_on_time(
     control = rpb.TimeControl(action_ms=2000, budget_ms=10_000, increment_ms=500, policy=FORFEIT)
 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
-        table_id, tokens = await timed_table(stub, game, ruleset, options, players, control)
         rng = random.Random(game + ruleset)
-        for _ in range(6):
-            assert await act(stub, table_id, tokens, rng, clock, 300) is not None
+        match = (game, ruleset, options, players)
+        table_id, tokens = await playing_table(stub, match, control, rng, clock, 6, 300)
         before = (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).action_index
         v = await view(stub, table_id, 0, tokens[0])
         waiting = [c.seat for c in v.clocks if c.running]
@@ -152,21 +154,22 @@ def test_a_seat_out_of_time_is_played_for_and_the_match_goes_on(
     control = rpb.TimeControl(action_ms=1000, policy=AUTOPLAY)
 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
-        table_id, tokens = await timed_table(stub, game, ruleset, options, players, control)
         rng = random.Random(game + ruleset + "autoplay")
+        match = (game, ruleset, options, players)
+        table_id, tokens = await playing_table(stub, match, control, rng, clock, 3, 200)
         timeouts = 0
         for _ in range(3):
-            for _ in range(3):
-                if await act(stub, table_id, tokens, rng, clock, 200) is None:
-                    break
-            before = (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).action_index
+            before = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+            if before.status == pb.TABLE_STATUS_FINISHED:
+                break
             clock.advance(1000)
             await settle(server)
             after = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
-            if after.status == pb.TABLE_STATUS_FINISHED:
-                break
-            assert after.action_index > before  # the referee played for the seat(s) late
+            assert after.action_index > before.action_index  # played for the seat(s) late
             timeouts += 1
+            for _ in range(3):
+                if await act(stub, table_id, tokens, rng, clock, 200) is None:
+                    break
         assert timeouts >= 1
         await play_random(stub, table_id, tokens, rng)
         got = await signed_record(stub, table_id)
@@ -188,7 +191,7 @@ def test_views_and_events_show_the_clocks(tmp_path: Path) -> None:
                               policy=FORFEIT)  # fmt: skip
 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
-        table_id, tokens = await timed_table(stub, "napoleon", "", {"deals": 2}, 4, control)
+        table_id, tokens = await new_table(stub, "napoleon", "", {"deals": 2}, 4, control)
         v = await view(stub, table_id, 0, tokens[0])
         assert [c.seat for c in v.clocks] == [0, 1, 2, 3]
         running = [c.seat for c in v.clocks if c.running]
@@ -229,7 +232,7 @@ def test_an_action_that_comes_after_the_time_ran_out_finds_the_referee_acted(
     control = rpb.TimeControl(action_ms=1_000, policy=AUTOPLAY)
 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
-        table_id, tokens = await timed_table(stub, "nap", "", {"deals": 2}, 4, control)
+        table_id, tokens = await new_table(stub, "nap", "", {"deals": 2}, 4, control)
         seat = (await view(stub, table_id, 0, tokens[0])).to_act[0]
         v = await view(stub, table_id, seat, tokens[seat])
         clock.advance(1_001, ring=False)  # the alarm has not rung yet when the action comes
@@ -262,7 +265,7 @@ def test_clocks_survive_a_restart(tmp_path: Path) -> None:
             grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
         ):
             stub = rpc.RefereeServiceStub(channel)
-            table_id, tokens = await timed_table(stub, "nap", "", {"deals": 2}, 4, control)
+            table_id, tokens = await new_table(stub, "nap", "", {"deals": 2}, 4, control)
             for _ in range(5):
                 await act(stub, table_id, tokens, rng, clock, 1_500)
             before = [c.remaining_ms for c in (await view(stub, table_id, 0, tokens[0])).clocks]
@@ -302,7 +305,7 @@ def test_clocks_survive_a_restart(tmp_path: Path) -> None:
 def test_a_time_control_out_of_its_ranges_is_refused(tmp_path: Path, bad: rpb.TimeControl) -> None:
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await timed_table(stub, "hearts", "", {}, 4, bad)
+            await new_table(stub, "hearts", "", {}, 4, bad)
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "time_control." in (caught.value.details() or "")
 
@@ -314,7 +317,7 @@ def test_a_record_with_its_clocks_tampered_and_re_signed_fails_verify(tmp_path: 
     control = rpb.TimeControl(action_ms=2000, budget_ms=5000, policy=FORFEIT)
 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> rpb.GameRecord:
-        table_id, tokens = await timed_table(stub, "hearts", "", {"end_threshold": 20}, 4, control)
+        table_id, tokens = await new_table(stub, "hearts", "", {"end_threshold": 20}, 4, control)
         rng = random.Random(3)
         for _ in range(12):
             await act(stub, table_id, tokens, rng, clock, 400)

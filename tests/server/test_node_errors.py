@@ -4,46 +4,16 @@ google.rpc.Status of the `grpc-status-details-bin` trailer and each detail by it
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
-import grpc
-
-from tests.clients.test_proto_only_client import node_modules
-
-from .util import ROOT, Server
+from tests.clients.node import run_node
 
 SCRIPT = Path(__file__).resolve().parent / "node" / "errors.mjs"
 
 
 def test_node_client_reads_the_status_details(tmp_path: Path) -> None:
-    modules = node_modules()
-    server = Server(tmp_path)
-    server.start()
-    try:
-
-        async def wait() -> None:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-                await server.serving(channel)
-
-        asyncio.run(wait())
-        # ES modules resolve packages from the script's folder: run a copy next to them.
-        script = modules.parent / "errors.mjs"
-        shutil.copy(SCRIPT, script)
-        result = subprocess.run(
-            ["node", str(script), f"127.0.0.1:{server.port}"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "TAPIS_PROTO": str(ROOT / "proto")},
-            cwd=tmp_path,
-        )
-    finally:
-        server.terminate()
+    result = run_node(tmp_path, SCRIPT)
     assert result.returncode == 0, result.stderr
     cases = {c["name"]: c for c in map(json.loads, result.stdout.strip().splitlines())}
     for case in cases.values():  # the trailer repeats the call's status

@@ -165,14 +165,21 @@ def auth(token: str) -> tuple[tuple[str, str], ...]:
 
 
 async def new_table(
-    stub: rpc.RefereeServiceStub, game: str, ruleset: str, options: dict[str, Any], n: int
+    stub: rpc.RefereeServiceStub,
+    game: str,
+    ruleset: str,
+    options: dict[str, Any],
+    n: int,
+    time_control: rpb.TimeControl | None = None,
 ) -> tuple[str, dict[int, str]]:
+    """A table of `n` seats, all taken here (their tokens by seat); `time_control`: clocks."""
     resp = await stub.CreateTable(
         pb.CreateTableRequest(
             game=game,
             ruleset=ruleset,
             options=[option(k, v) for k, v in options.items()],
             seats=[pb.SeatRequest(name=f"P{i}") for i in range(n)],
+            time_control=time_control,
         )
     )
     return resp.table_id, {t.seat: t.token for t in resp.tokens}
