@@ -39,7 +39,7 @@ from referee.server.service import RefereeServicer, add_referee_service
 from referee.server.store import Store
 from referee.server.tables import Referee
 from referee.server.timesource import SYSTEM_TIME, TimeSource
-from referee.server.web import WebFront, bind
+from referee.server.web import WebFront, bind, host_port
 from tapis.v1 import referee_pb2
 
 __all__ = ["Limits", "ListenError", "RunningServer", "create_server", "serve"]
@@ -111,11 +111,7 @@ async def create_server(
         ("grpc.max_send_message_length", 4 * limits.max_message_bytes),
         ("grpc.so_reuseport", 0),  # a port in use is an error, not a port shared
     ]
-    host, _, port_text = address.rpartition(":")
-    if not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise ListenError(
-            f"cannot listen on {address!r}: give HOST:PORT (e.g. 127.0.0.1:50051, [::]:50051)"
-        )
+    host_port(address)  # a malformed address is named before gRPC sees it
     server = grpc.aio.server(options=options)
     try:
         port = server.add_insecure_port(address)

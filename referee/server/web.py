@@ -71,16 +71,25 @@ def http_status(exc: TapisError) -> int:
     return _HTTP.get(exc.grpc_status or "", 500)
 
 
+def host_port(address: str) -> tuple[str, int]:
+    """The host (without an IPv6 address's brackets) and port of `HOST:PORT`; `ListenError`
+    for anything else (the gRPC address and the web address alike)."""
+    host, _, port_text = address.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise ListenError(
+            f"cannot listen on {address!r}: give HOST:PORT (e.g. 127.0.0.1:50051, [::]:50051)"
+        )
+    return host, int(port_text)
+
+
 def bind(address: str) -> socket.socket:
     """A listening socket on `HOST:PORT` (port 0: a free one); `ListenError` when it cannot
     be bound. Bound first, before anything is created, as the gRPC address."""
-    host, sep, port_text = address.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise ListenError(f"cannot listen on {address!r}: expected HOST:PORT")
+    host, port = host_port(address)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        return socket.create_server((host, int(port_text)), family=family)
+        return socket.create_server((host, port), family=family)
     except OSError as exc:
         raise ListenError(f"cannot listen on {address!r}: {exc}") from None
 
