@@ -358,7 +358,7 @@ def seat_view(
     if out is None:
         out = pb.SeatView()
     out.table_id = table.id
-    out.status = _status(table)
+    out.status = table_status(table)
     out.action_index = len(table.actions)
     out.event_index = table.durable_events
     out.scores.extend(score_to_pb(units, s) for s in table.match.scores)
@@ -469,7 +469,7 @@ def _typed_fact(out: pb.TypedFact, value: object) -> None:
 _CLOSED = {"expired": pb.TABLE_STATUS_EXPIRED, "broken": pb.TABLE_STATUS_BROKEN}
 
 
-def _status(table: Table) -> pb.TableStatus.ValueType:
+def table_status(table: Table) -> pb.TableStatus.ValueType:
     if table.closed is not None:
         return _CLOSED[table.closed.status]
     if table.finished:
@@ -664,7 +664,7 @@ class RefereeServicer:
                     pb.TableSeat(seat=i, name=s.name, taken=s.taken, team=table.match.team_of(i))
                     for i, s in enumerate(table.seats)
                 ],
-                status=_status(table),
+                status=table_status(table),
                 commitment=pb.DealCommitment(
                     algorithm="tapis-deal/1", seed_sha256=table.commitment
                 ),

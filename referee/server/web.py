@@ -46,9 +46,10 @@ from referee.engine import find_game
 from referee.engine.cards import SUIT_SYMBOLS
 from referee.errors import BadRequest, ListenError, NotFound, TapisError, Unavailable
 from referee.server.limits import DEFAULT_LIMITS, Limits, Slot, StreamCount
-from referee.server.service import event_message, seat_view
+from referee.server.service import event_message, seat_view, table_status
 from referee.server.tables import Referee, Table
 from tapis.v1 import record_pb2 as rpb
+from tapis.v1 import referee_pb2 as pb
 
 __all__ = ["WebFront", "bind", "http_status"]
 
@@ -108,11 +109,9 @@ def _sse(kind: str, data: object, event_id: int | None = None) -> bytes:
 
 
 def _status(table: Table) -> str:
-    if table.closed is not None:
-        return table.closed.status
-    if table.finished:
-        return "finished"
-    return "playing" if table.started else "waiting"
+    """The table's status as the pages name it: "waiting", "playing", "finished", "expired",
+    "broken" (TableStatus's names)."""
+    return pb.TableStatus.Name(table_status(table)).removeprefix("TABLE_STATUS_").lower()
 
 
 def table_info(table: Table) -> dict[str, Any]:
