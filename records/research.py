@@ -19,6 +19,7 @@ knows a rule.
 from __future__ import annotations
 
 import csv
+import itertools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,9 @@ def result_rows(rid: str, rec: pb.GameRecord) -> Iterator[Row]:
 
 
 TABLES = {"plays": (PLAY_COLUMNS, play_rows), "results": (RESULT_COLUMNS, result_rows)}
+# Each column's type in Parquet: s text, i whole number, b yes/no (every one may be empty).
+TYPES = {"plays": "siiisssii", "results": "sssiisiiiibbis"}
+BATCH = 65_536  # rows written to Parquet at a time
 
 
 def write_table(
@@ -125,7 +129,17 @@ def write_table(
             import pyarrow.parquet as pq
         except ImportError:
             raise ArchiveError("--format parquet needs pyarrow: pip install pyarrow") from None
-        data = list(zip(*rows(), strict=True)) or [()] * len(columns)
-        arrays = {name: pa.array(list(values)) for name, values in zip(columns, data, strict=True)}
-        atomic_write(path, lambda f: pq.write_table(pa.table(arrays), f))
+        types = {"s": pa.string(), "i": pa.int64(), "b": pa.bool_()}
+        schema = pa.schema([(n, types[t]) for n, t in zip(columns, TYPES[table], strict=True)])
+
+        def fill_parquet(f: Any) -> None:
+            # In batches of rows: memory stays bounded whatever the archive's size.
+            source = rows()
+            with pq.ParquetWriter(f, schema) as writer:
+                while batch := list(itertools.islice(source, BATCH)):
+                    data = zip(*batch, strict=True)
+                    arrays = [pa.array(v, type=t) for v, t in zip(data, schema.types, strict=True)]
+                    writer.write_batch(pa.record_batch(arrays, schema=schema))
+
+        atomic_write(path, fill_parquet)
     return counts[0], counts[1]
