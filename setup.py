@@ -1,4 +1,13 @@
-"""Optional compilation of the engine's hot modules with mypyc.
+"""How the repository installs: one namespace, and the engine compiled with mypyc when it can.
+
+The repository keeps `referee/`, `records/` and `clients/` at its top; they install as
+`tapis_cartes.referee`, `tapis_cartes.records` and `tapis_cartes.clients`, under the package
+`tapis_cartes` whose directory is `tapis/` (with the generated `tapis/v1/`, installed as
+`tapis_cartes.v1`). Nothing is installed outside that one namespace; the wheel also carries
+the `.proto` files (`tapis_cartes/proto/`). Tools that read sources by path (mypy, mypyc) see
+the same namespace through `build/ns/tapis_cartes/`, a tree of symbolic links to those
+directories that `namespace_tree()` makes (`python setup.py --namespace-tree`: scripts/test
+makes it before running mypy over it).
 
 The engine is written once, in Python. When mypyc and a C compiler are at hand, `pip install`
 also compiles these modules to C extensions (2 to 3 times faster replay); otherwise, or with
@@ -13,14 +22,26 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from setuptools import setup
+from setuptools import find_packages, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
+NAMESPACE = "tapis_cartes"
+# The namespace's packages and the repository directory each one is.
+PACKAGE_DIR = {
+    NAMESPACE: "tapis",
+    f"{NAMESPACE}.referee": "referee",
+    f"{NAMESPACE}.records": "records",
+    f"{NAMESPACE}.clients": "clients",
+}
+# Where mypy and mypyc find the namespace by path (see the docstring).
+TREE = ROOT / "build" / "ns"
 COMPILED = [
     "referee/engine/cards.py",
     "referee/engine/shuffle.py",
@@ -33,6 +54,45 @@ COMPILED = [
     "referee/engine/imperiale.py",
 ]
 STAMP = "referee/engine/_compiled.json"
+
+
+def packages() -> list[str]:
+    """Every package of the namespace, by its installed name."""
+    found = [NAMESPACE]
+    for name, folder in PACKAGE_DIR.items():
+        subs = find_packages(where=str(ROOT / folder))
+        found += [f"{name}.{sub}" for sub in subs]
+        if name != NAMESPACE:
+            found.append(name)
+    return sorted(found)
+
+
+def namespace_tree() -> Path:
+    """Make `build/ns/tapis_cartes/`: links to the namespace's directories; return its root."""
+    top = TREE / NAMESPACE
+    shutil.rmtree(top, ignore_errors=True)
+    top.mkdir(parents=True)
+    for name, folder in PACKAGE_DIR.items():
+        if name == NAMESPACE:
+            for entry in (ROOT / folder).iterdir():
+                if entry.name != "__pycache__":
+                    (top / entry.name).symlink_to(entry)
+        else:
+            (top / name.rpartition(".")[2]).symlink_to(ROOT / folder)
+    return TREE
+
+
+class BuildPy(build_py):
+    """Also put the `.proto` files in what is built (a wheel's `tapis_cartes/proto/`)."""
+
+    def run(self) -> None:
+        super().run()
+        if getattr(self, "editable_mode", False):
+            return  # an editable install reads them in the repository's proto/
+        for source in sorted((ROOT / "proto").rglob("*.proto")):
+            target = Path(self.build_lib, NAMESPACE, "proto", source.relative_to(ROOT / "proto"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
 
 
 def _pure() -> bool:
@@ -58,9 +118,9 @@ class OptionalBuildExt(build_ext):
             )
             return
         if self.extensions:
-            target = ROOT if self.inplace else Path(self.build_lib)
-            (target / STAMP).parent.mkdir(parents=True, exist_ok=True)
-            (target / STAMP).write_text(_stamp())
+            target = ROOT / STAMP if self.inplace else Path(self.build_lib, NAMESPACE, STAMP)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(_stamp())
 
 
 def ext_modules() -> list[Any]:
@@ -75,11 +135,21 @@ def ext_modules() -> list[Any]:
         # The build environment has mypy and pydantic only (pyproject.toml): what the engine's
         # imports name for the type checker alone (the SDK's gRPC types in referee/errors.py)
         # is not there, and need not be to compile the engine.
-        args = ["--ignore-missing-imports", *COMPILED]
-        return list(mypycify(args, opt_level="3", group_name="tapis_engine"))
+        tree = namespace_tree() / NAMESPACE
+        args = ["--ignore-missing-imports", *(str(tree / path) for path in COMPILED)]
+        group = f"{NAMESPACE}.referee.engine._compiled"
+        return list(mypycify(args, opt_level="3", group_name=group))
     except (Exception, SystemExit) as exc:  # mypy's type check exits on errors
         print(f"WARNING: mypyc failed ({exc}); Tapis runs as pure Python", file=sys.stderr)
         return []
 
 
-setup(ext_modules=ext_modules(), cmdclass={"build_ext": OptionalBuildExt})
+if sys.argv[1:] == ["--namespace-tree"]:  # for mypy: scripts/test
+    print(namespace_tree())
+else:
+    setup(
+        packages=packages(),
+        package_dir=PACKAGE_DIR,
+        ext_modules=ext_modules(),
+        cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPy},
+    )

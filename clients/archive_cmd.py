@@ -25,8 +25,8 @@ import sys
 import time
 from typing import Any
 
-from clients.progress import Progress
-from records.archive import (
+from tapis_cartes.clients.progress import Progress
+from tapis_cartes.records.archive import (
     Selection,
     add_files,
     find_record,
@@ -37,16 +37,16 @@ from records.archive import (
     rescore,
     run_results,
 )
-from records.codec import decode_record, writable, write_frames
-from records.executors import make_executor
-from records.render import render_record
-from records.rescore import Rescored, result_text, runs_text, summary_text
-from records.research import FORMATS, TABLES, write_table
-from records.score import counted, text_table
-from records.signing import TrustedKey, load_keys
-from referee.engine import GAMES, find_game
-from referee.engine.options import parse_option
-from referee.errors import ArchiveError, RulesError, TapisError, exit_status
+from tapis_cartes.records.codec import decode_record, writable, write_frames
+from tapis_cartes.records.executors import make_executor
+from tapis_cartes.records.render import render_record
+from tapis_cartes.records.rescore import Rescored, result_text, runs_text, summary_text
+from tapis_cartes.records.research import FORMATS, TABLES, write_table
+from tapis_cartes.records.score import counted, text_table
+from tapis_cartes.records.signing import TrustedKey, load_keys
+from tapis_cartes.referee.engine import GAMES, find_game
+from tapis_cartes.referee.engine.options import parse_option
+from tapis_cartes.referee.errors import ArchiveError, RulesError, TapisError, exit_status
 
 __all__ = ["add_archive_parser", "add_key_options", "keys_given", "positive_int"]
 

@@ -11,11 +11,11 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from clients.bots import Bot
-from referee.engine import make_rules, new_match
-from referee.engine.options import Option
-from referee.server.service import seat_view
-from referee.server.tables import Seat, Table, token_hash
+from tapis_cartes.clients.bots import Bot
+from tapis_cartes.referee.engine import make_rules, new_match
+from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.server.service import seat_view
+from tapis_cartes.referee.server.tables import Seat, Table, token_hash
 
 __all__ = ["LocalResult", "play_local"]
 

@@ -22,8 +22,8 @@ from typing import Protocol
 
 import grpc
 
-from clients.sdk import RefereeError, SeatHandle, StaleAction
-from referee.engine.actions import (
+from tapis_cartes.clients.sdk import RefereeError, SeatHandle, StaleAction
+from tapis_cartes.referee.engine.actions import (
     ABANDON,
     BID,
     PILLE,
@@ -33,11 +33,11 @@ from referee.engine.actions import (
     VOLE,
     pass_action,
 )
-from referee.engine.cards import HEARTS, R1, R3, SPADES, RankOrder, parse_card
-from referee.engine.errors import RulesError
-from referee.engine.registry import find_game
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.referee.engine.cards import HEARTS, R1, R3, SPADES, RankOrder, parse_card
+from tapis_cartes.referee.engine.errors import RulesError
+from tapis_cartes.referee.engine.registry import find_game
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
 
 __all__ = [
     "Bot",

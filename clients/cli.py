@@ -20,13 +20,13 @@ import os
 import sys
 from collections.abc import Sequence
 
-from clients.archive_cmd import add_archive_parser
-from clients.games_cmd import add_games_parser
-from clients.record_cmd import add_record_parser
-from clients.referee_cmd import add_referee_parsers
-from clients.rules_cmd import add_rules_parser
-from referee import __version__
-from referee.errors import TapisError, exit_status
+from tapis_cartes.clients.archive_cmd import add_archive_parser
+from tapis_cartes.clients.games_cmd import add_games_parser
+from tapis_cartes.clients.record_cmd import add_record_parser
+from tapis_cartes.clients.referee_cmd import add_referee_parsers
+from tapis_cartes.clients.rules_cmd import add_rules_parser
+from tapis_cartes.referee import __version__
+from tapis_cartes.referee.errors import TapisError, exit_status
 
 __all__ = ["build_parser", "main"]
 

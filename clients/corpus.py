@@ -18,13 +18,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime, timedelta
 
-from clients.bots import Bot, RandomBot, make_bot
-from records.codec import Provenance, canonical_bytes, envelope
-from referee.engine import find_game, make_rules, new_match
-from referee.engine.options import Option
-from referee.server.service import seat_view
-from referee.server.tables import Seat, Table, token_hash
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.clients.bots import Bot, RandomBot, make_bot
+from tapis_cartes.records.codec import Provenance, canonical_bytes, envelope
+from tapis_cartes.referee.engine import find_game, make_rules, new_match
+from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.server.service import seat_view
+from tapis_cartes.referee.server.tables import Seat, Table, token_hash
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["CHUNK", "corpus_chunks", "make_corpus", "play_record"]
 

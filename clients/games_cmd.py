@@ -11,11 +11,11 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from referee.catalog import games_catalog
-from referee.engine import find_game
-from referee.errors import RulesError
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.referee.catalog import games_catalog
+from tapis_cartes.referee.engine import find_game
+from tapis_cartes.referee.errors import RulesError
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
 
 __all__ = ["add_games_parser"]
 

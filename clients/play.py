@@ -21,8 +21,8 @@ from typing import TextIO
 
 import grpc
 
-from clients.bots import make_bot, play_seat
-from clients.sdk import (
+from tapis_cartes.clients.bots import make_bot, play_seat
+from tapis_cartes.clients.sdk import (
     ActionRefused,
     RefereeClient,
     RefereeError,
@@ -30,19 +30,19 @@ from clients.sdk import (
     StaleAction,
     is_finished,
 )
-from records.codec import write_envelopes
-from referee.engine.actions import (
+from tapis_cartes.records.codec import write_envelopes
+from tapis_cartes.referee.engine.actions import (
     ABANDON_WORDS,
     BID_WORDS,
     KIND_NAMES,
     VOLE_WORDS,
     parse_action,
 )
-from referee.engine.cards import SUIT_WORDS, card_str
-from referee.engine.errors import InvalidAction
-from referee.engine.options import Option
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.referee.engine.cards import SUIT_WORDS, card_str
+from tapis_cartes.referee.engine.errors import InvalidAction
+from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
 
 __all__ = ["parse_choice", "run_bot", "run_play", "score_text"]
 
@@ -375,7 +375,7 @@ async def run_play(
     server = None
     tmp: tempfile.TemporaryDirectory[str] | None = None
     if address is None:
-        from referee.server.app import create_server
+        from tapis_cartes.referee.server.app import create_server
 
         tmp = tempfile.TemporaryDirectory(prefix="tapis-play-")
         server = await create_server(

@@ -28,10 +28,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from clients.archive_cmd import add_key_options, keys_given, positive_int
-from clients.progress import Progress
-from records.annotate import CommentError, annotate, parse_comment
-from records.codec import (
+from tapis_cartes.clients.archive_cmd import add_key_options, keys_given, positive_int
+from tapis_cartes.clients.progress import Progress
+from tapis_cartes.records.annotate import CommentError, annotate, parse_comment
+from tapis_cartes.records.codec import (
     Provenance,
     atomic_write,
     build_record,
@@ -41,31 +41,31 @@ from records.codec import (
     writable,
     write_envelopes,
 )
-from records.executors import make_executor
-from records.export import (
+from tapis_cartes.records.executors import make_executor
+from tapis_cartes.records.export import (
     ExportError,
     envelopes_from_json,
     envelopes_to_json,
     transcript_text,
 )
-from records.html import replay_data, replay_page
-from records.render import render_record
-from records.replay import match_for_record
-from records.rescore import changes_text, rescored
-from records.score import counted, replay_changed, score_json, score_sheet
-from records.signing import key_id, load_private_key, sign
-from records.transcript import import_transcript, load_transcript
-from records.verify import (
+from tapis_cartes.records.html import replay_data, replay_page
+from tapis_cartes.records.render import render_record
+from tapis_cartes.records.replay import match_for_record
+from tapis_cartes.records.rescore import changes_text, rescored
+from tapis_cartes.records.score import counted, replay_changed, score_json, score_sheet
+from tapis_cartes.records.signing import key_id, load_private_key, sign
+from tapis_cartes.records.transcript import import_transcript, load_transcript
+from tapis_cartes.records.verify import (
     VerifyResult,
     result_json,
     verify_envelope,
     verify_files,
 )
-from referee.engine import RecordError, TapisError, find_game
-from referee.engine.errors import quoted
-from referee.engine.options import Option, parse_option
-from referee.errors import OutputError, exit_status
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.referee.engine import RecordError, TapisError, find_game
+from tapis_cartes.referee.engine.errors import quoted
+from tapis_cartes.referee.engine.options import Option, parse_option
+from tapis_cartes.referee.errors import OutputError, exit_status
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["add_record_parser"]
 

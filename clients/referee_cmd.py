@@ -26,14 +26,19 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from records.codec import decode_record, writable, write_envelopes
-from records.score import score_sheet
-from records.signing import key_id, load_or_create_private_key, load_public_key, public_pem
-from records.transcript import import_transcript
-from referee.engine.options import parse_option
-from referee.errors import TapisError, exit_status
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.records.codec import decode_record, writable, write_envelopes
+from tapis_cartes.records.score import score_sheet
+from tapis_cartes.records.signing import (
+    key_id,
+    load_or_create_private_key,
+    load_public_key,
+    public_pem,
+)
+from tapis_cartes.records.transcript import import_transcript
+from tapis_cartes.referee.engine.options import parse_option
+from tapis_cartes.referee.errors import TapisError, exit_status
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
 
 __all__ = ["add_referee_parsers"]
 
@@ -43,7 +48,7 @@ def _err(msg: str) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from referee.server.app import Limits, serve, setup_logging
+    from tapis_cartes.referee.server.app import Limits, serve, setup_logging
 
     setup_logging()
     limits = Limits(
@@ -63,7 +68,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    from clients.play import run_play
+    from tapis_cartes.clients.play import run_play
 
     try:
         options = dict(parse_option(o) for o in args.option or ())
@@ -89,8 +94,8 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 def cmd_bot(args: argparse.Namespace) -> int:
-    from clients.play import run_bot
-    from clients.sdk import RefereeError
+    from tapis_cartes.clients.play import run_bot
+    from tapis_cartes.clients.sdk import RefereeError
 
     seated = args.seat is not None and args.token is not None
     if args.join == seated or (args.join and args.token is not None):
@@ -143,7 +148,7 @@ def time_control(args: argparse.Namespace) -> rpb.TimeControl | None:
 
 def cmd_table_create(args: argparse.Namespace) -> int:
     """Open a table on a referee; print its id and the tokens of the seats taken here."""
-    from clients.sdk import RefereeClient, RefereeError
+    from tapis_cartes.clients.sdk import RefereeClient, RefereeError
 
     names = args.players.split(",")
     open_seats = {int(s) for s in args.open.split(",") if s} if args.open else set()
@@ -203,7 +208,7 @@ def cmd_table_create(args: argparse.Namespace) -> int:
 
 def cmd_table_record(args: argparse.Namespace) -> int:
     """Fetch the signed record of a finished table into a record file."""
-    from clients.sdk import RefereeClient, RefereeError
+    from tapis_cartes.clients.sdk import RefereeClient, RefereeError
 
     writable(args.output)
 
@@ -250,7 +255,9 @@ def cmd_key_new(args: argparse.Namespace) -> int:
 
 
 def cmd_example(args: argparse.Namespace) -> int:
-    text = resources.files("records").joinpath("examples/dame-de-pique.json").read_text()
+    text = (
+        resources.files("tapis_cartes.records").joinpath("examples/dame-de-pique.json").read_text()
+    )
     if args.print:
         print(text, end="")
         return 0

@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from referee.rules_index import PAGES, RULES, closest_ids, engine_sites, find_rule
+from tapis_cartes.referee.rules_index import PAGES, RULES, closest_ids, engine_sites, find_rule
 
 __all__ = ["add_rules_parser", "cmd_rules"]
 

@@ -17,7 +17,7 @@ time it must act, with its view, and a submission's `next_view` (the seat must a
 once: it leads the next trick) comes out of the same iteration at once, as a turn; turns the
 seat already acted at are left out. `RefereeClient.calls` counts the calls made, by method.
 
-Messages are the generated ones (`tapis.v1.referee_pb2`): a view is a `SeatView`, an event a
+Messages are the generated ones (`tapis_cartes.v1.referee_pb2`): a view is a `SeatView`, an event a
 `TableEvent`. Seat calls carry the metadata `authorization: Bearer <token>`. Every failed
 call raises a `RefereeError` (its `status` is the gRPC code); a move the rules refuse raises
 `ActionRefused` (rule id, code, reason, legal actions), a submission at a stale action index
@@ -37,11 +37,11 @@ from typing import TypeVar
 import grpc
 from grpc_status import rpc_status
 
-from referee.engine.options import Option
-from referee.errors import ActionRefused, RefereeError, StaleAction
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
-from tapis.v1 import referee_pb2_grpc
+from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.errors import ActionRefused, RefereeError, StaleAction
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
+from tapis_cartes.v1 import referee_pb2_grpc
 
 __all__ = [
     "ActionRefused",

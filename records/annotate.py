@@ -15,12 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from records.codec import score_to_pb
-from records.replay import BaseVisitor, compare_record, replay
-from referee.engine import Hand
-from referee.engine.errors import quoted
-from referee.errors import CommentError, CommentOutOfRange
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.codec import score_to_pb
+from tapis_cartes.records.replay import BaseVisitor, compare_record, replay
+from tapis_cartes.referee.engine import Hand
+from tapis_cartes.referee.engine.errors import quoted
+from tapis_cartes.referee.errors import CommentError, CommentOutOfRange
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["Comment", "CommentError", "CommentOutOfRange", "annotate", "parse_comment"]
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from referee.engine import RecordError
-from referee.errors import BadRequest
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.referee.engine import RecordError
+from tapis_cartes.referee.errors import BadRequest
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
     "ACTION_MS",

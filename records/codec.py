@@ -24,11 +24,17 @@ from typing import BinaryIO, TypeVar
 
 from google.protobuf.message import DecodeError
 
-from records.clocks import FORFEIT, FORFEIT_RULE, Timing, forfeit_reason, iter_hand_timing
-from referee.engine import Deal, Match, RecordError, Rules, ScoreLine, Start, find_game
-from referee.engine.options import Option
-from referee.errors import OutputError, RecordFileError
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.clocks import (
+    FORFEIT,
+    FORFEIT_RULE,
+    Timing,
+    forfeit_reason,
+    iter_hand_timing,
+)
+from tapis_cartes.referee.engine import Deal, Match, RecordError, Rules, ScoreLine, Start, find_game
+from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.errors import OutputError, RecordFileError
+from tapis_cartes.v1 import record_pb2 as pb
 
 T = TypeVar("T")
 

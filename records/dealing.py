@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from referee.engine.shuffle import ALGORITHM, first_dealer, shuffled_pack
+from tapis_cartes.referee.engine.shuffle import ALGORITHM, first_dealer, shuffled_pack
 
 __all__ = ["ALGORITHM", "commitment", "first_dealer", "new_seed", "shuffled_pack"]
 

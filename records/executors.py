@@ -29,7 +29,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol, TypeVar
 
-from referee.errors import ExecutorError
+from tapis_cartes.referee.errors import ExecutorError
 
 __all__ = [
     "DaskExecutor",

@@ -19,14 +19,14 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from records.codec import decode_record, options_from_pb, score_from_pb
-from records.replay import BaseVisitor, replay
-from referee.engine import RecordError, make_rules
-from referee.engine.actions import action_to_json
-from referee.engine.cards import card_str, iter_cards
-from referee.engine.options import Option
-from referee.errors import ExportError
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.codec import decode_record, options_from_pb, score_from_pb
+from tapis_cartes.records.replay import BaseVisitor, replay
+from tapis_cartes.referee.engine import RecordError, make_rules
+from tapis_cartes.referee.engine.actions import action_to_json
+from tapis_cartes.referee.engine.cards import card_str, iter_cards
+from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.errors import ExportError
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
     "JSON_FORMAT",

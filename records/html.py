@@ -18,15 +18,15 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from records.codec import decode_record, record_id, score_from_pb
-from records.render import fact_text, non_default_options
-from records.replay import BaseVisitor, replay
-from records.score import score_sheet
-from records.verify import Keys, verify_envelope
-from referee.engine import Hand, action_str, find_game
-from referee.engine.actions import PLAY
-from referee.engine.cards import RANK_NAMES, SUIT_SYMBOLS, iter_cards
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.codec import decode_record, record_id, score_from_pb
+from tapis_cartes.records.render import fact_text, non_default_options
+from tapis_cartes.records.replay import BaseVisitor, replay
+from tapis_cartes.records.score import score_sheet
+from tapis_cartes.records.verify import Keys, verify_envelope
+from tapis_cartes.referee.engine import Hand, action_str, find_game
+from tapis_cartes.referee.engine.actions import PLAY
+from tapis_cartes.referee.engine.cards import RANK_NAMES, SUIT_SYMBOLS, iter_cards
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["PAGE_FORMAT", "page_asset", "record_data", "replay_data", "replay_page"]
 
@@ -36,7 +36,9 @@ MAX_LEGAL = 20  # the most legal actions a position lists
 
 def page_asset(name: str) -> str:
     """A file of the pages (records/page/), as text."""
-    return resources.files("records").joinpath("page", name).read_text(encoding="utf-8")
+    return (
+        resources.files("tapis_cartes.records").joinpath("page", name).read_text(encoding="utf-8")
+    )
 
 
 def card_table() -> list[list[Any]]:

@@ -7,14 +7,14 @@ through the engine.
 
 from __future__ import annotations
 
-from records.clocks import Clocks, TimeControl
-from records.codec import record_id, score_from_pb
-from records.replay import replay_record
-from records.score import score_sheet
-from referee.engine import find_game, make_rules
-from referee.engine.actions import PLAY, action_str
-from referee.engine.cards import card_str, mask_str
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.clocks import Clocks, TimeControl
+from tapis_cartes.records.codec import record_id, score_from_pb
+from tapis_cartes.records.replay import replay_record
+from tapis_cartes.records.score import score_sheet
+from tapis_cartes.referee.engine import find_game, make_rules
+from tapis_cartes.referee.engine.actions import PLAY, action_str
+from tapis_cartes.referee.engine.cards import card_str, mask_str
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["fact_text", "non_default_options", "render_record"]
 

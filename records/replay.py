@@ -37,10 +37,10 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Generic, TypeVar
 
-from records.codec import deal_from_pb, score_from_pb, start_from_pb
-from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
-from records.strict import check_fields, check_rules_fields, check_start
-from referee.engine import (
+from tapis_cartes.records.codec import deal_from_pb, score_from_pb, start_from_pb
+from tapis_cartes.records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
+from tapis_cartes.records.strict import check_fields, check_rules_fields, check_start
+from tapis_cartes.referee.engine import (
     Deal,
     IllegalAction,
     InvalidAction,
@@ -54,9 +54,9 @@ from referee.engine import (
     make_rules,
     new_match,
 )
-from referee.engine.errors import quoted
-from referee.engine.options import Option
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.referee.engine.errors import quoted
+from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
     "BaseVisitor",

@@ -5,7 +5,7 @@ print it.
 
 - `rescore_record(rid, rec, changes)`: the report of one record (`Rescored`), never raising
   for a record that does not replay (`status` "not-replayable", with the rule that refused);
-  `rescored(rid, rec, match)` the report of a replay already made (`records.score.
+  `rescored(rid, rec, match)` the report of a replay already made (`tapis_cartes.records.score.
   replay_changed`).
 - `changes_text`, `result_text`: one record's report, as `record score --set` and `archive
   runs` print it; `summary_text`, `runs_text`: a whole run (`RescoreSummary`, kept in the
@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from records.codec import score_from_pb
-from records.score import (
+from tapis_cartes.records.codec import score_from_pb
+from tapis_cartes.records.score import (
     NotReplayable,
     counted,
     diff_text,
@@ -27,9 +27,9 @@ from records.score import (
     replay_changed,
     scores_text,
 )
-from referee.engine import Match, find_game
-from referee.engine.options import Option
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.referee.engine import Match, find_game
+from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
     "RescoreSummary",

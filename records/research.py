@@ -24,14 +24,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from records.codec import atomic_write, decode_record, record_id, score_from_pb
-from records.replay import replay_record
-from referee.engine import find_game
-from referee.engine.actions import PLAY, action_str
-from referee.engine.base import Hand, HandResult
-from referee.engine.cards import card_str
-from referee.errors import ArchiveError
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.codec import atomic_write, decode_record, record_id, score_from_pb
+from tapis_cartes.records.replay import replay_record
+from tapis_cartes.referee.engine import find_game
+from tapis_cartes.referee.engine.actions import PLAY, action_str
+from tapis_cartes.referee.engine.base import Hand, HandResult
+from tapis_cartes.referee.engine.cards import card_str
+from tapis_cartes.referee.errors import ArchiveError
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["FORMATS", "PLAY_COLUMNS", "RESULT_COLUMNS", "TABLES", "play_rows", "result_rows",
            "write_table"]  # fmt: skip

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from records.codec import score_from_pb, score_getter
-from records.replay import BaseVisitor, replay
-from referee.engine import (
+from tapis_cartes.records.codec import score_from_pb, score_getter
+from tapis_cartes.records.replay import BaseVisitor, replay
+from tapis_cartes.referee.engine import (
     IllegalAction,
     InvalidAction,
     Match,
@@ -19,9 +19,9 @@ from referee.engine import (
     TapisError,
     find_game,
 )
-from referee.engine.options import Option
-from referee.errors import NotReplayable
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.errors import NotReplayable
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
     "NotReplayable",

@@ -24,9 +24,9 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from referee.engine.errors import quoted
-from referee.errors import KeyFileError
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.referee.engine.errors import quoted
+from tapis_cartes.referee.errors import KeyFileError
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
     "KeyFileError",

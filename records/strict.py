@@ -33,8 +33,8 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from records.clocks import check_timing, record_timing
-from records.codec import (
+from tapis_cartes.records.clocks import check_timing, record_timing
+from tapis_cartes.records.codec import (
     MAX_NAME,
     MAX_TEXT,
     SCORE_LIMIT,
@@ -43,8 +43,15 @@ from records.codec import (
     canonical_bytes,
     decode_record,
 )
-from referee.engine import GAMES, InvalidAction, Match, RecordError, RulesError, find_game
-from referee.engine.actions import (
+from tapis_cartes.referee.engine import (
+    GAMES,
+    InvalidAction,
+    Match,
+    RecordError,
+    RulesError,
+    find_game,
+)
+from tapis_cartes.referee.engine.actions import (
     ABANDON,
     ABANDON_WORDS,
     BID,
@@ -61,10 +68,10 @@ from referee.engine.actions import (
     pass_cards,
     pass_choices,
 )
-from referee.engine.cards import card_str, iter_cards
-from referee.engine.errors import quoted
-from referee.engine.options import Option
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.referee.engine.cards import card_str, iter_cards
+from tapis_cartes.referee.engine.errors import quoted
+from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
     "SEED_SIZE",

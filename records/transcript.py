@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from records.codec import (
+from tapis_cartes.records.codec import (
     MAX_NAME,
     MAX_TEXT,
     SCORE_LIMIT,
@@ -29,7 +29,7 @@ from records.codec import (
     build_record,
     canonical_bytes,
 )
-from referee.engine import (
+from tapis_cartes.referee.engine import (
     Deal,
     IllegalAction,
     InvalidAction,
@@ -41,10 +41,10 @@ from referee.engine import (
     make_rules,
     new_match,
 )
-from referee.engine.actions import KIND_NAMES, PASS, action_str, parse_action
-from referee.engine.cards import card_str, mask_of, parse_card
-from referee.engine.errors import QUOTE_LIMIT, quoted
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.referee.engine.actions import KIND_NAMES, PASS, action_str, parse_action
+from tapis_cartes.referee.engine.cards import card_str, mask_of, parse_card
+from tapis_cartes.referee.engine.errors import QUOTE_LIMIT, quoted
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["FORMAT", "MAX_TRANSCRIPT", "import_transcript", "load_transcript"]
 

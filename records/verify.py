@@ -37,23 +37,29 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from records.clocks import AUTOPLAY_RULE, FORFEIT_RULE
-from records.codec import (
+from tapis_cartes.records.clocks import AUTOPLAY_RULE, FORFEIT_RULE
+from tapis_cartes.records.codec import (
     RecordFileError,
     file_chunks,
     iter_frames,
     parse_envelope,
     record_id,
 )
-from records.executors import Executor, SerialExecutor, map_in_order
-from records.replay import BaseVisitor, compare_record, match_for_record, replay, replay_record
-from records.signing import TrustedKey, signature_holds
-from records.strict import check_content, decode_canonical
-from referee.engine import RecordError
-from referee.engine.actions import RESIGN, action_str, encode
-from referee.engine.errors import quoted
-from referee.errors import SignatureError
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.executors import Executor, SerialExecutor, map_in_order
+from tapis_cartes.records.replay import (
+    BaseVisitor,
+    compare_record,
+    match_for_record,
+    replay,
+    replay_record,
+)
+from tapis_cartes.records.signing import TrustedKey, signature_holds
+from tapis_cartes.records.strict import check_content, decode_canonical
+from tapis_cartes.referee.engine import RecordError
+from tapis_cartes.referee.engine.actions import RESIGN, action_str, encode
+from tapis_cartes.referee.engine.errors import quoted
+from tapis_cartes.referee.errors import SignatureError
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
     "SIGNATURE_STATES",

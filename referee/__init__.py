@@ -1,7 +1,5 @@
-"""Tapis referee: the rules engine (`referee.engine`) and the gRPC service."""
+"""Tapis referee: the rules engine (`tapis_cartes.referee.engine`) and the gRPC service."""
+
+from tapis_cartes import __version__
 
 __all__ = ["__version__"]
-
-# The one version of Tapis: the package's (pyproject.toml reads it), `tapis --version`, and
-# what a referee reports (its start-up log line, ListGamesResponse.version).
-__version__ = "0.2.0"

@@ -10,13 +10,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from records.clocks import ACTION_MS, BUDGET_MS, INCREMENT_MS
-from referee import __version__
-from referee.engine import GAMES, find_game, int_range, make_rules
-from referee.engine.options import choices
-from referee.errors import RulesError
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.records.clocks import ACTION_MS, BUDGET_MS, INCREMENT_MS
+from tapis_cartes.referee import __version__
+from tapis_cartes.referee.engine import GAMES, find_game, int_range, make_rules
+from tapis_cartes.referee.engine.options import choices
+from tapis_cartes.referee.errors import RulesError
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
 
 __all__ = ["games_catalog"]
 

@@ -6,7 +6,7 @@ attributes, the gRPC status code the referee answers with when a call ends with 
 status of a `tapis` command it ends (`exit_code`; None when no command ends with it).
 `referee/server/service.py` and the command line read them; `docs/errors.md` is the table.
 
-The rules (`referee.engine` re-exports these, with no I/O and no protobuf):
+The rules (`tapis_cartes.referee.engine` re-exports these, with no I/O and no protobuf):
 - `InvalidAction`: the action cannot be parsed or does not exist in this game.
 - `IllegalAction`: the action exists but breaks a rule; carries a stable code, the rule id of
   `RULES.md` and the legal set. `NotYourTurn` (a seat acted out of turn) and `DealError` (a
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:  # the SDK's errors name gRPC and protobuf types; the engine imports neither
     import grpc
 
-    from tapis.v1 import referee_pb2
+    from tapis_cartes.v1 import referee_pb2
 
 __all__ = [
     "QUOTE_LIMIT",

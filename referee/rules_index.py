@@ -248,7 +248,7 @@ def closest_ids(rule_id: str, n: int = 3) -> list[str]:
 class Site:
     """An engine function: its module, its qualified name and the line of its `def`."""
 
-    module: str  # referee.engine.imperiale
+    module: str  # tapis_cartes.referee.engine.imperiale
     qualname: str  # ImperialeHand._announce
     line: int
 
@@ -414,11 +414,12 @@ def _scan_tree(
 
 
 def _engine_modules() -> Iterator[tuple[Path, str]]:
+    package = __name__.rpartition(".")[0] + ".engine"  # tapis_cartes.referee.engine
     for path in sorted(ENGINE_DIR.rglob("*.py")):
-        parts = path.relative_to(ENGINE_DIR.parent.parent).with_suffix("").parts
+        parts = path.relative_to(ENGINE_DIR).with_suffix("").parts
         if parts[-1] == "__init__":
             parts = parts[:-1]
-        yield path, ".".join(parts)
+        yield path, ".".join((package, *parts))
 
 
 @cache

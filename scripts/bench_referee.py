@@ -74,10 +74,10 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from referee.engine import COMPILED as ENGINE_COMPILED
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
-from tapis.v1 import referee_pb2_grpc as rpc
+from tapis_cartes.referee.engine import COMPILED as ENGINE_COMPILED
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
+from tapis_cartes.v1 import referee_pb2_grpc as rpc
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).resolve()
@@ -166,7 +166,7 @@ def referee_cmd(tmp: Path, port: int, max_tables: int, profile: Path | None) -> 
              "--max-tables-per-client", str(max_tables)]  # fmt: skip
     if profile is not None:
         return [sys.executable, str(SCRIPT), CPROFILE_FLAG, str(profile), *serve]
-    return [sys.executable, "-m", "clients.cli", *serve]
+    return [sys.executable, "-m", "tapis_cartes.clients.cli", *serve]
 
 
 async def wait_serving(child: Child, target: str) -> None:
@@ -236,7 +236,7 @@ async def _echo_server(port: int) -> None:
 
 def _cprofile_server(out: str, argv: list[str]) -> int:
     """`tapis serve` under cProfile (its event-loop thread); stats written on SIGTERM."""
-    from clients.cli import main as cli_main
+    from tapis_cartes.clients.cli import main as cli_main
 
     profiler = cProfile.Profile()
     try:

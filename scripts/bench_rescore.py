@@ -60,13 +60,13 @@ def run(
 def tapis(
     *args: str | Path, label: str, status: int = 0
 ) -> tuple[float, subprocess.CompletedProcess[str]]:
-    return run("-m", "clients.cli", *args, label=label, status=status)
+    return run("-m", "tapis_cartes.clients.cli", *args, label=label, status=status)
 
 
 def bad_files(records: Path, workdir: Path) -> tuple[Path, Path, int]:
     """A file of 50 tampered records (a score line changed) and 50 good ones already added;
     a copy of that file cut short, and how many whole records the copy keeps."""
-    from records.codec import (
+    from tapis_cartes.records.codec import (
         RecordFileError,
         canonical_bytes,
         decode_record,
@@ -74,7 +74,7 @@ def bad_files(records: Path, workdir: Path) -> tuple[Path, Path, int]:
         iter_frames,
         write_envelopes,
     )
-    from tapis.v1 import record_pb2 as pb
+    from tapis_cartes.v1 import record_pb2 as pb
 
     first = [
         pb.RecordEnvelope.FromString(f)

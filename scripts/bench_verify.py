@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from records.codec import (
+from tapis_cartes.records.codec import (
     Provenance,
     build_record,
     canonical_bytes,
@@ -49,11 +49,11 @@ from records.codec import (
     read_envelopes,
     write_envelopes,
 )
-from records.verify import verify_envelope
-from referee.engine import COMPILED as ENGINE_COMPILED
-from referee.engine import Match, Rules, make_rules, new_match
-from referee.engine.actions import PASS, PLAY, pass_cards
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.engine import COMPILED as ENGINE_COMPILED
+from tapis_cartes.referee.engine import Match, Rules, make_rules, new_match
+from tapis_cartes.referee.engine.actions import PASS, PLAY, pass_cards
+from tapis_cartes.v1 import record_pb2 as pb
 from tests.engine import openspiel_hearts as osh
 
 NAMES = ("Nord", "Est", "Sud", "Ouest")

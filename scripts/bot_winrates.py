@@ -17,9 +17,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-from clients.arena import play_local
-from clients.bots import Bot, HeuristicBot, RandomBot
-from referee.engine import GAMES, make_rules, new_match
+from tapis_cartes.clients.arena import play_local
+from tapis_cartes.clients.bots import Bot, HeuristicBot, RandomBot
+from tapis_cartes.referee.engine import GAMES, make_rules, new_match
 
 
 @dataclass(frozen=True)

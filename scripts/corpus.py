@@ -18,10 +18,10 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from clients.corpus import CHUNK, corpus_chunks, make_corpus, play_record
-from records.codec import write_frames
-from referee.engine.options import parse_option
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.clients.corpus import CHUNK, corpus_chunks, make_corpus, play_record
+from tapis_cartes.records.codec import write_frames
+from tapis_cartes.referee.engine.options import parse_option
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["CHUNK", "main", "make_corpus", "play_record"]  # the library: clients/corpus.py
 
@@ -65,8 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.output:
         print(f"wrote {args.output}", file=sys.stderr)
     if args.archive:
-        from records.archive import add_files, open_archive
-        from records.executors import make_executor
+        from tapis_cartes.records.archive import add_files, open_archive
+        from tapis_cartes.records.executors import make_executor
 
         db = open_archive(args.archive)
         try:

@@ -18,10 +18,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
-from referee.engine import GAMES, make_rules, new_match
-from referee.engine.cards import iter_cards
-from referee.engine.errors import RulesError
+from tapis_cartes.records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
+from tapis_cartes.referee.engine import GAMES, make_rules, new_match
+from tapis_cartes.referee.engine.cards import iter_cards
+from tapis_cartes.referee.engine.errors import RulesError
 
 ROOT = Path(__file__).resolve().parents[1]
 HANDS = (1, 2, 3, 1000)  # hand numbers of each vector (1000: a label of four digits)

@@ -1,4 +1,6 @@
-# Sourced by scripts/run and scripts/test: make ./.venv with everything the project needs.
+# Sourced by scripts/run and scripts/test: make ./.venv with what the project needs.
+# TAPIS_EXTRAS names the extras to install: scripts/run installs none (what serving needs),
+# scripts/test "dev" (the default: the tests, OpenSpiel, Dask, the linters ...).
 # (Re)installs when pyproject.toml, setup.py or a compiled engine module changed since the
 # last install; the install compiles the engine with mypyc when it can (setup.py).
 set -euo pipefail
@@ -9,17 +11,22 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 STAMP="$VENV/.tapis-installed"
+EXTRAS="${TAPIS_EXTRAS-dev}"
 WANT="$(cd "$ROOT" && cat pyproject.toml setup.py referee/engine/{cards,shuffle,actions,tricks,base,dame_de_pique,napoleon,triomphe,imperiale}.py | sha256sum | cut -d' ' -f1)${TAPIS_PURE_PYTHON:-}"
-if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
+# An install with the dev extras also serves; one without them does not run the tests.
+HAVE="$(cat "$STAMP" 2>/dev/null || true)"
+if [ "$HAVE" != "$WANT:$EXTRAS" ] && [ "$HAVE" != "$WANT:dev" ]; then
   echo "installing Tapis and its dependencies into $VENV (a few minutes the first time) ..." >&2
   LOG="$VENV/install.log"
+  # Tapis was once installed as the distribution "tapis" (top-level packages of other names).
   if ! { "$VENV/bin/python" -m pip install --upgrade pip && \
-         "$VENV/bin/python" -m pip install -e "$ROOT[dev]"; } > "$LOG" 2>&1; then
+         "$VENV/bin/python" -m pip uninstall -y -q tapis && \
+         "$VENV/bin/python" -m pip install -e "$ROOT${EXTRAS:+[$EXTRAS]}"; } > "$LOG" 2>&1; then
     tail -n 40 "$LOG" >&2
     echo "install failed; the whole log is $LOG" >&2
     exit 1
   fi
-  echo "$WANT" > "$STAMP"
+  echo "$WANT:$EXTRAS" > "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"
 cd "$ROOT"

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from records.codec import write_frames
-from records.signing import public_pem, sign
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.codec import write_frames
+from tapis_cartes.records.signing import public_pem, sign
+from tapis_cartes.v1 import record_pb2 as pb
 from tests.records.mutants import MEMORY_LIMIT, corpus, mutants, oracle, verify_in_subprocess
 
 

@@ -47,10 +47,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from clients.sdk import option_messages  # noqa: E402
-from tapis.v1 import record_pb2 as rpb  # noqa: E402
-from tapis.v1 import referee_pb2 as pb  # noqa: E402
-from tapis.v1 import referee_pb2_grpc as rpc  # noqa: E402
+from tapis_cartes.clients.sdk import option_messages  # noqa: E402
+from tapis_cartes.v1 import record_pb2 as rpb  # noqa: E402
+from tapis_cartes.v1 import referee_pb2 as pb  # noqa: E402
+from tapis_cartes.v1 import referee_pb2_grpc as rpc  # noqa: E402
 
 SERVICE = pb.DESCRIPTOR.services_by_name["RefereeService"]
 BAD = ("UNKNOWN", "INTERNAL")
@@ -115,7 +115,7 @@ class Referee:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        cmd = [sys.executable, "-m", "clients.cli", "serve", "--listen", self.address,
+        cmd = [sys.executable, "-m", "tapis_cartes.clients.cli", "serve", "--listen", self.address,
                "--db", str(self.work / "t.db"), "--key", str(self.work / "k.key"),
                "--open-seat-ttl", "3", "--max-tables-per-client", "200"]  # fmt: skip
         with (self.work / f"referee-{self.starts}.log").open("wb") as log:

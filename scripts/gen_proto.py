@@ -3,7 +3,7 @@
     python scripts/gen_proto.py            # regenerate in place
     python scripts/gen_proto.py --out DIR  # generate elsewhere (the staleness test uses it)
 
-protoc's generated imports are absolute (`from tapis.v1 import ...`), so the output lives in
+protoc's generated imports are absolute (`from tapis_cartes.v1 import ...`), so the output lives in
 the importable package `tapis/v1/`, which holds nothing hand-written. Type stubs (`.pyi`)
 come from mypy-protobuf; gRPC stubs from grpcio-tools.
 """
@@ -11,6 +11,7 @@ come from mypy-protobuf; gRPC stubs from grpcio-tools.
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -18,6 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROTO = ROOT / "proto"
 GENERATED = "Generated from proto/ by scripts/gen_proto.py: do not edit."
+# A module path in the generated code (protoc imports tapis.v1 and names its modules after it),
+# never a proto name (`.tapis.v1.Rules`, `tapis/v1/record.proto`, `/tapis.v1.Referee/`).
+_MODULE = re.compile(r"(?<![\w./-])tapis\.v1(?=\s+import\b|\.\w+_pb2\b)")
+NAMESPACE = "tapis_cartes.v1"
 
 
 def generate(out: Path) -> list[Path]:
@@ -44,12 +49,11 @@ def generate(out: Path) -> list[Path]:
         raise SystemExit("protoc failed")
     written = []
     for pkg in {Path(p).parent for p in protos}:
-        for part in [pkg, *pkg.parents]:
-            if str(part) != ".":
-                init = out / part / "__init__.py"
-                init.write_text(f'"""{GENERATED}"""\n')
+        (out / pkg / "__init__.py").write_text(f'"""{GENERATED}"""\n')
     for path in sorted(out.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
+        if path.is_file() and "__pycache__" not in path.parts and path.parent != out / "tapis":
+            if path.suffix in {".py", ".pyi"}:
+                path.write_text(_MODULE.sub(NAMESPACE, path.read_text()))
             written.append(path)
     return written
 
@@ -59,7 +63,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT)
     args = parser.parse_args()
     if args.out == ROOT:
-        shutil.rmtree(ROOT / "tapis", ignore_errors=True)
+        shutil.rmtree(ROOT / "tapis" / "v1", ignore_errors=True)
     for path in generate(args.out):
         if path.suffix in {".py", ".pyi"} and "tapis" in path.parts:
             print(path.relative_to(args.out))

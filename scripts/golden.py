@@ -27,14 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from records.codec import Provenance, canonical_bytes, envelope, write_envelopes
-from records.score import score_json
-from records.transcript import import_transcript, load_transcript
-from referee.engine import make_rules, new_match
-from referee.engine.actions import RESIGN, encode
-from referee.server.limits import Limits
-from referee.server.tables import Seat, Table, token_hash
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.codec import Provenance, canonical_bytes, envelope, write_envelopes
+from tapis_cartes.records.score import score_json
+from tapis_cartes.records.transcript import import_transcript, load_transcript
+from tapis_cartes.referee.engine import make_rules, new_match
+from tapis_cartes.referee.engine.actions import RESIGN, encode
+from tapis_cartes.referee.server.limits import Limits
+from tapis_cartes.referee.server.tables import Seat, Table, token_hash
+from tapis_cartes.v1 import record_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "data" / "golden"

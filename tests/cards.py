@@ -3,9 +3,9 @@ the helpers each game's tests once wrote again."""
 
 from __future__ import annotations
 
-from referee.engine.actions import PLAY, encode
-from referee.engine.base import Deal
-from referee.engine.cards import mask_of, parse_card
+from tapis_cartes.referee.engine.actions import PLAY, encode
+from tapis_cartes.referee.engine.base import Deal
+from tapis_cartes.referee.engine.cards import mask_of, parse_card
 
 __all__ = ["deal_of", "mask", "play"]
 

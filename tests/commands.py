@@ -42,6 +42,6 @@ def tapis(
 def cli_command(setup: str, *args: str | Path) -> list[str]:
     """The child's command: `tapis ARGS...`, after `setup` if any."""
     if not setup:
-        return [sys.executable, "-m", "clients.cli", *map(str, args)]
-    main = "import sys\nfrom clients.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+        return [sys.executable, "-m", "tapis_cartes.clients.cli", *map(str, args)]
+    main = "import sys\nfrom tapis_cartes.clients.cli import main\nsys.exit(main(sys.argv[1:]))\n"
     return [sys.executable, "-c", setup + "\n" + main, *map(str, args)]

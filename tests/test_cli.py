@@ -7,8 +7,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from records.codec import decode_record, envelope, read_envelopes, record_id, write_envelopes
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.records.codec import (
+    decode_record,
+    envelope,
+    read_envelopes,
+    record_id,
+    write_envelopes,
+)
+from tapis_cartes.v1 import referee_pb2 as pb
 from tests.commands import DATA, tapis
 from tests.server.util import run
 
@@ -105,7 +111,7 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 
 def _signed_file(tmp_path: Path) -> tuple[Path, Path]:
     """A key file made by `tapis key new` and a file of two records signed with it."""
-    from records.signing import load_private_key, sign
+    from tapis_cartes.records.signing import load_private_key, sign
 
     key_path = tmp_path / "referee.key"
     assert tapis("key", "new", key_path).returncode == 0
@@ -191,14 +197,14 @@ def test_verify_truncated_file_reports_the_records_before(tmp_path: Path) -> Non
 
 def test_one_version_everywhere(tmp_path: Path) -> None:
     """`tapis --version`, the installed package's metadata and what a referee reports
-    (ListGamesResponse.version) are the one version, referee.__version__."""
+    (ListGamesResponse.version) are the one version, tapis_cartes.__version__."""
     import importlib.metadata
 
-    from referee import __version__
+    from tapis_cartes import __version__
 
     done = tapis("--version")
     assert done.returncode == 0 and done.stdout.strip() == f"tapis {__version__}"
-    assert importlib.metadata.version("tapis") == __version__
+    assert importlib.metadata.version("tapis-cartes") == __version__
 
     async def body(server: Any, stub: Any, _: Any) -> None:
         reply = await stub.ListGames(pb.ListGamesRequest())
@@ -228,7 +234,7 @@ def test_rescore_and_runs_name_the_seats_and_print_no_python_values(tmp_path: Pa
 def test_tapis_games_lists_the_catalogue_a_referee_answers_with() -> None:
     from google.protobuf import json_format
 
-    from referee.catalog import games_catalog
+    from tapis_cartes.referee.catalog import games_catalog
 
     done = tapis("games", "--json")
     assert done.returncode == 0, done.stderr
@@ -246,7 +252,7 @@ def test_archive_export_plays_and_results_as_csv_and_parquet(tmp_path: Path) -> 
 
     import pyarrow.parquet as pq
 
-    from records.replay import replay_record
+    from tapis_cartes.records.replay import replay_record
 
     archive = tmp_path / "a.db"
     files = sorted((DATA / "golden").glob("*.tapis"))

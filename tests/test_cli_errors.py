@@ -172,9 +172,9 @@ def test_serve_on_an_address_that_is_no_address(tmp_path: Path) -> None:
 # interrupt it there.
 STALL = """
 import sys, time
-import clients.cli
-import records.codec
-decode = records.codec.decode_record
+import tapis_cartes.clients.cli
+import tapis_cartes.records.codec
+decode = tapis_cartes.records.codec.decode_record
 def stalled(*args, **kwargs):
     print("working", flush=True)
     time.sleep(60)

@@ -15,11 +15,9 @@ import grpc
 import pytest
 from google.rpc import code_pb2
 
-import clients
-import records
-import referee
-from referee import errors
-from referee.errors import TapisError
+from tapis_cartes import clients, records, referee
+from tapis_cartes.referee import errors
+from tapis_cartes.referee.errors import TapisError
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "docs" / "errors.md"
@@ -61,7 +59,7 @@ def test_every_error_is_a_tapis_error_of_the_one_module() -> None:
     classes = list(_tree())
     assert len(classes) == len(set(classes))
     for cls in classes:
-        assert cls.__module__ == "referee.errors", cls
+        assert cls.__module__ == "tapis_cartes.referee.errors", cls
         assert cls.__name__ in errors.__all__, cls
         assert cls.__doc__ and cls.__doc__.strip().splitlines()[0].strip(), cls
     names = [cls.__name__ for cls in classes]
@@ -132,7 +130,7 @@ def _sample(cls: type[TapisError]) -> TapisError:
 
 @pytest.mark.parametrize("cls", list(_tree()), ids=lambda c: c.__name__)
 def test_the_service_answers_with_the_status_a_class_carries(cls: type[TapisError]) -> None:
-    from referee.server.service import _status_of
+    from tapis_cartes.referee.server.service import _status_of
 
     status = _status_of(_sample(cls))
     if cls.grpc_status is None:  # never returned by the referee: a bug if it were

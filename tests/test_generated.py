@@ -1,4 +1,4 @@
-"""The generated protobuf code in tapis/ is exactly what scripts/gen_proto.py makes from
+"""The generated protobuf code in tapis/v1/ is exactly what scripts/gen_proto.py makes from
 proto/ today: a stale file fails here."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
     made = {p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()}
     have = {
         p.relative_to(ROOT)
-        for p in (ROOT / "tapis").rglob("*")
+        for p in (ROOT / "tapis" / "v1").rglob("*")
         if p.is_file() and "__pycache__" not in p.parts
     }
     assert made == have

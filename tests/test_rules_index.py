@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from referee.engine import GAMES, Match, make_rules, new_match
-from referee.engine.actions import ABANDON, BID, PILLE, PILLE_STOP, PLAY, VOLE, encode
-from referee.engine.cards import iter_cards
-from referee.engine.errors import IllegalAction, RulesError
-from referee.rules_index import (
+from tapis_cartes.referee.engine import GAMES, Match, make_rules, new_match
+from tapis_cartes.referee.engine.actions import ABANDON, BID, PILLE, PILLE_STOP, PLAY, VOLE, encode
+from tapis_cartes.referee.engine.cards import iter_cards
+from tapis_cartes.referee.engine.errors import IllegalAction, RulesError
+from tapis_cartes.referee.rules_index import (
     PAGES,
     RULES,
     Rule,
@@ -57,8 +57,8 @@ def test_every_registered_id_is_applied_by_an_engine_function() -> None:
     assert missing == []
     for rule in RULES:
         for site in engine_sites(rule.id):
-            assert site.module.startswith("referee.engine."), site
-            path = ROOT / (site.module.replace(".", "/") + ".py")
+            assert site.module.startswith("tapis_cartes.referee.engine."), site
+            path = ROOT / (site.module.removeprefix("tapis_cartes.").replace(".", "/") + ".py")
             line = path.read_text(encoding="utf-8").splitlines()[site.line - 1]
             name = site.qualname.rsplit(".", 1)[-1]
             assert re.match(rf"\s*(async\s+)?def {re.escape(name)}\b", line), (site, line)
@@ -90,10 +90,10 @@ class Hand:
     path = tmp_path / "game.py"
     path.write_text(source, encoding="utf-8")
     found: dict[str, set[str]] = {}
-    for rule_id, site in scan_module(path, "referee.engine.game"):
+    for rule_id, site in scan_module(path, "tapis_cartes.referee.engine.game"):
         found.setdefault(rule_id, set())
         if site is not None:
-            assert isinstance(site, Site) and site.module == "referee.engine.game"
+            assert isinstance(site, Site) and site.module == "tapis_cartes.referee.engine.game"
             found[rule_id].add(site.qualname)
     assert found == {
         "ZZ.TEXT": set(),
@@ -111,19 +111,23 @@ def test_an_id_a_game_sets_on_an_attribute_leads_to_the_base_that_applies_it() -
     # Dame de Pique sets `play_rule = "DP.FOLLOW"`; the base's card play refuses with it. The
     # other games' readers of their own `play_rule` are not credited with it.
     sites = {f"{s.module}:{s.qualname}" for s in engine_sites("DP.FOLLOW")}
-    assert "referee.engine.base:Hand._play_refusal" in sites
-    assert "referee.engine.dame_de_pique:DamePiqueHand.__init__" in sites
-    others = ("referee.engine.imperiale", "referee.engine.triomphe", "referee.engine.napoleon")
+    assert "tapis_cartes.referee.engine.base:Hand._play_refusal" in sites
+    assert "tapis_cartes.referee.engine.dame_de_pique:DamePiqueHand.__init__" in sites
+    others = (
+        "tapis_cartes.referee.engine.imperiale",
+        "tapis_cartes.referee.engine.triomphe",
+        "tapis_cartes.referee.engine.napoleon",
+    )
     assert not {s for s in sites if s.startswith(others)}
     napoleon = {f"{s.module}:{s.qualname}" for s in engine_sites("NAP.FOLLOW")}
-    assert "referee.engine.base:Hand._play_refusal" in napoleon
-    assert not {s for s in napoleon if s.startswith("referee.engine.dame_de_pique")}
+    assert "tapis_cartes.referee.engine.base:Hand._play_refusal" in napoleon
+    assert not {s for s in napoleon if s.startswith("tapis_cartes.referee.engine.dame_de_pique")}
 
 
 def test_a_range_of_events_names_each_event(tmp_path: Path) -> None:
     path = tmp_path / "options.py"
     path.write_text('HELP = "scored first (RULES.md IMP-A.E2-E5)"\n', encoding="utf-8")
-    named = {rule_id for rule_id, _ in scan_module(path, "referee.engine.options")}
+    named = {rule_id for rule_id, _ in scan_module(path, "tapis_cartes.referee.engine.options")}
     assert named == {"IMP-A.E2", "IMP-A.E3", "IMP-A.E4", "IMP-A.E5"}
 
 
@@ -275,7 +279,7 @@ def test_lookup() -> None:
 
 def tapis(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "clients.cli", *args],
+        [sys.executable, "-m", "tapis_cartes.clients.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -290,7 +294,7 @@ def test_tapis_rules_explains_an_id(tmp_path: Path) -> None:
     rule = find_rule("IMP-A.E3")
     assert rule is not None
     assert f"IMP-A.E3: {rule.statement}" in r.stdout
-    assert "referee.engine.imperiale:" in r.stdout
+    assert "tapis_cartes.referee.engine.imperiale:" in r.stdout
     for site in engine_sites("IMP-A.E3"):
         assert str(site) in r.stdout
     assert "page: docs/rules/imperiale.md#imp-a-e3" in r.stdout

@@ -11,12 +11,19 @@ One module per concern, their public names importable from here:
 - `summary`: the counts of a run, `list_runs`, `run_results`.
 """
 
-from records.archive.add import ADD_CHUNK, AddReport, AddTask, add_envelopes, add_files, check_task
-from records.archive.query import Selection, find_record, iter_envelopes, query_records
-from records.archive.rescoring import Shard, check_changes, rescore, run_shard
-from records.archive.schema import ArchiveError, open_archive
-from records.archive.summary import list_runs, run_results
-from records.rescore import RescoreSummary, rescore_record
+from tapis_cartes.records.archive.add import (
+    ADD_CHUNK,
+    AddReport,
+    AddTask,
+    add_envelopes,
+    add_files,
+    check_task,
+)
+from tapis_cartes.records.archive.query import Selection, find_record, iter_envelopes, query_records
+from tapis_cartes.records.archive.rescoring import Shard, check_changes, rescore, run_shard
+from tapis_cartes.records.archive.schema import ArchiveError, open_archive
+from tapis_cartes.records.archive.summary import list_runs, run_results
+from tapis_cartes.records.rescore import RescoreSummary, rescore_record
 
 __all__ = [
     "ADD_CHUNK",

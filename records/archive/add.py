@@ -1,7 +1,7 @@
 """Adding record files to the archive.
 
 `add_files(db, paths, keys=...)`: every record of some record files, each verified first
-(`records.verify.verify_frame`); a bad one is reported (file, index, error) and kept out, the
+(`verify_frame`, records/verify.py); a bad one is reported (file, index, error) and kept out, the
 rest goes in, deduplicated by record id. With keys, only records signed by one of them go
 in; the others are counted apart (`untrusted`). Whatever is wrong with one record (even a
 failure of the verifier itself), it is reported and the others still go in. The records are
@@ -21,12 +21,12 @@ from typing import Any
 
 import sqlite_utils
 
-from records.archive.schema import now, to_json
-from records.codec import RecordFileError, decode_record, file_chunks, options_from_pb
-from records.executors import Executor, SerialExecutor, map_in_order
-from records.rescore import record_scores
-from records.signing import TrustedKey
-from records.verify import (
+from tapis_cartes.records.archive.schema import now, to_json
+from tapis_cartes.records.codec import RecordFileError, decode_record, file_chunks, options_from_pb
+from tapis_cartes.records.executors import Executor, SerialExecutor, map_in_order
+from tapis_cartes.records.rescore import record_scores
+from tapis_cartes.records.signing import TrustedKey
+from tapis_cartes.records.verify import (
     Keys,
     VerifyResult,
     internal_error,
@@ -34,7 +34,7 @@ from records.verify import (
     verify_envelope,
     verify_frame,
 )
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
     "ADD_CHUNK",

@@ -12,11 +12,11 @@ from typing import Any
 
 import sqlite_utils
 
-from records.archive.add import SUMMARY_COLUMNS
-from records.archive.schema import ArchiveError
-from referee.engine import RulesError, find_game
-from referee.engine.errors import quoted
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.archive.add import SUMMARY_COLUMNS
+from tapis_cartes.records.archive.schema import ArchiveError
+from tapis_cartes.referee.engine import RulesError, find_game
+from tapis_cartes.referee.engine.errors import quoted
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["Selection", "find_record", "iter_envelopes", "query_records", "where_sql"]
 

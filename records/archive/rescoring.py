@@ -17,15 +17,15 @@ from typing import Any
 
 import sqlite_utils
 
-from records.archive.query import where_sql
-from records.archive.schema import ArchiveError, now, open_archive, to_json
-from records.archive.summary import summarize
-from records.codec import decode_record
-from records.executors import Executor, make_executor
-from records.rescore import Rescored, RescoreSummary, rescore_record
-from referee.engine import RulesError, find_game, make_rules
-from referee.engine.options import Option
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.archive.query import where_sql
+from tapis_cartes.records.archive.schema import ArchiveError, now, open_archive, to_json
+from tapis_cartes.records.archive.summary import summarize
+from tapis_cartes.records.codec import decode_record
+from tapis_cartes.records.executors import Executor, make_executor
+from tapis_cartes.records.rescore import Rescored, RescoreSummary, rescore_record
+from tapis_cartes.referee.engine import RulesError, find_game, make_rules
+from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["Shard", "check_changes", "rescore", "run_shard", "store_shard"]
 

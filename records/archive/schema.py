@@ -20,7 +20,7 @@ from typing import Any
 
 import sqlite_utils
 
-from referee.errors import ArchiveError
+from tapis_cartes.referee.errors import ArchiveError
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlite_utils
 
-from records.archive.schema import ArchiveError, now
+from tapis_cartes.records.archive.schema import ArchiveError, now
 
 __all__ = ["list_runs", "run_results", "summarize"]
 

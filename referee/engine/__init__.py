@@ -6,11 +6,21 @@ The public facade: build `Rules` with `make_rules` (the range of an int option:
 refused, changing nothing), `apply`/`step` and `view`.
 """
 
-from referee.engine._native import COMPILED  # first: picks compiled or pure modules
-from referee.engine.actions import action_str, action_to_json, parse_action
-from referee.engine.base import Deal, Event, Hand, Match, Rules, ScoreLine, Start, TrickWon, View
-from referee.engine.cards import card_str, mask_str, parse_card
-from referee.engine.errors import (
+from tapis_cartes.referee.engine._native import COMPILED  # first: picks compiled or pure modules
+from tapis_cartes.referee.engine.actions import action_str, action_to_json, parse_action
+from tapis_cartes.referee.engine.base import (
+    Deal,
+    Event,
+    Hand,
+    Match,
+    Rules,
+    ScoreLine,
+    Start,
+    TrickWon,
+    View,
+)
+from tapis_cartes.referee.engine.cards import card_str, mask_str, parse_card
+from tapis_cartes.referee.engine.errors import (
     DealError,
     IllegalAction,
     InvalidAction,
@@ -20,8 +30,8 @@ from referee.engine.errors import (
     TapisError,
     TranscriptError,
 )
-from referee.engine.options import int_range
-from referee.engine.registry import GAMES, find_game, make_rules, new_match
+from tapis_cartes.referee.engine.options import int_range
+from tapis_cartes.referee.engine.registry import GAMES, find_game, make_rules, new_match
 
 __all__ = [
     "COMPILED",

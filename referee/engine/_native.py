@@ -58,7 +58,7 @@ def _stamp_matches() -> bool:
 def _load_sources() -> None:
     """Load every compiled module from its .py source instead of its extension."""
     for name in _MODULES:
-        full = f"referee.engine.{name}"
+        full = f"tapis_cartes.referee.engine.{name}"
         if full in sys.modules:
             continue
         loader = importlib.machinery.SourceFileLoader(full, str(_HERE / f"{name}.py"))

@@ -20,8 +20,8 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
-from referee.engine.cards import card_str, iter_cards, mask_of, parse_card
-from referee.engine.errors import InvalidAction, quoted
+from tapis_cartes.referee.engine.cards import card_str, iter_cards, mask_of, parse_card
+from tapis_cartes.referee.engine.errors import InvalidAction, quoted
 
 __all__ = [
     "ABANDON",

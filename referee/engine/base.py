@@ -35,9 +35,9 @@ from typing import Any, ClassVar, NamedTuple, NoReturn
 
 from mypy_extensions import mypyc_attr
 
-from referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_error, action_str
-from referee.engine.cards import R3, RankOrder, card_str, iter_cards, mask_str
-from referee.engine.errors import (
+from tapis_cartes.referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_error, action_str
+from tapis_cartes.referee.engine.cards import R3, RankOrder, card_str, iter_cards, mask_str
+from tapis_cartes.referee.engine.errors import (
     DealError,
     IllegalAction,
     InvalidAction,
@@ -46,13 +46,13 @@ from referee.engine.errors import (
     TapisError,
     quoted,
 )
-from referee.engine.options import (
+from tapis_cartes.referee.engine.options import (
     HAND_NUMBER_MAX,
     START_HAND_MAX,
     START_SCORE_MAX,
     GameOptions,
 )
-from referee.engine.tricks import PlayedTrick, winning_card
+from tapis_cartes.referee.engine.tricks import PlayedTrick, winning_card
 
 __all__ = [
     "CardFact",
@@ -97,7 +97,9 @@ class Rules:
         """These rules with some options changed (`changes`, then `more`): new rules, validated
         as `make_rules` validates (`RulesError` naming the key). The number of players stays:
         a `players` change must agree with it."""
-        from referee.engine.registry import make_rules  # the registry imports this module
+        from tapis_cartes.referee.engine.registry import (
+            make_rules,
+        )  # the registry imports this module
 
         values = dict(self.options)
         values.pop("players", None)

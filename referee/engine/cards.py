@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from referee.engine.errors import InvalidAction, quoted
+from tapis_cartes.referee.engine.errors import InvalidAction, quoted
 
 __all__ = [
     "ACE",

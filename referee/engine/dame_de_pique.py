@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
-from referee.engine.actions import PASS, PLAY, encode, pass_cards, pass_choices
-from referee.engine.base import (
+from tapis_cartes.referee.engine.actions import PASS, PLAY, encode, pass_cards, pass_choices
+from tapis_cartes.referee.engine.base import (
     CardFact,
     CardsPassed,
     Deal,
@@ -36,7 +36,7 @@ from referee.engine.base import (
     check_cards,
     check_deck,
 )
-from referee.engine.cards import (
+from tapis_cartes.referee.engine.cards import (
     CLUBS,
     FULL_DECK,
     HEARTS,
@@ -49,9 +49,14 @@ from referee.engine.cards import (
     iter_cards,
     mask_str,
 )
-from referee.engine.errors import DealError, IllegalAction
-from referee.engine.options import DamePiqueOptions, DealerRotation, HeartsBrokenBy, MoonMode
-from referee.engine.tricks import Regime, TrickRules, explain, follow
+from tapis_cartes.referee.engine.errors import DealError, IllegalAction
+from tapis_cartes.referee.engine.options import (
+    DamePiqueOptions,
+    DealerRotation,
+    HeartsBrokenBy,
+    MoonMode,
+)
+from tapis_cartes.referee.engine.tricks import Regime, TrickRules, explain, follow
 
 __all__ = ["DamePiqueMatch", "DamePiqueOptions"]
 

@@ -15,7 +15,7 @@ gRPC status and exit code (`docs/errors.md`).
 
 from __future__ import annotations
 
-from referee.errors import (
+from tapis_cartes.referee.errors import (
     QUOTE_LIMIT,
     DealError,
     IllegalAction,

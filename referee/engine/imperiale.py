@@ -73,7 +73,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, NamedTuple
 
-from referee.engine.base import (
+from tapis_cartes.referee.engine.base import (
     CardFact,
     Deal,
     Hand,
@@ -85,7 +85,7 @@ from referee.engine.base import (
     check_cards,
     check_deck,
 )
-from referee.engine.cards import (
+from tapis_cartes.referee.engine.cards import (
     ACE,
     JACK,
     KING,
@@ -102,8 +102,8 @@ from referee.engine.cards import (
     mask_str,
     rank_of,
 )
-from referee.engine.errors import DealError, IllegalAction, RulesError
-from referee.engine.options import (
+from tapis_cartes.referee.engine.errors import DealError, IllegalAction, RulesError
+from tapis_cartes.referee.engine.options import (
     CardsScoring,
     GameOptions,
     HonourTiming,
@@ -113,7 +113,7 @@ from referee.engine.options import (
     TombeeMode,
     TourneeHolder,
 )
-from referee.engine.tricks import Regime, TrickRules, explain, legal_cards
+from tapis_cartes.referee.engine.tricks import Regime, TrickRules, explain, legal_cards
 
 __all__ = [
     "ALIASES",

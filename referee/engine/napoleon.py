@@ -40,8 +40,8 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
-from referee.engine.actions import BID, BID_WORDS, PLAY, encode
-from referee.engine.base import (
+from tapis_cartes.referee.engine.actions import BID, BID_WORDS, PLAY, encode
+from tapis_cartes.referee.engine.base import (
     Deal,
     Hand,
     HandResult,
@@ -52,16 +52,21 @@ from referee.engine.base import (
     check_cards,
     check_deck,
 )
-from referee.engine.cards import (
+from tapis_cartes.referee.engine.cards import (
     FULL_DECK,
     R3,
     RANK_NAMES,
     SUIT_WORDS,
     deck_of_ranks,
 )
-from referee.engine.errors import DealError, IllegalAction, RulesError
-from referee.engine.options import GameOptions, MisereTrump, NapoleonOptions, NapoleonScoring
-from referee.engine.tricks import Regime, TrickRules, explain, legal_cards
+from tapis_cartes.referee.engine.errors import DealError, IllegalAction, RulesError
+from tapis_cartes.referee.engine.options import (
+    GameOptions,
+    MisereTrump,
+    NapoleonOptions,
+    NapoleonScoring,
+)
+from tapis_cartes.referee.engine.tricks import Regime, TrickRules, explain, legal_cards
 
 __all__ = [
     "ALIASES",

@@ -44,8 +44,8 @@ from annotated_types import Ge, Le
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import core_schema
 
-from referee.engine.errors import QUOTE_LIMIT, RulesError, quoted
-from referee.engine.tricks import Regime
+from tapis_cartes.referee.engine.errors import QUOTE_LIMIT, RulesError, quoted
+from tapis_cartes.referee.engine.tricks import Regime
 
 __all__ = [
     "HAND_DELTA_MAX",

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from referee.engine import imperiale, napoleon, triomphe
-from referee.engine.base import Match, Rules, Start
-from referee.engine.dame_de_pique import DamePiqueMatch
-from referee.engine.errors import RulesError, quoted
-from referee.engine.options import DamePiqueOptions, GameOptions, validate_options
+from tapis_cartes.referee.engine import imperiale, napoleon, triomphe
+from tapis_cartes.referee.engine.base import Match, Rules, Start
+from tapis_cartes.referee.engine.dame_de_pique import DamePiqueMatch
+from tapis_cartes.referee.engine.errors import RulesError, quoted
+from tapis_cartes.referee.engine.options import DamePiqueOptions, GameOptions, validate_options
 
 __all__ = ["GAMES", "GameSpec", "find_game", "make_rules", "new_match"]
 

@@ -9,7 +9,7 @@ import hmac
 import struct
 from collections.abc import Iterable
 
-from referee.engine.cards import iter_cards
+from tapis_cartes.referee.engine.cards import iter_cards
 
 __all__ = ["ALGORITHM", "first_dealer", "shuffled_pack"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from referee.engine.cards import SUIT_MASK, SUIT_WORDS, RankOrder, card_str
+from tapis_cartes.referee.engine.cards import SUIT_MASK, SUIT_WORDS, RankOrder, card_str
 
 __all__ = [
     "PlayedTrick",

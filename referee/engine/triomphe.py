@@ -66,7 +66,7 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
-from referee.engine.actions import (
+from tapis_cartes.referee.engine.actions import (
     ABANDON,
     ABANDON_WORDS,
     PILLE,
@@ -74,7 +74,7 @@ from referee.engine.actions import (
     VOLE,
     encode,
 )
-from referee.engine.base import (
+from tapis_cartes.referee.engine.base import (
     CardFact,
     CardsTaken,
     Deal,
@@ -87,7 +87,7 @@ from referee.engine.base import (
     check_cards,
     check_deck,
 )
-from referee.engine.cards import (
+from tapis_cartes.referee.engine.cards import (
     ACE,
     R1,
     R2,
@@ -101,8 +101,8 @@ from referee.engine.cards import (
     iter_cards,
     mask_str,
 )
-from referee.engine.errors import DealError, IllegalAction, RulesError
-from referee.engine.options import (
+from tapis_cartes.referee.engine.errors import DealError, IllegalAction, RulesError
+from tapis_cartes.referee.engine.options import (
     GameOptions,
     RankOrderName,
     TriompheAsQuiPilleOptions,
@@ -110,7 +110,7 @@ from referee.engine.options import (
     TriompheIndividuelleOptions,
     TriompheOptions,
 )
-from referee.engine.tricks import Regime, TrickRules, explain, legal_cards
+from tapis_cartes.referee.engine.tricks import Regime, TrickRules, explain, legal_cards
 
 __all__ = [
     "ALIASES",

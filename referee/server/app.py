@@ -31,16 +31,16 @@ from google.protobuf import descriptor_pb2, descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
-from records.signing import key_id, load_or_create_private_key
-from referee import __version__
-from referee.errors import ListenError
-from referee.server.limits import DEFAULT_LIMITS, Limits
-from referee.server.service import RefereeServicer, add_referee_service
-from referee.server.store import Store
-from referee.server.tables import Referee
-from referee.server.timesource import SYSTEM_TIME, TimeSource
-from referee.server.web import WebFront, bind, host_port
-from tapis.v1 import referee_pb2
+from tapis_cartes.records.signing import key_id, load_or_create_private_key
+from tapis_cartes.referee import __version__
+from tapis_cartes.referee.errors import ListenError
+from tapis_cartes.referee.server.limits import DEFAULT_LIMITS, Limits
+from tapis_cartes.referee.server.service import RefereeServicer, add_referee_service
+from tapis_cartes.referee.server.store import Store
+from tapis_cartes.referee.server.tables import Referee
+from tapis_cartes.referee.server.timesource import SYSTEM_TIME, TimeSource
+from tapis_cartes.referee.server.web import WebFront, bind, host_port
+from tapis_cartes.v1 import referee_pb2
 
 __all__ = ["Limits", "ListenError", "RunningServer", "create_server", "serve"]
 

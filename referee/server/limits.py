@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from records.codec import MAX_NAME
-from referee.errors import TooMany
+from tapis_cartes.records.codec import MAX_NAME
+from tapis_cartes.referee.errors import TooMany
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 MAX_ID = 64  # characters of a table id, request id, game or ruleset name
-# MAX_NAME: characters of a player's name, the records' own bound (records.codec)
+# MAX_NAME: characters of a player's name, the records' own bound (tapis_cartes.records.codec)
 MAX_OPTION_TEXT = 64  # characters of an option key or string value
 MAX_OPTIONS = 64  # options in one request
 MAX_SEATS = 10  # seats of a table (the most any game allows)

@@ -20,14 +20,14 @@ from google.protobuf.message import DecodeError, Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from records.clocks import TimeControl
-from records.codec import options_from_pb, rules_to_pb, score_to_pb
-from records.render import fact_text
-from records.signing import public_bytes
-from referee.catalog import games_catalog
-from referee.engine import find_game
-from referee.engine.actions import action_str, check_action
-from referee.engine.base import (
+from tapis_cartes.records.clocks import TimeControl
+from tapis_cartes.records.codec import options_from_pb, rules_to_pb, score_to_pb
+from tapis_cartes.records.render import fact_text
+from tapis_cartes.records.signing import public_bytes
+from tapis_cartes.referee.catalog import games_catalog
+from tapis_cartes.referee.engine import find_game
+from tapis_cartes.referee.engine.actions import action_str, check_action
+from tapis_cartes.referee.engine.base import (
     CardFact,
     CardsPassed,
     CardsShown,
@@ -39,9 +39,9 @@ from referee.engine.base import (
     TrickWon,
     View,
 )
-from referee.engine.cards import iter_cards
-from referee.engine.errors import quoted
-from referee.errors import (
+from tapis_cartes.referee.engine.cards import iter_cards
+from tapis_cartes.referee.engine.errors import quoted
+from tapis_cartes.referee.errors import (
     BadRequest,
     IllegalAction,
     InvalidAction,
@@ -51,7 +51,7 @@ from referee.errors import (
     Unauthenticated,
     Unavailable,
 )
-from referee.server.limits import (
+from tapis_cartes.referee.server.limits import (
     DEFAULT_LIMITS,
     MAX_ID,
     MAX_NAME,
@@ -62,7 +62,7 @@ from referee.server.limits import (
     Slot,
     StreamCount,
 )
-from referee.server.tables import (
+from tapis_cartes.referee.server.tables import (
     ActionEvent,
     ClosedEvent,
     EndEvent,
@@ -73,8 +73,8 @@ from referee.server.tables import (
     TableEventData,
     Turn,
 )
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
 
 __all__ = [
     "RefereeServicer",

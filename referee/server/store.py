@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from referee.errors import StoreError, StoreLocked
+from tapis_cartes.referee.errors import StoreError, StoreLocked
 
 __all__ = ["REQUEST_MEMORY", "Request", "Store", "StoreError", "StoreLocked", "StoredTable"]
 
@@ -104,7 +104,7 @@ class StoredTable:
     closed_status: str | None = None  # "expired" or "broken"
     closed_reason: str = ""
     problem: str = ""  # what is wrong with the stored row, when it cannot be read as a table
-    time_control: dict[str, Any] | None = None  # records.clocks.TimeControl's fields
+    time_control: dict[str, Any] | None = None  # tapis_cartes.records.clocks.TimeControl's fields
     timing: list[tuple[int, bool]] = field(default_factory=list)  # per action: ms, on time
 
 

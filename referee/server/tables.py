@@ -50,15 +50,21 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from records.clocks import FORFEIT, Clocks, TimeControl, Timing
-from records.codec import Provenance, build_record, canonical_bytes, record_id
-from records.dealing import ALGORITHM, commitment, first_dealer, new_seed, shuffled_pack
-from records.signing import sign
-from referee.engine import Event, Match, Rules, TapisError, make_rules, new_match
-from referee.engine.actions import RESIGN, action_str, encode
-from referee.engine.base import HandsChanged
-from referee.engine.errors import quoted
-from referee.errors import (
+from tapis_cartes.records.clocks import FORFEIT, Clocks, TimeControl, Timing
+from tapis_cartes.records.codec import Provenance, build_record, canonical_bytes, record_id
+from tapis_cartes.records.dealing import (
+    ALGORITHM,
+    commitment,
+    first_dealer,
+    new_seed,
+    shuffled_pack,
+)
+from tapis_cartes.records.signing import sign
+from tapis_cartes.referee.engine import Event, Match, Rules, TapisError, make_rules, new_match
+from tapis_cartes.referee.engine.actions import RESIGN, action_str, encode
+from tapis_cartes.referee.engine.base import HandsChanged
+from tapis_cartes.referee.engine.errors import quoted
+from tapis_cartes.referee.errors import (
     BadRequest,
     NotFound,
     NotReady,
@@ -70,10 +76,10 @@ from referee.errors import (
     Unauthenticated,
     Unavailable,
 )
-from referee.server.limits import DEFAULT_LIMITS, Limits
-from referee.server.store import REQUEST_MEMORY, Request, Store, StoredTable
-from referee.server.timesource import SYSTEM_TIME, Alarm, TimeSource
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.referee.server.limits import DEFAULT_LIMITS, Limits
+from tapis_cartes.referee.server.store import REQUEST_MEMORY, Request, Store, StoredTable
+from tapis_cartes.referee.server.timesource import SYSTEM_TIME, Alarm, TimeSource
+from tapis_cartes.v1 import record_pb2 as pb
 
 log = logging.getLogger("tapis.referee")
 

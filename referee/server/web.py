@@ -40,16 +40,16 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from records.codec import encode_file
-from records.html import card_table, page_asset, replay_data, replay_page
-from referee.engine import find_game
-from referee.engine.cards import SUIT_SYMBOLS
-from referee.errors import BadRequest, ListenError, NotFound, TapisError, Unavailable
-from referee.server.limits import DEFAULT_LIMITS, Limits, Slot, StreamCount
-from referee.server.service import event_message, seat_view, table_status
-from referee.server.tables import Referee, Table
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.records.codec import encode_file
+from tapis_cartes.records.html import card_table, page_asset, replay_data, replay_page
+from tapis_cartes.referee.engine import find_game
+from tapis_cartes.referee.engine.cards import SUIT_SYMBOLS
+from tapis_cartes.referee.errors import BadRequest, ListenError, NotFound, TapisError, Unavailable
+from tapis_cartes.referee.server.limits import DEFAULT_LIMITS, Limits, Slot, StreamCount
+from tapis_cartes.referee.server.service import event_message, seat_view, table_status
+from tapis_cartes.referee.server.tables import Referee, Table
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
 
 __all__ = ["WebFront", "bind", "http_status"]
 
@@ -318,7 +318,7 @@ class WebFront:
 
 def _asset(name: str) -> str:
     """A file of the web front's pages (referee/server/page/)."""
-    return resources.files("referee.server").joinpath("page", name).read_text("utf-8")
+    return resources.files("tapis_cartes.referee.server").joinpath("page", name).read_text("utf-8")
 
 
 def _live_page() -> str:

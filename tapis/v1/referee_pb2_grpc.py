@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from tapis.v1 import referee_pb2 as tapis_dot_v1_dot_referee__pb2
+from tapis_cartes.v1 import referee_pb2 as tapis_dot_v1_dot_referee__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

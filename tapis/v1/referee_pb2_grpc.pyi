@@ -93,7 +93,7 @@ deal algorithm `tapis-deal/1`. The referee serves server reflection
 
 from collections import abc as _abc
 from grpc import aio as _aio
-from tapis.v1 import referee_pb2 as _referee_pb2
+from tapis_cartes.v1 import referee_pb2 as _referee_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from clients.arena import play_local
-from clients.bots import Bot, HeuristicBot, RandomBot, SeatResult, play_seat
-from records.codec import decode_record
-from referee.engine import GAMES
-from referee.engine.actions import BID, PLAY, encode, pass_action
-from referee.engine.cards import mask_of, parse_card
-from referee.server.service import add_facts
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.clients.arena import play_local
+from tapis_cartes.clients.bots import Bot, HeuristicBot, RandomBot, SeatResult, play_seat
+from tapis_cartes.records.codec import decode_record
+from tapis_cartes.referee.engine import GAMES
+from tapis_cartes.referee.engine.actions import BID, PLAY, encode, pass_action
+from tapis_cartes.referee.engine.cards import mask_of, parse_card
+from tapis_cartes.referee.server.service import add_facts
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
 from tests.clients.util import referee_and_client, verify
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +106,7 @@ def test_tapis_bot_joins_a_table_and_plays_it_to_the_end(tmp_path: Path) -> None
             seats = [("Ann", False), ("Bob", False), ("Cid", False), ("", True)]
             table = await client.create_table("hearts", options={"end_threshold": 20}, seats=seats)
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "clients.cli", "bot",
+                sys.executable, "-m", "tapis_cartes.clients.cli", "bot",
                 "--address", f"127.0.0.1:{server.port}", "--table", table.table_id,
                 "--join", "--name", "Robot", "--kind", "random", "--seed", "5", "--json",
                 cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},

@@ -10,19 +10,27 @@ from pathlib import Path
 
 import pytest
 
-from clients.play import parse_choice
-from records.codec import read_envelopes, record_id
-from records.verify import verify_envelope
-from referee.engine.actions import BID, PILLE, PILLE_STOP, PLAY, VOLE, encode, pass_action
-from referee.engine.cards import mask_of, parse_card
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.clients.play import parse_choice
+from tapis_cartes.records.codec import read_envelopes, record_id
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.engine.actions import (
+    BID,
+    PILLE,
+    PILLE_STOP,
+    PLAY,
+    VOLE,
+    encode,
+    pass_action,
+)
+from tapis_cartes.referee.engine.cards import mask_of, parse_card
+from tapis_cartes.v1 import referee_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def play(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "clients.cli", "play", *args],
+        [sys.executable, "-m", "tapis_cartes.clients.cli", "play", *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from records.codec import decode_record, read_envelopes
+from tapis_cartes.records.codec import decode_record, read_envelopes
 from tests.clients.node import run_node
 from tests.commands import tapis
 

@@ -9,8 +9,8 @@ from typing import Any
 import grpc
 import pytest
 
-from clients.bots import RandomBot, play_seat
-from clients.sdk import (
+from tapis_cartes.clients.bots import RandomBot, play_seat
+from tapis_cartes.clients.sdk import (
     ActionRefused,
     RefereeClient,
     RefereeError,
@@ -18,8 +18,8 @@ from clients.sdk import (
     StaleAction,
     is_finished,
 )
-from referee.engine.cards import card_str, parse_card
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.referee.engine.cards import card_str, parse_card
+from tapis_cartes.v1 import referee_pb2 as pb
 from tests.clients.util import referee, referee_and_client, verify
 
 SEATS = [("Ann", False), ("Bob", False), ("Cid", False), ("Dee", True)]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import grpc
 
-from tapis.v1 import referee_pb2 as pb
-from tapis.v1 import referee_pb2_grpc as rpc
+from tapis_cartes.v1 import referee_pb2 as pb
+from tapis_cartes.v1 import referee_pb2_grpc as rpc
 from tests.commands import tapis
 from tests.server.util import Server, auth
 

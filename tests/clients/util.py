@@ -8,10 +8,10 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from clients.sdk import RefereeClient
-from records.verify import VerifyResult, verify_envelope
-from referee.server.app import RunningServer
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.clients.sdk import RefereeClient
+from tapis_cartes.records.verify import VerifyResult, verify_envelope
+from tapis_cartes.referee.server.app import RunningServer
+from tapis_cartes.v1 import referee_pb2 as pb
 from tests.server.util import referee
 
 

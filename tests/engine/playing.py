@@ -9,13 +9,28 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from records.codec import Provenance, build_record, canonical_bytes, decode_record, envelope
-from records.verify import verify_envelope
-from referee.engine import GAMES, Deal, Match, Rules, Start, View, make_rules, new_match
-from referee.engine.cards import iter_cards
-from referee.engine.errors import RulesError
-from referee.engine.options import int_range
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.codec import (
+    Provenance,
+    build_record,
+    canonical_bytes,
+    decode_record,
+    envelope,
+)
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.engine import (
+    GAMES,
+    Deal,
+    Match,
+    Rules,
+    Start,
+    View,
+    make_rules,
+    new_match,
+)
+from tapis_cartes.referee.engine.cards import iter_cards
+from tapis_cartes.referee.engine.errors import RulesError
+from tapis_cartes.referee.engine.options import int_range
+from tapis_cartes.v1 import record_pb2 as pb
 
 Config = tuple[str, str, int, dict[str, Any]]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from referee.engine.actions import (
+from tapis_cartes.referee.engine.actions import (
     ABANDON,
     ABANDON_WORDS,
     BID,
@@ -28,8 +28,8 @@ from referee.engine.actions import (
     parse_action,
     payload_of,
 )
-from referee.engine.cards import card_str, parse_card
-from referee.engine.errors import InvalidAction, TapisError
+from tapis_cartes.referee.engine.cards import card_str, parse_card
+from tapis_cartes.referee.engine.errors import InvalidAction, TapisError
 
 
 def c(text: str) -> int:

@@ -13,12 +13,26 @@ from typing import Any
 
 import pytest
 
-from records.codec import Provenance, build_record, canonical_bytes, decode_record, envelope
-from records.verify import verify_envelope
-from referee.engine import GAMES, Match, Start, make_rules, new_match, parse_action, parse_card
-from referee.engine.actions import PLAY, encode
-from referee.engine.errors import IllegalAction, InvalidAction, RulesError, TapisError
-from referee.engine.options import (
+from tapis_cartes.records.codec import (
+    Provenance,
+    build_record,
+    canonical_bytes,
+    decode_record,
+    envelope,
+)
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.engine import (
+    GAMES,
+    Match,
+    Start,
+    make_rules,
+    new_match,
+    parse_action,
+    parse_card,
+)
+from tapis_cartes.referee.engine.actions import PLAY, encode
+from tapis_cartes.referee.engine.errors import IllegalAction, InvalidAction, RulesError, TapisError
+from tapis_cartes.referee.engine.options import (
     HAND_DELTA_MAX,
     HAND_NUMBER_MAX,
     SCORE_MAX,

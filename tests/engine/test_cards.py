@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from referee.engine.cards import (
+from tapis_cartes.referee.engine.cards import (
     ACE,
     CLUBS,
     DIAMONDS,
@@ -36,7 +36,7 @@ from referee.engine.cards import (
     rank_of,
     suit_of,
 )
-from referee.engine.errors import InvalidAction, TapisError
+from tapis_cartes.referee.engine.errors import InvalidAction, TapisError
 from tests.cards import mask
 
 TWO, SIX, SEVEN, EIGHT, NINE, TEN = 0, 4, 5, 6, 7, 8

@@ -12,18 +12,18 @@ from typing import Any
 
 import pytest
 
-from records.verify import replay_record
-from referee.engine.actions import PLAY, encode, pass_action
-from referee.engine.base import Deal, Start
-from referee.engine.cards import FULL_DECK, SUIT_MASK, iter_cards
-from referee.engine.dame_de_pique import (
+from tapis_cartes.records.verify import replay_record
+from tapis_cartes.referee.engine.actions import PLAY, encode, pass_action
+from tapis_cartes.referee.engine.base import Deal, Start
+from tapis_cartes.referee.engine.cards import FULL_DECK, SUIT_MASK, iter_cards
+from tapis_cartes.referee.engine.dame_de_pique import (
     DamePiqueHand,
     DamePiqueMatch,
     lead_mask,
     legal_play,
 )
-from referee.engine.errors import DealError, IllegalAction, NotYourTurn
-from referee.engine.registry import make_rules, new_match
+from tapis_cartes.referee.engine.errors import DealError, IllegalAction, NotYourTurn
+from tapis_cartes.referee.engine.registry import make_rules, new_match
 from tests.cards import mask, play
 from tests.engine.playing import assert_record_round_trips
 

@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from referee.engine import new_match
-from referee.engine.actions import PASS, PILLE, PILLE_STOP, PLAY, pass_cards
-from referee.engine.base import (
+from tapis_cartes.referee.engine import new_match
+from tapis_cartes.referee.engine.actions import PASS, PILLE, PILLE_STOP, PLAY, pass_cards
+from tapis_cartes.referee.engine.base import (
     CardsPassed,
     CardsShown,
     CardsTaken,

@@ -24,9 +24,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from referee.engine import GAMES, Deal, Match, Start, make_rules, new_match
-from referee.engine.errors import TapisError
-from referee.engine.options import int_range
+from tapis_cartes.referee.engine import GAMES, Deal, Match, Start, make_rules, new_match
+from tapis_cartes.referee.engine.errors import TapisError
+from tapis_cartes.referee.engine.options import int_range
 from tests.engine.playing import (
     Config,
     Played,
@@ -309,8 +309,8 @@ PROBE = textwrap.dedent(
     """
     import random, resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (__LIMIT__, __LIMIT__))
-    from referee.engine import Deal, GAMES, TapisError, make_rules, new_match
-    from referee.engine.actions import encode
+    from tapis_cartes.referee.engine import Deal, GAMES, TapisError, make_rules, new_match
+    from tapis_cartes.referee.engine.actions import encode
 
     failures = []
 
@@ -389,7 +389,7 @@ def test_the_hostile_records_values_under_an_address_space_limit() -> None:
 
 def _vm_size_kb() -> int:
     """The address space a fresh interpreter with the engine imported takes (kB)."""
-    probe = "import referee.engine.registry;print(open('/proc/self/status').read())"
+    probe = "import tapis_cartes.referee.engine.registry;print(open('/proc/self/status').read())"
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True
     ).stdout

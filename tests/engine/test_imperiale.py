@@ -11,14 +11,26 @@ from typing import Any
 
 import pytest
 
-from records.codec import Provenance, build_record, canonical_bytes, decode_record, envelope
-from records.score import score_json
-from records.verify import verify_envelope
-from referee.engine.actions import BID, PLAY, encode
-from referee.engine.base import Deal, HandResult, ScoreLine, Start
-from referee.engine.cards import R1, iter_cards, parse_card
-from referee.engine.errors import DealError, IllegalAction, InvalidAction, NotYourTurn, RulesError
-from referee.engine.imperiale import (
+from tapis_cartes.records.codec import (
+    Provenance,
+    build_record,
+    canonical_bytes,
+    decode_record,
+    envelope,
+)
+from tapis_cartes.records.score import score_json
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.engine.actions import BID, PLAY, encode
+from tapis_cartes.referee.engine.base import Deal, HandResult, ScoreLine, Start
+from tapis_cartes.referee.engine.cards import R1, iter_cards, parse_card
+from tapis_cartes.referee.engine.errors import (
+    DealError,
+    IllegalAction,
+    InvalidAction,
+    NotYourTurn,
+    RulesError,
+)
+from tapis_cartes.referee.engine.imperiale import (
     PACK_32,
     PACK_36,
     Combo,
@@ -27,9 +39,9 @@ from referee.engine.imperiale import (
     best_disjoint,
     point_of,
 )
-from referee.engine.options import ImperialeAcademieOptions, ImperialeModerneOptions
-from referee.engine.registry import find_game, make_rules, new_match
-from referee.engine.tricks import Regime, TrickRules
+from tapis_cartes.referee.engine.options import ImperialeAcademieOptions, ImperialeModerneOptions
+from tapis_cartes.referee.engine.registry import find_game, make_rules, new_match
+from tapis_cartes.referee.engine.tricks import Regime, TrickRules
 from tests.cards import mask, play
 from tests.engine.playing import assert_record_round_trips, assert_replay_equals_live, one_to_act
 

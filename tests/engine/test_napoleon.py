@@ -9,13 +9,19 @@ from typing import Any
 
 import pytest
 
-from referee.engine.actions import BID, BID_WORDS, PLAY, VOLE, encode, pass_action
-from referee.engine.base import Deal, HandResult, Note, ScoreLine, Start, TrickWon
-from referee.engine.cards import SUIT_MASK, card_str, iter_cards, parse_card
-from referee.engine.errors import DealError, IllegalAction, InvalidAction, NotYourTurn, RulesError
-from referee.engine.napoleon import NapoleonHand, NapoleonMatch, pack_of
-from referee.engine.options import NapoleonOptions
-from referee.engine.registry import find_game, make_rules, new_match
+from tapis_cartes.referee.engine.actions import BID, BID_WORDS, PLAY, VOLE, encode, pass_action
+from tapis_cartes.referee.engine.base import Deal, HandResult, Note, ScoreLine, Start, TrickWon
+from tapis_cartes.referee.engine.cards import SUIT_MASK, card_str, iter_cards, parse_card
+from tapis_cartes.referee.engine.errors import (
+    DealError,
+    IllegalAction,
+    InvalidAction,
+    NotYourTurn,
+    RulesError,
+)
+from tapis_cartes.referee.engine.napoleon import NapoleonHand, NapoleonMatch, pack_of
+from tapis_cartes.referee.engine.options import NapoleonOptions
+from tapis_cartes.referee.engine.registry import find_game, make_rules, new_match
 from tests.cards import deal_of, mask, play
 from tests.engine.playing import assert_replay_equals_live, one_to_act
 

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-import referee.engine
+import tapis_cartes.referee.engine
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = (
-    "import referee.engine as e, referee.engine.tricks as t, referee.engine.napoleon as n;"
+    "import tapis_cartes.referee.engine as e, tapis_cartes.referee.engine.tricks as t,"
+    " tapis_cartes.referee.engine.napoleon as n;"
     "print(e.COMPILED, t.__file__.endswith('.py'), n.__file__.endswith('.py'))"
 )
 
@@ -40,7 +41,7 @@ def test_compiled_only_while_sources_match(tmp_path: Path) -> None:
     built = list(ROOT.glob("tapis_engine__mypyc*")) + list(
         (ROOT / "referee" / "engine").glob("*.so")
     )
-    if not built or not referee.engine.COMPILED:
+    if not built or not tapis_cartes.referee.engine.COMPILED:
         pytest.skip("no current compiled build in this checkout (pure Python, or sources edited)")
     for lib in ROOT.glob("tapis_engine__mypyc*"):
         shutil.copy(lib, tmp_path)
@@ -53,6 +54,6 @@ def test_compiled_only_while_sources_match(tmp_path: Path) -> None:
 
 
 def test_this_process_matches_its_flag() -> None:
-    import referee.engine.cards as cards
+    import tapis_cartes.referee.engine.cards as cards
 
-    assert (not cards.__file__.endswith(".py")) == referee.engine.COMPILED
+    assert (not cards.__file__.endswith(".py")) == tapis_cartes.referee.engine.COMPILED

@@ -29,11 +29,11 @@ import pytest
 
 pyspiel = pytest.importorskip("pyspiel")
 
-from referee.engine.actions import PASS, PLAY, encode, pass_action, pass_cards  # noqa: E402
-from referee.engine.base import Deal, HandResult, Match, Rules, Start  # noqa: E402
-from referee.engine.cards import iter_cards, parse_card  # noqa: E402
-from referee.engine.dame_de_pique import DamePiqueHand  # noqa: E402
-from referee.engine.registry import make_rules, new_match  # noqa: E402
+from tapis_cartes.referee.engine.actions import PASS, PLAY, encode, pass_action, pass_cards  # noqa: E402
+from tapis_cartes.referee.engine.base import Deal, HandResult, Match, Rules, Start  # noqa: E402
+from tapis_cartes.referee.engine.cards import iter_cards, parse_card  # noqa: E402
+from tapis_cartes.referee.engine.dame_de_pique import DamePiqueHand  # noqa: E402
+from tapis_cartes.referee.engine.registry import make_rules, new_match  # noqa: E402
 from tests.engine import openspiel_hearts as osh  # noqa: E402
 
 HANDS = 5000  # per direction; 1250 of each exchange direction (left, right, across, none)

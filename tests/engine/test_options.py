@@ -10,20 +10,21 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from referee.engine.base import Rules
-from referee.engine.errors import RulesError, TapisError
-from referee.engine.options import (
+from tapis_cartes.referee.engine.base import Rules
+from tapis_cartes.referee.engine.errors import RulesError, TapisError
+from tapis_cartes.referee.engine.options import (
     MoonMode,
     PointRule,
     TombeeMode,
     choices,
     parse_option,
 )
-from referee.engine.registry import GAMES, find_game, make_rules
+from tapis_cartes.referee.engine.registry import GAMES, find_game, make_rules
 
 HAS_NAPOLEON = "napoleon" in GAMES
 needs_napoleon = pytest.mark.skipif(
-    not HAS_NAPOLEON, reason="napoleon is not registered in referee.engine.registry.GAMES"
+    not HAS_NAPOLEON,
+    reason="napoleon is not registered in tapis_cartes.referee.engine.registry.GAMES",
 )
 
 # RULES.md section 6, Dame de Pique.

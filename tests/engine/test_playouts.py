@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from referee.engine import GAMES, Deal, make_rules
-from referee.engine.actions import BID, PLAY, RESIGN, encode
-from referee.engine.cards import iter_cards
-from referee.engine.errors import RulesError
-from referee.engine.options import choices, int_range
+from tapis_cartes.referee.engine import GAMES, Deal, make_rules
+from tapis_cartes.referee.engine.actions import BID, PLAY, RESIGN, encode
+from tapis_cartes.referee.engine.cards import iter_cards
+from tapis_cartes.referee.engine.errors import RulesError
+from tapis_cartes.referee.engine.options import choices, int_range
 from tests.engine.playing import (
     Config,
     Played,

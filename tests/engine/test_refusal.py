@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from referee.engine import Deal, Match, make_rules, new_match
-from referee.engine.actions import (
+from tapis_cartes.referee.engine import Deal, Match, make_rules, new_match
+from tapis_cartes.referee.engine.actions import (
     ABANDON,
     BID,
     PASS,
@@ -27,8 +27,8 @@ from referee.engine.actions import (
     encode,
     pass_action,
 )
-from referee.engine.cards import iter_cards, mask_of
-from referee.engine.errors import IllegalAction, InvalidAction, NotYourTurn, TapisError
+from tapis_cartes.referee.engine.cards import iter_cards, mask_of
+from tapis_cartes.referee.engine.errors import IllegalAction, InvalidAction, NotYourTurn, TapisError
 from tests.engine.playing import Config, Played, config_id, configurations, rules_of
 
 MALFORMED = [

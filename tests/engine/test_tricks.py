@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from referee.engine.cards import (
+from tapis_cartes.referee.engine.cards import (
     CLUBS,
     DIAMONDS,
     HEARTS,
@@ -28,7 +28,7 @@ from referee.engine.cards import (
     mask_str,
     parse_card,
 )
-from referee.engine.tricks import (
+from tapis_cartes.referee.engine.tricks import (
     PlayedTrick,
     Regime,
     Trick,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from records.render import render_record
-from referee.engine.actions import (
+from tapis_cartes.records.render import render_record
+from tapis_cartes.referee.engine.actions import (
     ABANDON,
     BID,
     PILLE,
@@ -24,8 +24,8 @@ from referee.engine.actions import (
     encode,
     parse_action,
 )
-from referee.engine.base import Deal, HandResult, Note, ScoreLine, Start, TrickWon
-from referee.engine.cards import (
+from tapis_cartes.referee.engine.base import Deal, HandResult, Note, ScoreLine, Start, TrickWon
+from tapis_cartes.referee.engine.cards import (
     HEARTS,
     R1,
     R2,
@@ -35,15 +35,15 @@ from referee.engine.cards import (
     mask_of,
     parse_card,
 )
-from referee.engine.errors import DealError, IllegalAction, NotYourTurn, RulesError
-from referee.engine.options import (
+from tapis_cartes.referee.engine.errors import DealError, IllegalAction, NotYourTurn, RulesError
+from tapis_cartes.referee.engine.options import (
     TriompheAsQuiPilleOptions,
     TriompheEquipeOptions,
     TriompheIndividuelleOptions,
 )
-from referee.engine.registry import find_game, make_rules, new_match
-from referee.engine.tricks import Regime, TrickRules, legal_cards
-from referee.engine.triomphe import PACK, PILLE_HIDDEN, TriompheHand, TriompheMatch
+from tapis_cartes.referee.engine.registry import find_game, make_rules, new_match
+from tapis_cartes.referee.engine.tricks import Regime, TrickRules, legal_cards
+from tapis_cartes.referee.engine.triomphe import PACK, PILLE_HIDDEN, TriompheHand, TriompheMatch
 from tests.cards import mask
 from tests.engine.playing import assert_record_round_trips, assert_replay_equals_live, one_to_act
 

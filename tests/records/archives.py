@@ -7,8 +7,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from records.codec import canonical_bytes, decode_record, envelope, write_envelopes
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.codec import canonical_bytes, decode_record, envelope, write_envelopes
+from tapis_cartes.v1 import record_pb2 as pb
 from tests.commands import tapis
 from tests.records.replaying import replayed_with
 
@@ -57,14 +57,14 @@ def tampered(env: pb.RecordEnvelope) -> pb.RecordEnvelope:
 def expected_outcome(
     env: pb.RecordEnvelope, changes: dict[str, bool | int | str]
 ) -> tuple[list[list[int]], list[int]]:
-    """Independently: the record with its rules replaced, replayed by records.verify."""
+    """Independently: the record with its rules replaced, replayed by records/verify.py."""
     match = replayed_with(env, changes)
     return [list(s) for s in match.scores], list(match.winners)
 
 
 # Injected in a child: `archive rescore` stops (as Ctrl-C would) once its first shard is stored.
 STOP_AFTER_ONE_SHARD = """
-import records.archive.rescoring as rescoring
+import tapis_cartes.records.archive.rescoring as rescoring
 store = rescoring.store_shard
 def store_then_stop(db, rows):
     store(db, rows)

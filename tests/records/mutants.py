@@ -3,7 +3,7 @@
 
 - `corpus()`: records of every game and ruleset: the golden records of tests/data and
   matches played in this process by random legal actions, dealt from a seed as the referee
-  deals (records.dealing) and made into records by `build_record`: finished, resigned, and
+  deals (records/dealing.py) and made into records by `build_record`: finished, resigned, and
   stopped in the middle of a hand.
 - `mutate(record_bytes, rng)`: one mutation, as (what, mutant bytes). Field mutations change
   the decoded record: every scalar of every message (to 0, 1, -1 or the largest value, 2^32-1,
@@ -40,7 +40,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError, Message
 
-from records.codec import (
+from tapis_cartes.records.codec import (
     MAX_NAME,
     MAX_TEXT,
     Provenance,
@@ -48,16 +48,16 @@ from records.codec import (
     canonical_bytes,
     read_envelopes,
 )
-from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
-from records.export import record_to_transcript
-from records.transcript import record_of
-from referee.engine import (
+from tapis_cartes.records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
+from tapis_cartes.records.export import record_to_transcript
+from tapis_cartes.records.transcript import record_of
+from tapis_cartes.referee.engine import (
     TapisError,
     make_rules,
     new_match,
 )
-from referee.engine.actions import RESIGN, encode
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.referee.engine.actions import RESIGN, encode
+from tapis_cartes.v1 import record_pb2 as pb
 from tests.records.replaying import rebuilt, rules_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -604,7 +604,7 @@ def _without_free_fields(rec: pb.GameRecord) -> bytes:
 
 
 def _seed_gives_packs(rec: pb.GameRecord) -> bool:
-    """Every pack of a refereed record is the one its seed gives (records.dealing)."""
+    """Every pack of a refereed record is the one its seed gives (tapis_cartes.records.dealing)."""
     source = rec.deal_source
     if not rec.HasField("deal_source"):
         return True
@@ -702,9 +702,9 @@ _CHILD = """
 import json, resource, sys
 limit = int(sys.argv[3])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-from records.codec import iter_frames
-from records.signing import load_public_key
-from records.verify import verify_frame
+from tapis_cartes.records.codec import iter_frames
+from tapis_cartes.records.signing import load_public_key
+from tapis_cartes.records.verify import verify_frame
 key = load_public_key(sys.argv[2])
 frames = list(iter_frames(open(sys.argv[1], "rb").read()))
 for i, frame in enumerate(frames[int(sys.argv[4]):], int(sys.argv[4])):

@@ -4,17 +4,26 @@ a record replayed under changed options (what `tapis archive rescore` should fin
 
 from __future__ import annotations
 
-from records.codec import (
+from tapis_cartes.records.codec import (
     canonical_bytes,
     decode_record,
     options_from_pb,
     rules_to_pb,
 )
-from records.strict import rebuild_record
-from records.verify import replay_record
-from referee.engine import Deal, Match, RecordError, Rules, Start, find_game, make_rules, new_match
-from referee.engine.options import Option
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.strict import rebuild_record
+from tapis_cartes.records.verify import replay_record
+from tapis_cartes.referee.engine import (
+    Deal,
+    Match,
+    RecordError,
+    Rules,
+    Start,
+    find_game,
+    make_rules,
+    new_match,
+)
+from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.v1 import record_pb2 as pb
 
 
 def rules_of(r: pb.Rules) -> Rules:
@@ -47,7 +56,7 @@ def rebuilt(rec: pb.GameRecord) -> bytes:
 
 
 def replayed_with(env: pb.RecordEnvelope, changes: dict[str, Option]) -> Match:
-    """The record with its options changed, replayed by records.verify (cut at the hand the
+    """The record with its options changed, replayed by records/verify.py (cut at the hand the
     new rules no longer deal: the match is over)."""
     rec = decode_record(env.record)
     options = options_from_pb(rec.rules.options)

@@ -9,22 +9,22 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from records.annotate import CommentError, annotate, parse_comment
-from records.codec import decode_record, encode_file, read_envelopes, write_envelopes
-from records.export import (
+from tapis_cartes.records.annotate import CommentError, annotate, parse_comment
+from tapis_cartes.records.codec import decode_record, encode_file, read_envelopes, write_envelopes
+from tapis_cartes.records.export import (
     ExportError,
     envelopes_from_json,
     envelopes_to_json,
     record_to_transcript,
     transcript_text,
 )
-from records.render import render_record
-from records.signing import sign
-from records.transcript import import_transcript, load_transcript
-from records.verify import verify_envelope
-from referee.engine.actions import PLAY, encode
-from referee.engine.cards import parse_card
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.render import render_record
+from tapis_cartes.records.signing import sign
+from tapis_cartes.records.transcript import import_transcript, load_transcript
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.engine.actions import PLAY, encode
+from tapis_cartes.referee.engine.cards import parse_card
+from tapis_cartes.v1 import record_pb2 as pb
 from tests.commands import DATA, tapis
 
 DP1 = DATA / "dame-de-pique-dp1.tapis"

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from clients.corpus import make_corpus
-from records.codec import (
+from tapis_cartes.clients.corpus import make_corpus
+from tapis_cartes.records.codec import (
     MAGIC,
     decode_record,
     record_id,
     score_from_pb,
     write_envelopes,
 )
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.v1 import record_pb2 as pb
 from tests.commands import ROOT, tapis
 from tests.records.archives import (
     CHANGES,
@@ -326,7 +326,7 @@ def test_an_archive_of_an_earlier_schema_is_migrated_and_keeps_its_records(
 ) -> None:
     import sqlite3
 
-    from records.archive.schema import SCHEMA_VERSION
+    from tapis_cartes.records.archive.schema import SCHEMA_VERSION
 
     made = tmp_path / "made.db"
     golden = ROOT / "tests" / "data" / "golden"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from clients.corpus import make_corpus
-from records.archive import (
+from tapis_cartes.clients.corpus import make_corpus
+from tapis_cartes.records.archive import (
     AddTask,
     ArchiveError,
     Shard,
@@ -24,13 +24,13 @@ from records.archive import (
     open_archive,
     run_shard,
 )
-from records.codec import (
+from tapis_cartes.records.codec import (
     decode_record,
     encode_file,
     write_envelopes,
 )
-from records.executors import LocalPoolExecutor, SerialExecutor
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.executors import LocalPoolExecutor, SerialExecutor
+from tapis_cartes.v1 import record_pb2 as pb
 from tests.commands import ROOT, tapis
 from tests.records.archives import (
     CHANGES,
@@ -125,7 +125,7 @@ def test_a_damaged_file_keeps_the_records_before_the_damage(
 
 
 def _replayed(env: pb.RecordEnvelope, changes: dict[str, bool | int | str]) -> tuple[bool, bool]:
-    """Independently (records.verify's replay): (finished as recorded, finished under the
+    """Independently (records/verify.py's replay): (finished as recorded, finished under the
     changed options)."""
     was = decode_record(env.record).outcome.finished
     return was, replayed_with(env, changes).finished

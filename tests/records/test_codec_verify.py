@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from records.codec import (
+from tapis_cartes.records.codec import (
     MAGIC,
     RecordFileError,
     decode_record,
@@ -21,9 +21,9 @@ from records.codec import (
     record_id,
     write_envelopes,
 )
-from records.transcript import import_transcript
-from records.verify import verify_envelope
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.transcript import import_transcript
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.v1 import record_pb2 as pb
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDEN = {
@@ -81,8 +81,8 @@ def _tampered(mutate: object) -> pb.RecordEnvelope:
 
 
 def _play(card: str) -> int:
-    from referee.engine.actions import PLAY, encode
-    from referee.engine.cards import parse_card
+    from tapis_cartes.referee.engine.actions import PLAY, encode
+    from tapis_cartes.referee.engine.cards import parse_card
 
     return encode(PLAY, parse_card(card))
 

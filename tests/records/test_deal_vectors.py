@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
-from referee.engine import GAMES, make_rules, new_match
-from referee.engine.cards import iter_cards
-from referee.engine.errors import RulesError
+from tapis_cartes.records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
+from tapis_cartes.referee.engine import GAMES, make_rules, new_match
+from tapis_cartes.referee.engine.cards import iter_cards
+from tapis_cartes.referee.engine.errors import RulesError
 
 VECTORS = Path(__file__).resolve().parents[2] / "docs" / "deal-vectors.json"
 DOC = json.loads(VECTORS.read_text(encoding="utf-8"))

@@ -8,7 +8,7 @@ import hmac
 
 import pytest
 
-from records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
+from tapis_cartes.records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
 
 FULL = (1 << 52) - 1
 PIQUET = sum(1 << c for c in range(52) if c % 13 >= 5)  # 32 cards, 7 to ace

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from records.executors import LocalPoolExecutor, SerialExecutor, map_in_order
+from tapis_cartes.records.executors import LocalPoolExecutor, SerialExecutor, map_in_order
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +57,7 @@ def test_a_finished_job_gives_every_result_in_order_like_the_serial_one() -> Non
 STORM = textwrap.dedent(
     """
     import os, random, signal, sys, threading
-    from records.executors import LocalPoolExecutor, map_in_order
+    from tapis_cartes.records.executors import LocalPoolExecutor, map_in_order
 
     def square(x):
         return x * x

@@ -11,17 +11,17 @@ import json
 
 import pytest
 
-from records.codec import (
+from tapis_cartes.records.codec import (
     canonical_bytes,
     decode_record,
     encode_file,
     read_envelopes,
     record_id,
 )
-from records.score import score_json
-from records.verify import verify_envelope
-from referee.engine import GAMES
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.score import score_json
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.engine import GAMES
+from tapis_cartes.v1 import record_pb2 as pb
 from tests.commands import DATA
 from tests.records.replaying import rebuilt, rules_of
 

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from records.codec import decode_record, envelope, read_envelopes
-from records.render import render_record
-from records.score import score_json
-from records.transcript import import_transcript
-from records.verify import verify_envelope
-from referee.engine import TapisError, make_rules, new_match
-from referee.engine.actions import action_to_json
-from referee.engine.cards import card_str, iter_cards
-from referee.engine.imperiale import PACK_36
+from tapis_cartes.records.codec import decode_record, envelope, read_envelopes
+from tapis_cartes.records.render import render_record
+from tapis_cartes.records.score import score_json
+from tapis_cartes.records.transcript import import_transcript
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.engine import TapisError, make_rules, new_match
+from tapis_cartes.referee.engine.actions import action_to_json
+from tapis_cartes.referee.engine.cards import card_str, iter_cards
+from tapis_cartes.referee.engine.imperiale import PACK_36
 from tests.commands import DATA
 from tests.records.transcripts import load, refused
 

@@ -7,10 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from records.codec import decode_record, read_envelopes
-from records.replay import BaseVisitor, LenientVisitor, MatchVisitor, replay, replay_record
-from referee.engine import IllegalAction, RecordError, RulesError, TapisError
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.records.codec import decode_record, read_envelopes
+from tapis_cartes.records.replay import (
+    BaseVisitor,
+    LenientVisitor,
+    MatchVisitor,
+    replay,
+    replay_record,
+)
+from tapis_cartes.referee.engine import IllegalAction, RecordError, RulesError, TapisError
+from tapis_cartes.v1 import record_pb2 as pb
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -8,18 +8,18 @@ from typing import Any
 
 import pytest
 
-from records.codec import (
+from tapis_cartes.records.codec import (
     Provenance,
     build_record,
     canonical_bytes,
     decode_record,
     envelope,
 )
-from records.render import render_record
-from records.score import score_json
-from records.verify import verify_envelope
-from referee.engine import Match, make_rules, new_match
-from referee.engine.cards import iter_cards
+from tapis_cartes.records.render import render_record
+from tapis_cartes.records.score import score_json
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.engine import Match, make_rules, new_match
+from tapis_cartes.referee.engine.cards import iter_cards
 
 CASES: list[tuple[str, dict[str, Any], int]] = [
     ("dame-de-pique", {"end_threshold": 40}, 4),

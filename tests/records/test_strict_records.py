@@ -18,24 +18,30 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from records import archive as archive_module
-from records.annotate import annotate
-from records.archive import add as archive_add
-from records.archive import add_files, iter_envelopes, open_archive, query_records
-from records.codec import (
+from tapis_cartes.records import archive as archive_module
+from tapis_cartes.records.annotate import annotate
+from tapis_cartes.records.archive import add as archive_add
+from tapis_cartes.records.archive import add_files, iter_envelopes, open_archive, query_records
+from tapis_cartes.records.codec import (
     MAX_NAME,
     decode_record,
     envelope,
     write_envelopes,
     write_frames,
 )
-from records.export import envelopes_from_json, envelopes_to_json, record_to_transcript
-from records.signing import key_id, public_pem, sign
-from records.strict import actions_in_range, first_difference
-from records.transcript import import_transcript, load_transcript
-from records.verify import verify_frame, verify_record
-from referee.engine import InvalidAction, RecordError, TranscriptError, make_rules, new_match
-from referee.engine.actions import (
+from tapis_cartes.records.export import envelopes_from_json, envelopes_to_json, record_to_transcript
+from tapis_cartes.records.signing import key_id, public_pem, sign
+from tapis_cartes.records.strict import actions_in_range, first_difference
+from tapis_cartes.records.transcript import import_transcript, load_transcript
+from tapis_cartes.records.verify import verify_frame, verify_record
+from tapis_cartes.referee.engine import (
+    InvalidAction,
+    RecordError,
+    TranscriptError,
+    make_rules,
+    new_match,
+)
+from tapis_cartes.referee.engine.actions import (
     PASS,
     PILLE,
     PILLE_STOP,
@@ -44,8 +50,8 @@ from referee.engine.actions import (
     encode,
     pass_cards,
 )
-from referee.engine.cards import iter_cards
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.referee.engine.cards import iter_cards
+from tapis_cartes.v1 import record_pb2 as pb
 from tests.commands import DATA
 from tests.commands import tapis as run_tapis
 from tests.records.mutants import (
@@ -560,8 +566,8 @@ def test_records_commands_never_quote_a_megabyte(
     records: list[tuple[str, bytes]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A record whose game, option or names are a megabyte of text: verify, show, score and
-    export say what is wrong in a few lines, without a traceback (here, `clients.cli.main`)."""
-    from clients.cli import main
+    export say what is wrong in a few lines, without a traceback (here, clients/cli.py's `main`)."""
+    from tapis_cartes.clients.cli import main
 
     data = by_label(records, _DP)
     for change in (

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from records.codec import decode_record
-from records.score import score_json
-from records.transcript import import_transcript, load_transcript
-from referee.engine import TranscriptError
+from tapis_cartes.records.codec import decode_record
+from tapis_cartes.records.score import score_json
+from tapis_cartes.records.transcript import import_transcript, load_transcript
+from tapis_cartes.referee.engine import TranscriptError
 from tests.commands import DATA
 from tests.records.transcripts import refused
 

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from records.codec import decode_record, encode_file, envelope, read_envelopes
-from records.render import render_record
-from records.score import score_json
-from records.transcript import import_transcript
-from records.verify import verify_envelope
-from referee.engine import make_rules, new_match
-from referee.engine.actions import action_to_json, encode
-from referee.engine.cards import card_str, iter_cards, parse_card
-from referee.engine.triomphe import PACK, TriompheMatch
+from tapis_cartes.records.codec import decode_record, encode_file, envelope, read_envelopes
+from tapis_cartes.records.render import render_record
+from tapis_cartes.records.score import score_json
+from tapis_cartes.records.transcript import import_transcript
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.engine import make_rules, new_match
+from tapis_cartes.referee.engine.actions import action_to_json, encode
+from tapis_cartes.referee.engine.cards import card_str, iter_cards, parse_card
+from tapis_cartes.referee.engine.triomphe import PACK, TriompheMatch
 from tests.commands import DATA
 from tests.records.transcripts import load, refused
 

@@ -15,9 +15,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clients.corpus import make_corpus
-from records.codec import MAGIC, encode_file, envelope
-from records.signing import (
+from tapis_cartes.clients.corpus import make_corpus
+from tapis_cartes.records.codec import MAGIC, encode_file, envelope
+from tapis_cartes.records.signing import (
     KeyFileError,
     TrustedKey,
     key_id,
@@ -26,7 +26,7 @@ from records.signing import (
     public_pem,
     sign,
 )
-from records.verify import (
+from tapis_cartes.records.verify import (
     SIGNATURE_STATES,
     VerifyResult,
     result_json,
@@ -35,7 +35,7 @@ from records.verify import (
     verify_file,
     verify_frame,
 )
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.v1 import record_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

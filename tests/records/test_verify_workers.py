@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from clients.corpus import make_corpus
-from records.codec import MAGIC, decode_record, encode_file, envelope, iter_frames
-from records.signing import TrustedKey, public_pem, sign
-from records.verify import (
+from tapis_cartes.clients.corpus import make_corpus
+from tapis_cartes.records.codec import MAGIC, decode_record, encode_file, envelope, iter_frames
+from tapis_cartes.records.signing import TrustedKey, public_pem, sign
+from tapis_cartes.records.verify import (
     VerifyResult,
     VerifyTask,
     result_json,
@@ -30,13 +30,13 @@ from records.verify import (
     verify_files,
     verify_task,
 )
-from tapis.v1 import record_pb2 as pb
+from tapis_cartes.v1 import record_pb2 as pb
 from tests.commands import ROOT, cli_command
 from tests.commands import tapis as archive_tapis
 
 CHUNK = 7  # records per task: many chunks in flight
 # Injected in a child: `record verify` verifies in chunks of CHUNK records.
-SMALL_CHUNKS = f"import records.verify\nrecords.verify.VERIFY_CHUNK = {CHUNK}"
+SMALL_CHUNKS = f"from tapis_cartes.records import verify\nverify.VERIFY_CHUNK = {CHUNK}"
 
 
 def _framed(frames: Iterable[bytes]) -> bytes:

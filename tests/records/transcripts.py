@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from records.transcript import import_transcript
-from referee.engine import TranscriptError
+from tapis_cartes.records.transcript import import_transcript
+from tapis_cartes.referee.engine import TranscriptError
 from tests.commands import DATA
 
 

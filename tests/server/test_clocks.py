@@ -14,13 +14,13 @@ from typing import Any
 import grpc
 import pytest
 
-from records.codec import canonical_bytes, decode_record, write_envelopes
-from records.signing import load_private_key, load_public_key, sign
-from records.verify import verify_envelope
-from referee.server.app import RunningServer
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
-from tapis.v1 import referee_pb2_grpc as rpc
+from tapis_cartes.records.codec import canonical_bytes, decode_record, write_envelopes
+from tapis_cartes.records.signing import load_private_key, load_public_key, sign
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.server.app import RunningServer
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
+from tapis_cartes.v1 import referee_pb2_grpc as rpc
 
 from ..commands import tapis
 from .test_referee import MATCHES

@@ -14,11 +14,11 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 from google.rpc import error_details_pb2, status_pb2
 
-from referee import errors
-from referee.server.app import RunningServer
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
-from tapis.v1 import referee_pb2_grpc as rpc
+from tapis_cartes.referee import errors
+from tapis_cartes.referee.server.app import RunningServer
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
+from tapis_cartes.v1 import referee_pb2_grpc as rpc
 
 from .util import auth, new_table, option, run
 

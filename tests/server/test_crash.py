@@ -9,13 +9,13 @@ from pathlib import Path
 
 import grpc
 
-from records.codec import decode_record
-from records.signing import load_public_key
-from records.verify import verify_envelope
-from referee.engine import GAMES
-from tapis.v1 import record_pb2
-from tapis.v1 import referee_pb2 as pb
-from tapis.v1 import referee_pb2_grpc as rpc
+from tapis_cartes.records.codec import decode_record
+from tapis_cartes.records.signing import load_public_key
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.engine import GAMES
+from tapis_cartes.v1 import record_pb2
+from tapis_cartes.v1 import referee_pb2 as pb
+from tapis_cartes.v1 import referee_pb2_grpc as rpc
 from tests.server.util import Server, auth
 
 

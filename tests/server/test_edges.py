@@ -22,15 +22,15 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from records.codec import decode_record
-from records.signing import load_public_key
-from records.verify import verify_envelope
-from referee.server import tables
-from referee.server.app import ListenError, RunningServer, create_server
-from referee.server.store import StoreLocked
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
-from tapis.v1 import referee_pb2_grpc as rpc
+from tapis_cartes.records.codec import decode_record
+from tapis_cartes.records.signing import load_public_key
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.server import tables
+from tapis_cartes.referee.server.app import ListenError, RunningServer, create_server
+from tapis_cartes.referee.server.store import StoreLocked
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
+from tapis_cartes.v1 import referee_pb2_grpc as rpc
 
 from .util import auth, free_port, new_table, play_random, run
 
@@ -552,7 +552,7 @@ def test_tapis_serve_refuses_a_second_referee_a_used_port_and_a_bad_address(
 
     def serve(*args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, "-m", "clients.cli", "serve", *args],
+            [sys.executable, "-m", "tapis_cartes.clients.cli", "serve", *args],
             cwd=tmp_path,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

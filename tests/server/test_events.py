@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from referee.engine import make_rules, new_match
-from referee.engine.actions import PLAY
-from referee.engine.cards import iter_cards, parse_card
-from referee.server.service import event_message, seat_view
-from referee.server.tables import ActionEvent, Seat, Table, token_hash
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.referee.engine import make_rules, new_match
+from tapis_cartes.referee.engine.actions import PLAY
+from tapis_cartes.referee.engine.cards import iter_cards, parse_card
+from tapis_cartes.referee.server.service import event_message, seat_view
+from tapis_cartes.referee.server.tables import ActionEvent, Seat, Table, token_hash
+from tapis_cartes.v1 import referee_pb2 as pb
 
 GAMES: list[tuple[str, str, dict[str, Any], int]] = [
     ("dame-de-pique", "", {"end_threshold": 30}, 4),
@@ -43,7 +43,7 @@ def _table(game: str, ruleset: str, options: dict[str, Any], players: int) -> Ta
 
 
 def _same(text: pb.Fact, fact: pb.TypedFact) -> bool:
-    """Whether a typed fact says what its text does (records.render's `fact_text`)."""
+    """Whether a typed fact says what its text does (tapis_cartes.records.render's `fact_text`)."""
     kind = fact.WhichOneof("value")
     if kind == "cards":
         # Card texts ("9H", "7D 8C", "9H, 10H" turned in that order).

@@ -9,9 +9,9 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from referee.engine import GAMES, new_match
-from referee.server.service import add_facts
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.referee.engine import GAMES, new_match
+from tapis_cartes.referee.server.service import add_facts
+from tapis_cartes.v1 import referee_pb2 as pb
 from tests.engine.playing import configurations, deal_next, rules_of
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "facts.md"

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from records.codec import decode_record
-from records.verify import verify_envelope
-from referee.engine import make_rules, new_match
-from referee.server.limits import MAX_NAME, Limits
-from referee.server.tables import Seat, Table, token_hash
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.records.codec import decode_record
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.engine import make_rules, new_match
+from tapis_cartes.referee.server.limits import MAX_NAME, Limits
+from tapis_cartes.referee.server.tables import Seat, Table, token_hash
+from tapis_cartes.v1 import referee_pb2 as pb
 
 MAX_RECORD_BYTES = 2 << 20  # a record at the referee's limits, with room to spare
 MAX_REPLY_BYTES = 4 << 20  # what a gRPC client accepts by default

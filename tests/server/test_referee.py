@@ -15,16 +15,16 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
-from records.codec import decode_record
-from records.signing import load_public_key
-from records.verify import verify_envelope
-from referee.engine import GAMES
-from referee.engine.cards import iter_cards
-from referee.engine.triomphe import TriompheHand
-from referee.server.app import RunningServer, create_server
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
-from tapis.v1 import referee_pb2_grpc as rpc
+from tapis_cartes.records.codec import decode_record
+from tapis_cartes.records.signing import load_public_key
+from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.engine import GAMES
+from tapis_cartes.referee.engine.cards import iter_cards
+from tapis_cartes.referee.engine.triomphe import TriompheHand
+from tapis_cartes.referee.server.app import RunningServer, create_server
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
+from tapis_cartes.v1 import referee_pb2_grpc as rpc
 
 from .util import auth, new_table, option, play_random, run
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from records.codec import decode_record
-from referee.server.store import Store, StoreLocked, Write
-from tapis.v1 import referee_pb2 as pb
+from tapis_cartes.records.codec import decode_record
+from tapis_cartes.referee.server.store import Store, StoreLocked, Write
+from tapis_cartes.v1 import referee_pb2 as pb
 
 from .util import auth, new_table, play_random, run
 

@@ -16,10 +16,10 @@ from typing import Any
 import grpc
 import pytest
 
-from records.codec import decode_record
-from referee.engine.actions import PASS
-from tapis.v1 import referee_pb2 as pb
-from tapis.v1 import referee_pb2_grpc as rpc
+from tapis_cartes.records.codec import decode_record
+from tapis_cartes.referee.engine.actions import PASS
+from tapis_cartes.v1 import referee_pb2 as pb
+from tapis_cartes.v1 import referee_pb2_grpc as rpc
 from tests.server.util import auth, new_table, run
 
 GAMES: list[tuple[str, str, dict[str, Any], int]] = [

@@ -19,11 +19,11 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from clients.sdk import option_messages
-from referee.server.app import Limits, RunningServer, create_server
-from tapis.v1 import record_pb2 as rpb
-from tapis.v1 import referee_pb2 as pb
-from tapis.v1 import referee_pb2_grpc as rpc
+from tapis_cartes.clients.sdk import option_messages
+from tapis_cartes.referee.server.app import Limits, RunningServer, create_server
+from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
+from tapis_cartes.v1 import referee_pb2_grpc as rpc
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,7 +44,7 @@ class Server:
         self.starts = 0
 
     def start(self) -> None:
-        cmd = [sys.executable, "-m", "clients.cli", "serve", "--listen",
+        cmd = [sys.executable, "-m", "tapis_cartes.clients.cli", "serve", "--listen",
                f"127.0.0.1:{self.port}", "--db", str(self.tmp / "t.db"),
                "--key", str(self.tmp / "k.key")]  # fmt: skip
         with (self.tmp / f"server-{self.starts}.log").open("wb") as log:

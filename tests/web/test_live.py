@@ -26,12 +26,12 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from records.codec import iter_frames
-from referee.engine.cards import RANK_NAMES, SUIT_SYMBOLS
-from referee.errors import ListenError
-from referee.server.app import Limits, RunningServer, create_server
-from tapis.v1 import referee_pb2 as pb
-from tapis.v1 import referee_pb2_grpc as rpc
+from tapis_cartes.records.codec import iter_frames
+from tapis_cartes.referee.engine.cards import RANK_NAMES, SUIT_SYMBOLS
+from tapis_cartes.referee.errors import ListenError
+from tapis_cartes.referee.server.app import Limits, RunningServer, create_server
+from tapis_cartes.v1 import referee_pb2 as pb
+from tapis_cartes.v1 import referee_pb2_grpc as rpc
 from tests.server.util import ROOT, auth, free_port, new_table, play_random
 from tests.web.conftest import CHROMIUM_ARGS, screenshot_dir
 
@@ -373,8 +373,9 @@ async def _to_act(
 def test_tapis_serve_web(tmp_path: Path) -> None:
     """`tapis serve --web` as a real process: the pages answer; SIGTERM stops both fronts."""
     port, web = free_port(), free_port()
-    cmd = [sys.executable, "-m", "clients.cli", "serve", "--listen", f"127.0.0.1:{port}",
-           "--web", f"127.0.0.1:{web}", "--db", str(tmp_path / "t.db"),
+    cmd = [sys.executable, "-m", "tapis_cartes.clients.cli", "serve",
+           "--listen", f"127.0.0.1:{port}", "--web", f"127.0.0.1:{web}",
+           "--db", str(tmp_path / "t.db"),
            "--key", str(tmp_path / "k.key")]  # fmt: skip
     with subprocess.Popen(
         cmd,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from records.codec import decode_record, read_envelopes, write_envelopes
-from referee.engine.actions import PLAY
+from tapis_cartes.records.codec import decode_record, read_envelopes, write_envelopes
+from tapis_cartes.referee.engine.actions import PLAY
 from tests.commands import DATA, tapis
 from tests.web.conftest import screenshot_dir
 
