@@ -146,11 +146,13 @@ class Record:
     key_id: str  # the id of the key that signed it ("" when unsigned)
     message: pb.GameRecord = field(repr=False)  # the record itself (record.proto)
     envelope: pb.RecordEnvelope = field(repr=False)  # its bytes, signature and key id
+    frame: bytes = field(repr=False)  # the envelope's bytes, as stored in a record file
 
     @classmethod
-    def from_envelope(cls, env: pb.RecordEnvelope) -> Record:
-        """The record of an envelope (as `RefereeClient.record` or a record file gives it);
-        `RecordError` when its bytes are not a record of a game Tapis knows."""
+    def from_envelope(cls, env: pb.RecordEnvelope, frame: bytes | None = None) -> Record:
+        """The record of an envelope (as `RefereeClient.record` gives it; `frame`: its bytes
+        as a record file stores them, when read from one); `RecordError` when its bytes are
+        not a record of a game Tapis knows."""
         rec = decode_record(env.record)
         try:
             units = find_game(rec.rules.game).units
@@ -178,6 +180,7 @@ class Record:
             key_id=env.key_id,
             message=rec,
             envelope=env,
+            frame=env.SerializeToString(deterministic=True) if frame is None else frame,
         )
 
     @functools.cached_property
@@ -222,7 +225,7 @@ class Record:
         signature (with `keys`, public keys, it must be signed by one of them), every field,
         the deals against the seed, every action, every score line, the outcome. Never raises
         for a bad record: `result.ok`, `result.error` (code, hand, action, message)."""
-        return verify_frame(self.envelope.SerializeToString(deterministic=True), keys)
+        return verify_frame(self.frame, keys)
 
     def score_sheet(self) -> str:
         """The score sheet, as `tapis record score` prints it."""
@@ -281,7 +284,7 @@ def _read(f: BinaryIO, total: int | None, name: str) -> Iterator[Record]:
             index += 1
             env = parse_envelope(frame, name, index)
             try:
-                record = Record.from_envelope(env)
+                record = Record.from_envelope(env, frame)
             except RecordError as exc:
                 raise RecordError(exc.code, f"{name}: record {index}: {exc.message}") from None
             yield record
@@ -293,6 +296,4 @@ def write_records(path: str | os.PathLike[str], records: Iterable[Record]) -> in
     """Write records to a record file, exactly as they were read or made (signatures and
     annotations kept), as they come, atomically: the file is complete or not there. Returns
     the number of records written."""
-    return write_frames(
-        Path(path), (r.envelope.SerializeToString(deterministic=True) for r in records)
-    )
+    return write_frames(Path(path), (r.frame for r in records))

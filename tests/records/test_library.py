@@ -19,7 +19,7 @@ from records import (
     read_records,
     write_records,
 )
-from records.codec import MAGIC, write_envelopes
+from records.codec import MAGIC, write_envelopes, write_frames
 from records.research import play_rows
 from referee.catalog import games, games_catalog
 from referee.engine import make_rules
@@ -205,3 +205,19 @@ def test_games_are_the_catalogue_as_values() -> None:
                 elif option.type == "enum":
                     assert option.default in option.allowed
         assert game.units == tuple(info.units)
+
+
+def test_verify_checks_the_envelope_as_the_file_stores_it(
+    tmp_path: Path, played: list[Record]
+) -> None:
+    path = tmp_path / "odd.tapis"
+    # The record's envelope with a field this Tapis does not know, as a file might hold it.
+    write_frames(path, [played[0].frame + b"\xf8\x07\x01"])
+    (record,) = read_records(path)
+    assert record.id == played[0].id
+    result = record.verify()
+    assert not result.ok and result.error is not None
+    assert result.error.code == "envelope-unknown-field"
+    copy = tmp_path / "copy.tapis"
+    write_records(copy, [record])  # as it was read
+    assert copy.read_bytes() == path.read_bytes()
