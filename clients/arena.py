@@ -1,4 +1,5 @@
-"""Bots against each other in-process, without gRPC: for measuring bots quickly.
+"""Bots against each other in-process, without gRPC: for measuring bots quickly
+(`play_local`), or to make a record (`play_match`).
 
 A match is held in the referee's own `Table` (referee/server/tables.py: the same dealing from
 a seed, the same engine), and each bot is given the `SeatView` the referee would send it
@@ -11,13 +12,15 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tapis_cartes.clients.bots import Bot
-from tapis_cartes.referee.engine import make_rules, new_match
+from tapis_cartes.clients.bots import Bot, make_bot
+from tapis_cartes.clients.corpus import NAMES, play_record
+from tapis_cartes.records.library import Record
+from tapis_cartes.referee.engine import find_game, make_rules, new_match
 from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.referee.server.service import seat_view
 from tapis_cartes.referee.server.tables import Seat, Table, token_hash
 
-__all__ = ["LocalResult", "play_local"]
+__all__ = ["LocalResult", "play_local", "play_match"]
 
 
 @dataclass(frozen=True)
@@ -63,3 +66,29 @@ def play_local(
         deltas.append(tuple(a[0] - b[0] for a, b in zip(result.scores_after, before, strict=True)))
         before = result.scores_after
     return LocalResult(tuple(match.scores), match.winners, len(match.results), tuple(deltas))
+
+
+def play_match(
+    game: str,
+    bots: str | Sequence[str | Bot] = "heuristic",
+    seed: str = "tapis",
+    ruleset: str = "",
+    options: Mapping[str, Option] | None = None,
+    names: Sequence[str] = NAMES,
+    played_at: str = "",
+) -> Record:
+    """Play one match of `game` in this process, bots in every seat, and return its record
+    (unsigned; its deals come from `seed`, revealed in the record: the same seed, the same
+    deals). `bots`: a kind for every seat ("heuristic" or "random"), or one kind or `Bot` per
+    seat, in seat order; `names`: the seats' names; `played_at` (ISO 8601): now unless
+    given. `RulesError` for rules or options that do not hold."""
+    spec = find_game(game)
+    opts = dict(options or {})
+    if isinstance(bots, str):
+        bots = [bots] * make_rules(spec.name, ruleset or None, opts).players
+    seats = [
+        make_bot(b, spec.name, ruleset, i, opts) if isinstance(b, str) else b
+        for i, b in enumerate(bots)
+    ]
+    env = play_record(spec.name, seats, seed, ruleset, opts, names, played_at)
+    return Record.from_envelope(env)

@@ -7,6 +7,7 @@ own, which adds its subcommands to the parser:
     tapis serve | table | key | play | bot | example     (clients/referee_cmd.py)
     tapis games [GAME]    games, rulesets, options with ranges and defaults (clients/games_cmd.py)
     tapis rules [ID]      the rule ids: statement, engine functions, page (clients/rules_cmd.py)
+    tapis corpus          records of bot matches played here (clients/corpus_cmd.py)
 
 Exit status: 0 success; 1 a transcript refused or a record invalid; 2 a file that cannot be
 read as records, or bad command-line usage; 130 interrupted (verify). An error that ends a
@@ -21,6 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from tapis_cartes.clients.archive_cmd import add_archive_parser
+from tapis_cartes.clients.corpus_cmd import add_corpus_parser
 from tapis_cartes.clients.games_cmd import add_games_parser
 from tapis_cartes.clients.record_cmd import add_record_parser
 from tapis_cartes.clients.referee_cmd import add_referee_parsers
@@ -37,6 +39,7 @@ COMMAND_GROUPS = (
     add_archive_parser,
     add_games_parser,
     add_rules_parser,
+    add_corpus_parser,
 )
 
 

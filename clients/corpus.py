@@ -7,7 +7,7 @@ from run to run, whatever the number of processes playing chunks of matches in p
 is built for them), so a large corpus is quick to make: about 200 Dame de Pique matches a
 second per process. The records are unsigned but carry their deal source, so `tapis record
 verify` recomputes every deal. For tests and benchmarks (`tapis archive ...`); the command
-line is scripts/corpus.py.
+line is `tapis corpus` (clients/corpus_cmd.py).
 """
 
 from __future__ import annotations
@@ -114,13 +114,15 @@ def corpus_chunks(
     options: Mapping[str, Option] | None = None,
     players: int | None = None,
     jobs: int = 1,
+    chunk: int = CHUNK,
 ) -> Iterator[list[bytes]]:
-    """`make_corpus`'s records as envelope bytes, `CHUNK` matches at a time, in match order
-    (played by `jobs` processes)."""
+    """`make_corpus`'s records as envelope bytes, `chunk` matches at a time, in match order
+    (played by `jobs` processes). The records are the same whatever `jobs` and `chunk`."""
     opts = dict(options or {})
+    size = max(1, chunk)
     chunks: list[Job] = [
-        (game, g, min(CHUNK, count - g), seed, kind, ruleset, opts, players)
-        for g in range(0, count, CHUNK)
+        (game, g, min(size, count - g), seed, kind, ruleset, opts, players)
+        for g in range(0, count, size)
     ]
     if jobs <= 1:
         yield from map(_chunk, chunks)

@@ -242,8 +242,24 @@ class Screen:
             return f"{label}: {'; '.join(shown)}" if shown else None
         return None
 
+    def running(self, view: pb.SeatView) -> str | None:
+        """What each seat has taken so far this hand, as the engine counts it (the view's
+        per-seat facts: Dame de Pique's points taken, the tricks won elsewhere): "This hand:
+        points taken You 3, Bob 0, ..."; None before anything is counted."""
+        parts = [
+            f"{fact.key.replace('_', ' ')} "
+            + ", ".join(f"{self.who(s)} {v}" for s, v in enumerate(fact.numbers.values))
+            for fact in view.typed_facts
+            if fact.key in PER_SEAT_FACTS and fact.WhichOneof("value") == "numbers"
+        ]
+        return f"This hand: {'; '.join(parts)}" if parts else None
+
     def turn(self, view: pb.SeatView, full: bool) -> None:
-        facts = [t for t in map(self.fact, view.typed_facts) if t is not None]
+        facts = [
+            t
+            for t in map(self.fact, (f for f in view.typed_facts if f.key not in PER_SEAT_FACTS))
+            if t is not None
+        ]
         self.say(f"\n-- Your turn: hand {view.hand_number}, {view.phase} --")
         self.say("Your cards:")
         for suit in range(4):
@@ -259,6 +275,9 @@ class Screen:
         elif any(c.action & 7 == 0 for c in view.legal_actions):
             self.say("Trick: (you lead)")
         self.say(f"Scores: {self.scores(view.scores)}")
+        running = self.running(view)
+        if running is not None:
+            self.say(running)
         for fact in facts:
             self.say(fact)
         self.legal(view.legal_actions, full)

@@ -1,6 +1,6 @@
-"""Progress with counts for the long commands (verify, archive add, rescore): a rich progress
-bar on a terminal, transient, on standard error; nothing when the output is not a terminal (a
-pipe or a file gets only the results)."""
+"""Progress with counts for the long commands (verify, archive add, rescore, corpus): a rich
+progress bar with the counts on a terminal, transient, on standard error; nothing when the
+output is not a terminal (a pipe or a file gets only the results)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,23 @@ class Progress:
         self.progress: Any = None
         if enabled and sys.stderr.isatty():
             from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
             from rich.progress import Progress as Bar
 
-            self.progress = Bar(transient=True, console=Console(stderr=True))
+            # The label, the bar, the counts ("120/1000", "120/?" while the total is not
+            # known) and the time so far.
+            columns = (
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+            )
+            self.progress = Bar(*columns, transient=True, console=Console(stderr=True))
             self.task = self.progress.add_task(label, total=None)
             self.progress.start()
 

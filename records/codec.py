@@ -347,10 +347,11 @@ def iter_frames(data: bytes, name: str = "input") -> Iterator[bytes]:
     return read_frames(io.BytesIO(data), len(data), name)
 
 
-def read_frames(f: BinaryIO, total: int, name: str = "input") -> Iterator[bytes]:
+def read_frames(f: BinaryIO, total: int | None, name: str = "input") -> Iterator[bytes]:
     """The envelope bytes of a record file read from `f` as a stream (`total`: its size in
-    bytes), so a file of any size is read in constant memory; `RecordFileError` when it is not
-    a record file, after the frames before the damage."""
+    bytes from where `f` is; None when unknown, a pipe: read to its end), so a file of any size
+    is read in constant memory, one record (at most 64 MiB) at a time; `RecordFileError` when
+    it is not a record file, after the frames before the damage."""
     if f.read(len(MAGIC)) != MAGIC:
         raise RecordFileError(
             "not-a-record-file",
@@ -358,12 +359,14 @@ def read_frames(f: BinaryIO, total: int, name: str = "input") -> Iterator[bytes]
         )
     pos = len(MAGIC)
     index = 0
-    while pos < total:
+    while total is None or pos < total:
         index += 1
         size = 0
         shift = 0
         while True:
             b = f.read(1)
+            if not b and total is None and shift == 0:
+                return  # the end of a stream, between two records
             if not b or shift > 63:
                 raise RecordFileError(
                     "truncated", f"{name}: record {index} has a truncated length prefix"
@@ -373,11 +376,9 @@ def read_frames(f: BinaryIO, total: int, name: str = "input") -> Iterator[bytes]
             shift += 7
             if not b[0] & 0x80:
                 break
-        if size > MAX_ENVELOPE or pos + size > total:
-            raise RecordFileError(
-                "truncated",
-                f"{name}: record {index} claims {size} bytes but {total - pos} remain",
-            )
+        if size > MAX_ENVELOPE or (total is not None and pos + size > total):
+            why = ", more than a record holds" if total is None else f" but {total - pos} remain"
+            raise RecordFileError("truncated", f"{name}: record {index} claims {size} bytes{why}")
         frame = f.read(size)
         if len(frame) != size:  # the file shrank while being read
             raise RecordFileError(

@@ -33,8 +33,8 @@ from tapis_cartes.referee.engine.cards import card_str
 from tapis_cartes.referee.errors import ArchiveError
 from tapis_cartes.v1 import record_pb2 as pb
 
-__all__ = ["FORMATS", "PLAY_COLUMNS", "RESULT_COLUMNS", "TABLES", "play_rows", "result_rows",
-           "write_table"]  # fmt: skip
+__all__ = ["FORMATS", "PLAY_COLUMNS", "RESULT_COLUMNS", "TABLES", "PlayRow", "hand_plays",
+           "play_rows", "result_rows", "write_table"]  # fmt: skip
 
 PLAY_COLUMNS = ("record", "hand", "index", "seat", "player", "action", "card", "trick", "winner")
 RESULT_COLUMNS = (
@@ -45,13 +45,16 @@ UNITS = ("points", "imperiales", "jetons")
 FORMATS = ("csv", "parquet")
 
 Row = tuple[Any, ...]
+# An action of a hand: index, seat, action, card text, trick, trick winner (`hand_plays`).
+PlayRow = tuple[int, int, int, str | None, int | None, int | None]
 
 
-def play_rows(rid: str, rec: pb.GameRecord) -> Iterator[Row]:
-    """The actions of a record, one row each (`PLAY_COLUMNS`), with each card's trick and
-    who won it, from a replay."""
+def hand_plays(rec: pb.GameRecord) -> Iterator[list[PlayRow]]:
+    """Per hand of a record, its actions in order, one `PlayRow` each: (index (1-based in the
+    hand), seat, action, card (text, for a card played), trick (1-based in the hand, for a card
+    played), winner (the seat that won that trick; None while unfinished)), from one replay
+    through the engine (strict: `RecordError` for a record that does not replay)."""
     match = replay_record(rec, check=False)
-    names = [s.name for s in rec.seats]
     played: list[HandResult | Hand] = list(match.results)
     if match.hand is not None and not match.hand.over:
         played.append(match.hand)  # a hand in progress (a stopped match)
@@ -59,6 +62,7 @@ def play_rows(rid: str, rec: pb.GameRecord) -> Iterator[Row]:
         tricks = done.tricks
         t = 0  # the trick the next card belongs to
         in_trick = 0
+        rows: list[PlayRow] = []
         for index, (seat, action) in enumerate(zip(hand.seats, hand.actions, strict=True), 1):
             card = trick = winner = None
             if action & 7 == PLAY:
@@ -69,6 +73,16 @@ def play_rows(rid: str, rec: pb.GameRecord) -> Iterator[Row]:
                     in_trick += 1
                     if in_trick == len(tricks[t].cards):
                         t, in_trick = t + 1, 0
+            rows.append((index, seat, action, card, trick, winner))
+        yield rows
+
+
+def play_rows(rid: str, rec: pb.GameRecord) -> Iterator[Row]:
+    """The actions of a record, one row each (`PLAY_COLUMNS`), with each card's trick and
+    who won it (`hand_plays`)."""
+    names = [s.name for s in rec.seats]
+    for hand, rows in zip(rec.hands, hand_plays(rec), strict=False):
+        for index, seat, action, card, trick, winner in rows:
             yield (rid, hand.number, index, seat, names[seat], action_str(action), card, trick,
                    winner)  # fmt: skip
 

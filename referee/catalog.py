@@ -1,24 +1,26 @@
 """The catalogue of what a referee runs: games, rulesets, options with their types, ranges and
 defaults (per number of players where they depend on it), the time controls, the version.
 
-One source for `ListGames` (referee/server/service.py) and `tapis games` (clients/
-games_cmd.py), read from the engine's rules models: nothing here is written twice.
+One source for `ListGames` (referee/server/service.py), `tapis games` (clients/
+games_cmd.py) and a Python program (`games()`: the same catalogue as typed values), read from
+the engine's rules models: nothing here is written twice.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from tapis_cartes.records.clocks import ACTION_MS, BUDGET_MS, INCREMENT_MS
 from tapis_cartes.referee import __version__
 from tapis_cartes.referee.engine import GAMES, find_game, int_range, make_rules
-from tapis_cartes.referee.engine.options import choices
+from tapis_cartes.referee.engine.options import Option, choices
 from tapis_cartes.referee.errors import RulesError
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 
-__all__ = ["games_catalog"]
+__all__ = ["Game", "OptionSpec", "Ruleset", "games", "games_catalog"]
 
 
 @functools.cache
@@ -110,3 +112,76 @@ def _player_counts(game: str, ruleset: str) -> list[int]:
             continue
         counts.append(n)
     return counts
+
+
+# --- the catalogue for a Python program ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """An option of a ruleset: its type, default, and the values it takes."""
+
+    key: str
+    type: str  # "int", "bool" or "enum"
+    default: Option | None  # at the ruleset's usual number of players
+    allowed: tuple[str, ...]  # the words of an enum
+    min: int | None  # the range of an int
+    max: int | None
+    description: str
+    defaults: Mapping[int, Option]  # by number of players, where the default depends on it
+
+
+@dataclass(frozen=True)
+class Ruleset:
+    """A ruleset of a game: the numbers of players it is played by, and its options."""
+
+    name: str
+    players: tuple[int, ...]
+    options: tuple[OptionSpec, ...]
+
+
+@dataclass(frozen=True)
+class Game:
+    """A game: its name (`make_rules(name, ...)`), title, aliases, score units, rulesets."""
+
+    name: str
+    title: str
+    aliases: tuple[str, ...]
+    units: tuple[str, ...]
+    rulesets: tuple[Ruleset, ...]
+
+
+@functools.cache
+def games() -> tuple[Game, ...]:
+    """Every game, its rulesets and their options (`games_catalog`, as typed values)."""
+    return tuple(
+        Game(
+            g.name,
+            g.title,
+            tuple(g.aliases),
+            tuple(g.units),
+            tuple(
+                Ruleset(r.name, tuple(r.player_counts), tuple(_spec(o) for o in r.options))
+                for r in g.rulesets
+            ),
+        )
+        for g in games_catalog().games
+    )
+
+
+def _spec(o: pb.OptionInfo) -> OptionSpec:
+    return OptionSpec(
+        o.key,
+        o.type,
+        _value(o.default_value),
+        tuple(o.allowed),
+        o.min_value if o.HasField("min_value") else None,
+        o.max_value if o.HasField("max_value") else None,
+        o.description,
+        {d.players: v for d in o.defaults if (v := _value(d.value)) is not None},
+    )
+
+
+def _value(option: rpb.Option) -> Option | None:
+    which = option.WhichOneof("value")
+    return None if which is None else getattr(option, which)

@@ -79,7 +79,7 @@ def test_the_wheel_holds_one_namespace_with_protos_types_and_engine(wheel: Path)
         "tapis_cartes/v1/referee_pb2.py",
         "tapis_cartes/v1/referee_pb2.pyi",
         "tapis_cartes/records/examples/dame-de-pique.json",
-        "tapis_cartes/referee/server/page/table.html",
+        "tapis_cartes/referee/server/page/live.html",
     ):
         assert needed in names, needed
     compiled = [n for n in names if n.startswith("tapis_cartes/referee/engine/") and ".so" in n]
@@ -101,7 +101,12 @@ def test_installed_beside_records_and_clients_it_runs_and_imports(venv: Path) ->
     tapis, python, here = venv / "bin" / "tapis", venv / "bin" / "python", venv.parent
     assert _run(tapis, "--version", cwd=here).stdout.strip() == f"tapis {__version__}"
     games = json.loads(_run(tapis, "games", "--json", cwd=here).stdout)
-    assert {g["game"] for g in games} >= {"dame-de-pique", "imperiale", "triomphe", "napoleon"}
+    assert {g["name"] for g in games["games"]} == {
+        "dame-de-pique",
+        "imperiale",
+        "triomphe",
+        "napoleon",
+    }
     verified = _run(tapis, "record", "verify", GOLDEN, cwd=here)
     assert "1 valid" in verified.stdout, verified.stdout
     probe = (

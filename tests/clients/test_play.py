@@ -51,6 +51,9 @@ def test_play_hearts_against_bots(tmp_path: Path) -> None:
     assert "-- Your turn: hand 1, pass --" in out
     assert re.search(r"^Trick 1: .* -> won by ", out, re.M)
     assert re.search(r"^  You: \+\d+ \w+ \[DP\.", out, re.M)  # score lines as they happen
+    # The points taken in the hand so far, as the engine counts them, move during the hand.
+    taken = re.findall(r"^This hand: points taken You \d+, .+ \d+, .+ \d+, .+ \d+$", out, re.M)
+    assert taken and len(set(taken)) > 1, out[:3000]
     assert re.search(r"^Match over \(a total reached 20\)\. Winner: ", out, re.M)
     final = re.search(r"^Final scores: You (\d+) \| .+ \| .+ \| .+$", out, re.M)
     assert final, out[-2000:]
@@ -66,7 +69,7 @@ def test_end_of_input_resigns() -> None:
     assert r.returncode == 0, r.stderr
     assert "End of input: you resign." in r.stdout
     # Facts for a person (seats by name, nothing of "-1" or "false"), no gRPC log line.
-    assert "Tricks won: You 0, " in r.stdout and "declarer -1" not in r.stdout
+    assert "This hand: tricks won You 0, " in r.stdout and "declarer -1" not in r.stdout
     assert not re.search(r"^[IWE]\d{4} ", r.stdout + r.stderr, re.M), r.stderr
     assert re.search(r"^Match over \(seat 0 resigned\)", r.stdout, re.M), r.stdout
     assert re.search(r"^Record: [0-9a-f]{64} \(tapis play --save FILE keeps it\)$", r.stdout, re.M)

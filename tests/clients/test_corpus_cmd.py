@@ -1,0 +1,52 @@
+"""`tapis corpus`: the records of clients/corpus.py's matches, written and added to an
+archive; its errors one line each, before any match is played."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tapis_cartes.clients.corpus import make_corpus
+from tapis_cartes.records.codec import read_envelopes
+from tapis_cartes.v1 import record_pb2 as pb
+from tests.commands import tapis
+
+
+def test_corpus_writes_the_matches_and_adds_them(tmp_path: Path) -> None:
+    out, db = tmp_path / "c.tapis", tmp_path / "c.db"
+    done = tapis(
+        "corpus", "--game", "nap", "-n", "3", "--bots", "random", "--seed", "t",
+        "-o", out, "--archive", db,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    want = make_corpus("nap", 3, "t", "random")
+    assert [e.record for e in read_envelopes(out)] == [e.record for e in want]
+    hands = sum(_hands(e.record) for e in want)
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith(f"3 matches, {hands} hands played in ")
+    assert lines[1:] == [f"wrote {out}", "3 records added, 0 duplicates, 0 refused"]
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT count(*) FROM records").fetchone() == (3,)
+    assert done.stdout == ""
+
+
+def _hands(record: bytes) -> int:
+    return len(pb.GameRecord.FromString(record).hands)
+
+
+def test_corpus_errors_are_one_line_before_any_match(tmp_path: Path) -> None:
+    out = tmp_path / "c.tapis"
+    cases = [
+        (("--option", "end_threshold=5000", "-o", out), 1, "end_threshold"),
+        (("--game", "heart", "-o", out), 1, "unknown game 'heart'"),
+        (("-o", tmp_path / "none" / "c.tapis"), 2, "cannot write: no folder"),
+        (("--archive", tmp_path / "none" / "c.db"), 2, "cannot write: no folder"),
+        ((), 2, "give -o RECORDS and/or --archive DB"),
+        (("-n", "0", "-o", out), 2, "must be at least 1"),
+    ]
+    for args, code, message in cases:
+        done = tapis("corpus", *args)
+        assert done.returncode == code, (args, done.stderr)
+        assert "Traceback" not in done.stderr, args
+        assert message in done.stderr.strip().splitlines()[-1], args  # the last line says why
+        assert not out.exists()

@@ -1,0 +1,223 @@
+"""The library (records/library.py, docs/python.md): records read one at a time, their plays by
+seat with tricks and winners from the engine's replay, verify, score and rescore, and a match
+played in process; the catalogue as typed values."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from tapis_cartes.clients import play_match
+from tapis_cartes.records import (
+    Record,
+    RecordError,
+    RecordFileError,
+    read_records,
+    write_records,
+)
+from tapis_cartes.records.codec import MAGIC, write_envelopes, write_frames
+from tapis_cartes.records.research import play_rows
+from tapis_cartes.referee.catalog import games, games_catalog
+from tapis_cartes.referee.engine import make_rules
+from tapis_cartes.v1 import record_pb2 as pb
+
+PLAYED_AT = "2026-01-01T00:00:00+00:00"
+
+
+@pytest.fixture(scope="module")
+def played() -> list[Record]:
+    return [
+        play_match("hearts", seed="lib-1", options={"end_threshold": 30}, played_at=PLAYED_AT),
+        play_match("nap", bots="random", seed="lib-2", played_at=PLAYED_AT),
+        play_match("triomphe", ruleset="equipe", bots="random", seed="lib-3", played_at=PLAYED_AT),
+        play_match("imperiale", seed="lib-4", played_at=PLAYED_AT),
+    ]
+
+
+def test_a_match_played_in_process_is_a_valid_record_the_same_from_its_seed(
+    played: list[Record],
+) -> None:
+    for record in played:
+        assert record.verify().ok, record.verify().error
+        assert record.outcome.finished and record.outcome.winners
+        assert record.played_at == PLAYED_AT
+    again = play_match("hearts", seed="lib-1", options={"end_threshold": 30}, played_at=PLAYED_AT)
+    assert again.envelope == played[0].envelope
+    other = play_match("hearts", seed="lib-9", options={"end_threshold": 30}, played_at=PLAYED_AT)
+    assert other.id != played[0].id
+
+
+def test_plays_by_seat_tricks_and_winners_follow_the_replay(played: list[Record]) -> None:
+    for record in played:
+        rows = list(play_rows(record.id, record.message))
+        plays = [p for hand in record.hands for p in hand.plays]
+        assert len(plays) == len(rows) == sum(len(h.actions) for h in record.message.hands)
+        for play, row in zip(plays, rows, strict=True):
+            assert (play.index, play.seat, play.player, play.text, play.card, play.trick) == (
+                row[2:8]
+            )
+            assert play.winner == row[8]
+            assert play.player == record.players[play.seat]
+            winner = None if play.winner is None else record.players[play.winner]
+            assert play.winner_player == winner
+        for hand, message in zip(record.hands, record.message.hands, strict=True):
+            assert [p.seat for p in hand.plays] == list(message.seats)
+            for i, trick in enumerate(hand.tricks, 1):
+                # one winner per trick, who played a card to it; none for a trick left
+                # unfinished, the hand's last (a Triomphe hand abandoned in mid-trick)
+                assert len({p.winner for p in trick}) == 1
+                if trick[0].winner is None:
+                    assert i == len(hand.tricks) and len(trick) < len(record.players)
+                else:
+                    assert trick[0].winner in {p.seat for p in trick}
+            assert len(hand.lines) == len(message.lines)
+            assert [line.rule for line in hand.lines] == [line.rule for line in message.lines]
+            assert all(line.rule for line in hand.lines)
+        last = record.hands[-1].scores
+        assert last == record.outcome.scores
+
+
+def test_a_hearts_hand_has_thirteen_tricks_of_four_cards(played: list[Record]) -> None:
+    hand = played[0].hands[0]
+    assert [len(t) for t in hand.tricks] == [4] * 13
+    assert [t[0].trick for t in hand.tricks] == list(range(1, 14))
+    dealt = {c for cards in hand.cards for c in cards.split()}
+    assert {p.card for p in hand.plays if p.card} == dealt
+
+
+def test_records_are_read_one_at_a_time(tmp_path: Path, played: list[Record]) -> None:
+    path = tmp_path / "some.tapis"
+    assert write_records(path, played * 50) == 200
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        records = read_records(f)
+        first = next(records)
+        assert first.id == played[0].id
+        assert f.tell() < size / 100  # read only as far as the first record
+        assert [r.id for r in records] == [r.id for r in (played * 50)[1:]]
+        assert f.tell() == size
+    assert [r.id for r in read_records(path)] == [r.id for r in played * 50]
+
+
+def test_records_from_a_file_object_and_a_pipe(tmp_path: Path, played: list[Record]) -> None:
+    path = tmp_path / "some.tapis"
+    write_records(path, played)
+    data = path.read_bytes()
+    assert [r.id for r in read_records(io.BytesIO(data))] == [r.id for r in played]
+    read_end, write_end = os.pipe()
+
+    def feed() -> None:
+        with os.fdopen(write_end, "wb") as w:
+            w.write(data)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    with os.fdopen(read_end, "rb") as r:
+        assert [rec.id for rec in read_records(r)] == [rec.id for rec in played]
+    writer.join()
+
+
+def test_a_damaged_file_gives_its_records_before_the_damage(
+    tmp_path: Path, played: list[Record]
+) -> None:
+    path = tmp_path / "cut.tapis"
+    write_records(path, played)
+    data = path.read_bytes()
+    path.write_bytes(data[:-10])
+    got = []
+    with pytest.raises(RecordFileError) as caught:
+        for record in read_records(path):
+            got.append(record.id)
+    assert caught.value.code == "truncated"
+    assert got == [r.id for r in played[:-1]]
+    for source in (io.BytesIO(data[:-10]), _Unseekable(data[:-10])):
+        with pytest.raises(RecordFileError, match="record 4"):
+            list(read_records(source))  # type: ignore[arg-type]
+    (tmp_path / "not.tapis").write_bytes(b"hello")
+    with pytest.raises(RecordFileError) as caught:
+        list(read_records(tmp_path / "not.tapis"))
+    assert caught.value.code == "not-a-record-file"
+    with pytest.raises(RecordFileError) as caught:
+        list(read_records(tmp_path / "missing.tapis"))
+    assert caught.value.code == "unreadable"
+
+
+class _Unseekable:
+    """A stream that cannot tell its size (as a pipe)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._f = io.BytesIO(data)
+
+    def read(self, n: int = -1) -> bytes:
+        return self._f.read(n)
+
+
+def test_a_record_that_does_not_decode_is_a_record_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.tapis"
+    write_envelopes(path, [pb.RecordEnvelope(record=b"\xff\xff")])
+    with pytest.raises(RecordError, match="record 1") as caught:
+        next(read_records(path))
+    assert caught.value.code == "decode"
+    assert path.read_bytes().startswith(MAGIC)
+
+
+def test_verify_reports_a_tampered_record(played: list[Record]) -> None:
+    rec = pb.GameRecord()
+    rec.CopyFrom(played[0].message)
+    rec.hands[0].lines[0].rule = "DP.MOON"
+    tampered = Record.from_envelope(pb.RecordEnvelope(record=rec.SerializeToString()))
+    result = tampered.verify()
+    assert not result.ok
+    assert result.error is not None and result.error.hand == 1
+    assert played[0].verify().ok
+
+
+def test_score_and_rescore(played: list[Record]) -> None:
+    record = played[0]
+    sheet = record.score_sheet()
+    assert all(name in sheet for name in record.players)
+    assert record.score_json()["winners"] == list(record.outcome.winners)
+    same = record.rescore()
+    assert same.status == "ok" and same.new_scores == same.old_scores and not same.first_diff
+    longer = record.rescore(end_threshold=1000)
+    assert longer.status == "ok" and longer.new_finished is False
+    refused = record.rescore({"end_threshold": 0})
+    assert refused.status == "not-replayable" and refused.rule == "option:end_threshold"
+    assert "Hand 1" in record.show()
+
+
+def test_games_are_the_catalogue_as_values() -> None:
+    catalogue = games_catalog()
+    assert [g.name for g in games()] == [g.name for g in catalogue.games]
+    for game, info in zip(games(), catalogue.games, strict=True):
+        for ruleset in game.rulesets:
+            for n in ruleset.players:
+                make_rules(game.name, ruleset.name, {}, n)
+            for option in ruleset.options:
+                if option.type == "int":
+                    assert option.min is not None and option.max is not None
+                    assert isinstance(option.default, int)
+                    assert option.min <= option.default <= option.max
+                elif option.type == "enum":
+                    assert option.default in option.allowed
+        assert game.units == tuple(info.units)
+
+
+def test_verify_checks_the_envelope_as_the_file_stores_it(
+    tmp_path: Path, played: list[Record]
+) -> None:
+    path = tmp_path / "odd.tapis"
+    # The record's envelope with a field this Tapis does not know, as a file might hold it.
+    write_frames(path, [played[0].frame + b"\xf8\x07\x01"])
+    (record,) = read_records(path)
+    assert record.id == played[0].id
+    result = record.verify()
+    assert not result.ok and result.error is not None
+    assert result.error.code == "envelope-unknown-field"
+    copy = tmp_path / "copy.tapis"
+    write_records(copy, [record])  # as it was read
+    assert copy.read_bytes() == path.read_bytes()
