@@ -404,11 +404,14 @@ async def stream_bot(
     threshold: int,
     rng: random.Random,
     only_turns: bool = False,
+    batch_events: bool = False,
 ) -> None:
     """Tables of Dame de Pique as in `referee_bot`, but played as a bot does it now: one
     WatchTable stream per seat for the match, and on each `turn` (or at once on a
     SubmitActionResponse's `next_view`) one SubmitAction. No GetView. With `only_turns`, the
-    streams carry the seat's turns and the match's end only (WatchTableRequest.only_turns)."""
+    streams carry the seat's turns and the match's end only (WatchTableRequest.only_turns);
+    with `batch_events`, each message carries the events since the last (batch_events), and
+    with both the events come with the seat's turns."""
     stub = rpc.RefereeServiceStub(channel)
     now = time.perf_counter
     due = [now() + rng.random() * load.interval - load.interval]  # a random phase, per table
@@ -421,9 +424,12 @@ async def stream_bot(
     async def play(table_id: str, seat: int, call: Any, metadata: Any) -> None:
         done = -1  # the highest action index this seat acted at or was given a turn at
         async for message in call:
-            if message.HasField("event"):
-                if message.event.HasField("match_ended") and load.counts(now(), now()):
-                    load.matches += seat == 0
+            ended = message.event.HasField("match_ended") or any(
+                e.HasField("match_ended") for e in message.events
+            )
+            if ended and load.counts(now(), now()):
+                load.matches += seat == 0
+            if not message.HasField("turn"):
                 continue
             view: pb.SeatView | None = message.turn
             if load.counts(now(), now()):
@@ -474,7 +480,9 @@ async def stream_bot(
         calls = []
         for t in created.tokens:
             metadata = auth(t.token)
-            request = pb.WatchTableRequest(table_id=table_id, seat=t.seat, only_turns=only_turns)
+            request = pb.WatchTableRequest(
+                table_id=table_id, seat=t.seat, only_turns=only_turns, batch_events=batch_events
+            )
             calls.append((t.seat, stub.WatchTable(request, metadata=metadata), metadata))
             if load.counts(t0, now()):
                 load.rpcs += 1
@@ -664,8 +672,18 @@ async def throughput_phase(args: argparse.Namespace, tmp: Path) -> Throughput:
 
             return make
 
-        streaming = functools.partial(stream_bot, only_turns=args.only_turns)
-        stream_name = "stream (only turns)" if args.only_turns else "stream"
+        streaming = functools.partial(
+            stream_bot, only_turns=args.only_turns, batch_events=args.batch_events
+        )
+        stream_name = "stream" + (
+            " (only turns, batched)"
+            if args.only_turns and args.batch_events
+            else " (only turns)"
+            if args.only_turns
+            else " (batched)"
+            if args.batch_events
+            else ""
+        )
         loop_runs: list[Run] = []
         stream_runs: list[Run] = []
         echo_runs: list[Run] = []
@@ -1030,6 +1048,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only-turns",
         action="store_true",
         help="the stream-driven bots ask for their turns only (WatchTableRequest.only_turns)",
+    )
+    parser.add_argument(
+        "--batch-events",
+        action="store_true",
+        help="the stream-driven bots ask for their events in batches, a turn in the message of"
+        " the events before it (WatchTableRequest.batch_events); with --only-turns the events"
+        " come with the seat's turns",
     )
     parser.add_argument(
         "--pace",
