@@ -516,7 +516,7 @@ async def play_seat(handle: SeatHandle, bot: Bot) -> SeatResult:
     winners: tuple[int, ...] = ()
     scores: tuple[rpb.Score, ...] = ()
     actions = 0
-    messages = handle.turns()
+    messages = handle.turns(held=True)  # events are read at the turns: one message each
     try:
         async for message in messages:
             if message.HasField("turn"):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
@@ -315,20 +315,31 @@ class RefereeClient:
                 yield message.event
 
     async def _stream(
-        self, table_id: str, from_index: int, seat: int | None, metadata: Metadata
+        self,
+        table_id: str,
+        from_index: int,
+        seat: int | None,
+        metadata: Metadata,
+        held: bool = False,
     ) -> AsyncGenerator[pb.WatchTableResponse, None]:
-        """The messages of WatchTable (events, and a seat's turns) as `watch` says: resumed
-        from the next event index after a dropped stream, each event once."""
+        """The messages of WatchTable (events, and a seat's turns) as `watch` says, one event
+        or one turn each: resumed from the next event index after a dropped stream, each
+        event once. The referee sends them in batches (WatchTableRequest.batch_events); with
+        `held`, a seat's events come with its turns (only_turns)."""
         next_index = from_index
         failures = 0
         while True:
-            request = pb.WatchTableRequest(table_id=table_id, from_event_index=next_index)
+            request = pb.WatchTableRequest(
+                table_id=table_id, from_event_index=next_index, batch_events=True
+            )
             if seat is not None:
                 request.seat = seat
+                request.only_turns = held
             self.calls["WatchTable"] += 1
             call = self.stub.WatchTable(request, metadata=metadata)
+            messages = _one_by_one(call)
             try:
-                async for response in call:
+                async for response in messages:
                     if not response.HasField("event"):
                         yield response  # a turn: no index
                         continue
@@ -358,7 +369,23 @@ class RefereeClient:
                     raise _error(exc) from exc
             finally:
                 call.cancel()
+                await messages.aclose()
             await asyncio.sleep(self._delay(failures))
+
+
+async def _one_by_one(
+    call: AsyncIterable[pb.WatchTableResponse],
+) -> AsyncGenerator[pb.WatchTableResponse, None]:
+    """The messages of a WatchTable call one event or one turn each: a batch (`events`, then
+    its `turn`) taken apart."""
+    async for response in call:
+        if not response.events:
+            yield response
+            continue
+        for event in response.events:
+            yield pb.WatchTableResponse(event=event)
+        if response.HasField("turn"):
+            yield pb.WatchTableResponse(turn=response.turn)
 
 
 class SeatHandle:
@@ -454,7 +481,9 @@ class SeatHandle:
         itself after a dropped stream (see `RefereeClient.watch`)."""
         return self.client.watch(self.table_id, from_index, self.seat, self.metadata)
 
-    async def turns(self, from_index: int = 0) -> AsyncGenerator[pb.WatchTableResponse, None]:
+    async def turns(
+        self, from_index: int = 0, held: bool = False
+    ) -> AsyncGenerator[pb.WatchTableResponse, None]:
         """The seat's stream, to play a match by (one WatchTable for the match): the table's
         events from `from_index` on, in order and each once (`event`), and a `turn` (the
         seat's view) each time the seat must act; it ends after `match_ended` (or
@@ -465,10 +494,13 @@ class SeatHandle:
         action and that view come next from here, at once, before the stream brings them. A
         turn at an action index the seat has already acted at, or already given, is left out
         (stale). A dropped stream is reopened at the next event index (the referee sends the
-        turn again at the end of the backlog if it is still due)."""
+        turn again at the end of the backlog if it is still due). With `held`, the events
+        are held back by the referee until the seat's turn (or the match's end) and come
+        with it: a bot that acts on its turns only needs no more (WatchTableRequest.only_turns
+        with batch_events: one message per turn)."""
         ahead: collections.deque[pb.SubmitActionResponse] = collections.deque()
         self._ahead = ahead
-        stream = self.client._stream(self.table_id, from_index, self.seat, self.metadata)
+        stream = self.client._stream(self.table_id, from_index, self.seat, self.metadata, held)
         next_index = from_index  # the next event to give
         given = -1  # the action index of the last turn given
 

@@ -23,7 +23,11 @@ process:
    subprocess; a generic handler with identity bytes serializers) driven by the same client
    set-up (same coroutines, same channel arrangement, two unary calls per "action" with the
    same metadata and the mean request and response sizes measured for GetView and
-   SubmitAction in the loop's round 1). The loop, the stream and the echo run throughout
+   SubmitAction in the loop's round 1); and the echo in the stream's shape, the transport's
+   own cost of one call per move: one stream per coroutine and, per action, one unary call
+   (sized like SubmitAction) after which the stream brings one message (sized like a turn)
+   before the next. Its ratio to the echo is the most the stream can gain over the loop from
+   the calls alone. The loop, the stream and the echo run throughout
    parts 1 and 2 and the load takes turns (``--rounds``, each with its warm-up), so a drift in
    the machine's speed hits all. Then the stream-driven bots are offered half of the echo's
    saturation rate (its actions/s): their SubmitAction p99 there is the latency target
@@ -67,7 +71,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +88,8 @@ SCRIPT = Path(__file__).resolve()
 SERVICE = "tapis.v1.RefereeService"
 ECHO_VIEW = "/tapis.bench.Echo/View"
 ECHO_SUBMIT = "/tapis.bench.Echo/Submit"
+ECHO_ACT = "/tapis.bench.Echo/Act"  # a Submit that also pushes a message on a Turns stream
+ECHO_TURNS = "/tapis.bench.Echo/Turns"
 CPROFILE_FLAG = "--cprofile-server"  # internal: run `tapis serve` under cProfile
 
 TARGET_RATIO = 0.50  # referee actions/s >= this fraction of echo's
@@ -207,20 +213,56 @@ def _identity(data: bytes) -> bytes:
 
 
 async def _echo_server(port: int) -> None:
-    """Answer each call with as many bytes as its first 4 bytes say (little endian)."""
+    """Answer each call with as many bytes as its first 4 bytes say (little endian). The
+    stream-shaped pair: a Turns stream (its request: 4 bytes of the size of its messages and
+    a key of 8) sends a message each time an Act call (4 bytes of its answer's size, the key)
+    comes for its key, as a seat's stream sends a turn after a submission."""
     payload = bytes(range(256)) * 4096
+    streams: dict[bytes, tuple[int, asyncio.Queue[None]]] = {}
 
     async def respond(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         return payload[: int.from_bytes(request[:4], "little")]
 
-    handler = grpc.unary_unary_rpc_method_handler(
-        respond, request_deserializer=_identity, response_serializer=_identity
-    )
-    service, view = ECHO_VIEW.rsplit("/", 2)[1:]
-    submit = ECHO_SUBMIT.rsplit("/", 1)[1]
+    async def act(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        stream = streams.get(request[4:12])
+        if stream is not None:
+            stream[1].put_nowait(None)
+        return payload[: int.from_bytes(request[:4], "little")]
+
+    async def turns(
+        request: bytes, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[bytes]:
+        size, key, queue = int.from_bytes(request[:4], "little"), request[4:12], asyncio.Queue()
+        streams[key] = (size, queue)
+        try:
+            yield payload[:size]  # the stream is ready
+            while True:
+                await queue.get()
+                yield payload[:size]
+        finally:
+            del streams[key]
+
+    def unary(handle: Callable[..., Awaitable[bytes]]) -> grpc.RpcMethodHandler[Any, Any]:
+        return grpc.unary_unary_rpc_method_handler(
+            handle, request_deserializer=_identity, response_serializer=_identity
+        )
+
+    handlers = {
+        ECHO_VIEW: unary(respond),
+        ECHO_SUBMIT: unary(respond),
+        ECHO_ACT: unary(act),
+        ECHO_TURNS: grpc.unary_stream_rpc_method_handler(
+            turns, request_deserializer=_identity, response_serializer=_identity
+        ),
+    }
+    service = ECHO_VIEW.rsplit("/", 2)[1]
     server = grpc.aio.server()
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(service, {view: handler, submit: handler}),)
+        (
+            grpc.method_handlers_generic_handler(
+                service, {name.rsplit("/", 1)[1]: h for name, h in handlers.items()}
+            ),
+        )
     )
     if server.add_insecure_port(f"127.0.0.1:{port}") == 0:
         raise SystemExit(f"echo server: cannot listen on port {port}")
@@ -404,11 +446,14 @@ async def stream_bot(
     threshold: int,
     rng: random.Random,
     only_turns: bool = False,
+    batch_events: bool = False,
 ) -> None:
     """Tables of Dame de Pique as in `referee_bot`, but played as a bot does it now: one
     WatchTable stream per seat for the match, and on each `turn` (or at once on a
     SubmitActionResponse's `next_view`) one SubmitAction. No GetView. With `only_turns`, the
-    streams carry the seat's turns and the match's end only (WatchTableRequest.only_turns)."""
+    streams carry the seat's turns and the match's end only (WatchTableRequest.only_turns);
+    with `batch_events`, each message carries the events since the last (batch_events), and
+    with both the events come with the seat's turns."""
     stub = rpc.RefereeServiceStub(channel)
     now = time.perf_counter
     due = [now() + rng.random() * load.interval - load.interval]  # a random phase, per table
@@ -421,9 +466,12 @@ async def stream_bot(
     async def play(table_id: str, seat: int, call: Any, metadata: Any) -> None:
         done = -1  # the highest action index this seat acted at or was given a turn at
         async for message in call:
-            if message.HasField("event"):
-                if message.event.HasField("match_ended") and load.counts(now(), now()):
-                    load.matches += seat == 0
+            ended = message.event.HasField("match_ended") or any(
+                e.HasField("match_ended") for e in message.events
+            )
+            if ended and load.counts(now(), now()):
+                load.matches += seat == 0
+            if not message.HasField("turn"):
                 continue
             view: pb.SeatView | None = message.turn
             if load.counts(now(), now()):
@@ -474,7 +522,9 @@ async def stream_bot(
         calls = []
         for t in created.tokens:
             metadata = auth(t.token)
-            request = pb.WatchTableRequest(table_id=table_id, seat=t.seat, only_turns=only_turns)
+            request = pb.WatchTableRequest(
+                table_id=table_id, seat=t.seat, only_turns=only_turns, batch_events=batch_events
+            )
             calls.append((t.seat, stub.WatchTable(request, metadata=metadata), metadata))
             if load.counts(t0, now()):
                 load.rpcs += 1
@@ -529,6 +579,41 @@ async def echo_bot(channel: grpc.aio.Channel, load: Load, sizes: dict[str, int])
             load.rpcs += 1
             load.acks += 1
             load.submit_ms.append(1000 * (t1 - t0))
+
+
+async def echo_stream_bot(channel: grpc.aio.Channel, load: Load, sizes: dict[str, int]) -> None:
+    """The stream's shape on the echo: one stream, and per "action" one unary call (sized like
+    SubmitAction) after which the stream brings one message (sized like a turn: GetView's
+    response) before the next action: the transport's own cost of one call per move."""
+    act = channel.unary_unary(
+        ECHO_ACT, request_serializer=_identity, response_deserializer=_identity
+    )
+    turns = channel.unary_stream(
+        ECHO_TURNS, request_serializer=_identity, response_deserializer=_identity
+    )
+    metadata = auth(random.randbytes(24).hex()[:32])
+    key = random.randbytes(8)
+    call = turns(sizes["view.response"].to_bytes(4, "little") + key, metadata=metadata)
+    messages = call.__aiter__()
+    request = sizes["submit.response"].to_bytes(4, "little") + key
+    request += b"\x01" * max(0, sizes["submit.request"] - len(request))
+    now = time.perf_counter
+    due = now() + random.random() * load.interval - load.interval
+    try:
+        await anext(messages)  # the stream is ready
+        while now() < load.end:
+            due = await load.pace(due)
+            t0 = now()
+            await act(request, metadata=metadata)
+            t1 = now()
+            await anext(messages)
+            if load.counts(t0, t1):
+                load.rpcs += 1
+                load.acks += 1
+                load.turns += 1
+                load.submit_ms.append(1000 * (t1 - t0))
+    finally:
+        call.cancel()
 
 
 @dataclass
@@ -619,6 +704,7 @@ class Throughput:
     loop: Run  # the referee, GetView then SubmitAction
     stream: Run  # the referee, stream-driven bots
     echo: Run | None
+    echo_stream: Run | None  # the echo driven in the stream's shape (echo_stream_bot)
     paced: Run | None  # stream-driven bots offered half of echo's saturation rate
     sizes: dict[str, int]
     profile: Path | None
@@ -655,20 +741,31 @@ async def throughput_phase(args: argparse.Namespace, tmp: Path) -> Throughput:
 
             return make
 
-        def echo_bots(sizes: dict[str, int]) -> Callable[[Load], Bot]:
+        def echo_bots(sizes: dict[str, int], shaped: bool = False) -> Callable[[Load], Bot]:
             def make(load: Load) -> Bot:
                 async def bot(i: int, channel: grpc.aio.Channel) -> None:
-                    await echo_bot(channel, load, sizes)
+                    await (echo_stream_bot if shaped else echo_bot)(channel, load, sizes)
 
                 return bot
 
             return make
 
-        streaming = functools.partial(stream_bot, only_turns=args.only_turns)
-        stream_name = "stream (only turns)" if args.only_turns else "stream"
+        streaming = functools.partial(
+            stream_bot, only_turns=args.only_turns, batch_events=args.batch_events
+        )
+        stream_name = "stream" + (
+            " (only turns, batched)"
+            if args.only_turns and args.batch_events
+            else " (only turns)"
+            if args.only_turns
+            else " (batched)"
+            if args.batch_events
+            else ""
+        )
         loop_runs: list[Run] = []
         stream_runs: list[Run] = []
         echo_runs: list[Run] = []
+        echo_stream_runs: list[Run] = []
         sizes: dict[str, int] = {}
         for _ in range(args.rounds):
             run = await measured(
@@ -685,7 +782,13 @@ async def throughput_phase(args: argparse.Namespace, tmp: Path) -> Throughput:
                 echo_runs.append(
                     await measured(echo, echo_target, args, "echo", seconds, echo_bots(sizes))
                 )
+                shaped = echo_bots(sizes, shaped=True)
+                name = "echo, stream-shaped"
+                echo_stream_runs.append(
+                    await measured(echo, echo_target, args, name, seconds, shaped)
+                )
         echo_run = merged(echo_runs) if echo_runs else None
+        echo_stream_run = merged(echo_stream_runs) if echo_stream_runs else None
         paced = None
         if echo_run is not None and not args.pace:
             half = echo_run.actions_per_s / 2
@@ -697,7 +800,9 @@ async def throughput_phase(args: argparse.Namespace, tmp: Path) -> Throughput:
         referee.stop()
         if echo is not None:
             echo.stop()
-    return Throughput(merged(loop_runs), merged(stream_runs), echo_run, paced, sizes, profile)
+    return Throughput(
+        merged(loop_runs), merged(stream_runs), echo_run, echo_stream_run, paced, sizes, profile
+    )
 
 
 # --- memory per idle table ------------------------------------------------------------------
@@ -829,7 +934,12 @@ def print_run(run: Run) -> None:
             f"{load.rpcs / max(1, load.acks):.3f} calls per action; acted on {load.turns} turns "
             f"and {load.next_views} next_views; {load.matches} matches ended"
         )
-    if run.name == "echo":
+    if run.name == "echo, stream-shaped":
+        print(
+            f"  one call and one stream message per action; call ms p50/p90/p99/max: "
+            f"{latency_line(load.submit_ms)}"
+        )
+    elif run.name == "echo":
         print(f"  second call (SubmitAction) ms p50/p90/p99/max: {latency_line(load.submit_ms)}")
         print(f"  first call (GetView) ms p50/p90/p99/max:      {latency_line(load.view_ms)}")
     else:
@@ -905,7 +1015,7 @@ def run_all(args: argparse.Namespace) -> int:
             f"{sizes['view.request']} -> {sizes['view.response']}, SubmitAction "
             f"{sizes['submit.request']} -> {sizes['submit.response']}"
         )
-        for run in (loop, stream, echo, paced):
+        for run in (loop, stream, echo, result.echo_stream, paced):
             if run is not None:
                 print_run(run)
         memory = asyncio.run(memory_phase(args, tmp / "idle")) if args.idle_tables > 0 else None
@@ -960,6 +1070,16 @@ def run_all(args: argparse.Namespace) -> int:
                      f"{100 * loop.actions_per_s / echo.actions_per_s:.1f}%",
                      f"{100 * stream.actions_per_s / echo.actions_per_s:.1f}%", "",
                      f">= {100 * TARGET_RATIO:.0f}%", ""))  # fmt: skip
+    echo_stream = result.echo_stream
+    if echo is not None and echo_stream is not None:
+        floor = echo_stream.actions_per_s / echo.actions_per_s
+        floor_cpu = (echo.server_cpu / max(1, echo.load.acks)) / (
+            echo_stream.server_cpu / max(1, echo_stream.load.acks)
+        )
+        rows.append((
+            "the transport alone: echo stream-shaped / echo (actions/s; server CPU per action)",
+            "", f"{floor:.2f}x; {floor_cpu:.2f}x", "", "", "",
+        ))  # fmt: skip
     if paced is not None and echo is not None:
         p99 = percentile(paced.load.submit_ms, 99)
         rows.append((
@@ -1030,6 +1150,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only-turns",
         action="store_true",
         help="the stream-driven bots ask for their turns only (WatchTableRequest.only_turns)",
+    )
+    parser.add_argument(
+        "--batch-events",
+        action="store_true",
+        help="the stream-driven bots ask for their events in batches, a turn in the message of"
+        " the events before it (WatchTableRequest.batch_events); with --only-turns the events"
+        " come with the seat's turns",
     )
     parser.add_argument(
         "--pace",

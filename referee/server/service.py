@@ -722,20 +722,22 @@ class RefereeServicer:
                 table, request.seat if request.HasField("seat") else None, context
             )
             slot = self._streams.open(_client(context))
+            batched = request.batch_events
             watched = self.referee.watch(
-                table, request.from_event_index, seat, only_turns=request.only_turns
+                table,
+                request.from_event_index,
+                seat,
+                only_turns=request.only_turns,
+                hold=batched,
             )
-            async for item in watched:
-                if isinstance(item, Turn):
-                    assert seat is not None
-                    turn = turn_message(table, seat)
-                    if turn is not None:  # (it is: nothing was awaited since the check)
-                        yield turn
-                    continue
-                index, event = item
-                response = pb.WatchTableResponse()
-                event_message(table, index, event, seat, response.event)
-                yield response
+            async for batch in watched:
+                # Every message of a batch is built before the first is sent (awaited): a
+                # turn's view is the state the batch was decided on.
+                messages = (
+                    _batched(table, batch, seat) if batched else _one_by_one(table, batch, seat)
+                )
+                for message in messages:
+                    yield message
         except asyncio.CancelledError:
             return  # the client went away, or the server is shutting down
         except Exception as exc:
@@ -754,6 +756,48 @@ class RefereeServicer:
             record_id=rid,
             public_key=self.public_key,
         )
+
+
+MAX_BATCH = 256  # events in one WatchTableResponse of a batched stream
+
+
+def _one_by_one(
+    table: Table, batch: Sequence[tuple[int, TableEventData] | Turn], seat: int | None
+) -> list[pb.WatchTableResponse]:
+    """A batch of `Referee.watch` as one message per event and one for a turn."""
+    messages = []
+    for item in batch:
+        if isinstance(item, Turn):
+            assert seat is not None
+            turn = turn_message(table, seat)
+            if turn is not None:  # (it is: nothing was awaited since the batch was made)
+                messages.append(turn)
+            continue
+        index, event = item
+        response = pb.WatchTableResponse()
+        event_message(table, index, event, seat, response.event)
+        messages.append(response)
+    return messages
+
+
+def _batched(
+    table: Table, batch: Sequence[tuple[int, TableEventData] | Turn], seat: int | None
+) -> list[pb.WatchTableResponse]:
+    """A batch of `Referee.watch` as few messages as can be (WatchTableRequest.batch_events):
+    its events, MAX_BATCH at most in each, the turn in the last."""
+    messages = [pb.WatchTableResponse()]
+    for item in batch:
+        if isinstance(item, Turn):
+            assert seat is not None
+            turn = turn_message(table, seat)
+            if turn is not None:  # (it is: nothing was awaited since the batch was made)
+                messages[-1].turn.CopyFrom(turn.turn)
+            continue
+        if len(messages[-1].events) == MAX_BATCH:
+            messages.append(pb.WatchTableResponse())
+        index, event = item
+        event_message(table, index, event, seat, messages[-1].events.add())
+    return [m for m in messages if m.events or m.HasField("turn")]
 
 
 def table_rules(table: Table) -> rpb.Rules:

@@ -1200,14 +1200,17 @@ class Referee:
         seat: int | None = None,
         idle: float = 15.0,
         only_turns: bool = False,
-    ) -> AsyncIterator[tuple[int, TableEventData] | Turn]:
-        """The table's events from `start` on, waiting for new ones while the table lives.
-        For a seat, also a `Turn` each time it comes to act: after the events so far (on a
-        stream opened while it must act, at the end of the backlog), once, as long as the
-        seat stays to act without acting (other seats acting meanwhile, in the Dame de Pique
-        exchange, leave its turn valid: `Table.to_act_since`). A turn is yielded with nothing
-        awaited since the check: the state is still the one it was decided on when the
-        caller builds the seat's view."""
+        hold: bool = False,
+    ) -> AsyncIterator[list[tuple[int, TableEventData] | Turn]]:
+        """The table's events from `start` on, waiting for new ones while the table lives,
+        in batches: what is new at each wake-up, in order. For a seat, also a `Turn` each time
+        it comes to act, last in its batch: after the events so far (on a stream opened while
+        it must act, at the end of the backlog), once, as long as the seat stays to act
+        without acting (other seats acting meanwhile, in the Dame de Pique exchange, leave its
+        turn valid: `Table.to_act_since`). With `only_turns`, a seat's events are passed over
+        but the table's last one, or with `hold` held back until its turn or the table's end.
+        A batch is yielded with nothing awaited since it was made: the caller builds its
+        messages (a turn's view) on the state it was decided on, before it awaits."""
         if start > table.durable_events:
             raise OutOfRange(
                 f"from_event_index {start} is past the table's {table.durable_events} events"
@@ -1215,26 +1218,32 @@ class Referee:
         index = start
         turn_at = -1  # the action index of the last turn sent
         only_turns = only_turns and seat is not None
+        events = table.events
         while True:
-            if only_turns and index < table.durable_events:
-                # The events are passed over; the last, when it ends the table, is sent.
-                index = table.durable_events
-                last = table.events[index - 1]
-                if isinstance(last, EndEvent | ClosedEvent):
-                    yield index - 1, last
-            while index < table.durable_events:
-                yield index, table.events[index]
-                index += 1
-            if (
+            durable = table.durable_events
+            turn = (
                 seat is not None
-                and index == table.durable_events
                 and table.must_act(seat)
                 and not (turn_at >= 0 and table.to_act_since(seat, turn_at))
-            ):
+            )
+            batch: list[tuple[int, TableEventData] | Turn] = []
+            if index < durable:
+                if not only_turns or (hold and (turn or table.ended)):
+                    batch.extend((i, events[i]) for i in range(index, durable))
+                    index = durable
+                elif not hold:
+                    # The events are passed over; the last, when it ends the table, is sent.
+                    index = durable
+                    last = events[index - 1]
+                    if isinstance(last, EndEvent | ClosedEvent):
+                        batch.append((index - 1, last))
+            if turn and index == durable:
                 turn_at = len(table.actions)
-                yield Turn(turn_at)
-                continue  # events may have come while the turn was sent
-            if table.ended and index >= table.durable_events:
+                batch.append(Turn(turn_at))
+            if batch:
+                yield batch
+                continue  # events may have come while the batch was sent
+            if table.ended and index >= durable:
                 return  # the match is over (its last event, the record, was sent) or closed
             await table.wait_change(idle, seat if only_turns else None)
 

@@ -47,7 +47,7 @@ from tapis_cartes.referee.engine.cards import SUIT_SYMBOLS
 from tapis_cartes.referee.errors import BadRequest, ListenError, NotFound, TapisError, Unavailable
 from tapis_cartes.referee.server.limits import DEFAULT_LIMITS, Limits, Slot, StreamCount
 from tapis_cartes.referee.server.service import event_message, seat_view, table_status
-from tapis_cartes.referee.server.tables import Referee, Table
+from tapis_cartes.referee.server.tables import Referee, Table, Turn
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 
@@ -300,10 +300,15 @@ class WebFront:
                     yield _sse("table", table_info(table))
                     yield _sse("end", {"record_id": table.record_id})
                     return
-                index, event = item
-                message = event_message(table, index, event, None)  # the spectator's copy
-                yield _sse("event", _json(message), index + 1)
-                if index + 1 >= table.durable_events:
+                # A spectator's batch holds events only; each message is made before the first
+                # is sent, on the state the batch was made on.
+                sent = [
+                    (index, _json(event_message(table, index, event, None)))  # its copy
+                    for index, event in (e for e in item if not isinstance(e, Turn))
+                ]
+                for index, message in sent:
+                    yield _sse("event", message, index + 1)
+                if sent and sent[-1][0] + 1 >= table.durable_events:
                     yield _sse("view", await self._view(table))
         finally:
             closing.cancel()

@@ -1583,6 +1583,7 @@ class WatchTableRequest(_message.Message):
     SEAT_FIELD_NUMBER: _builtins.int
     FROM_EVENT_INDEX_FIELD_NUMBER: _builtins.int
     ONLY_TURNS_FIELD_NUMBER: _builtins.int
+    BATCH_EVENTS_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
     """The table."""
     seat: _builtins.int
@@ -1595,6 +1596,13 @@ class WatchTableRequest(_message.Message):
     views (a turn, next_view). Resume from the last turn's view.event_index. Ignored for a
     spectator.
     """
+    batch_events: _builtins.bool
+    """Events in batches: each message carries in `events` every event since the stream's last
+    message (at most 256; a longer backlog takes several messages), and a seat's turn comes in
+    the message of the events before it, instead of one message per event and one per turn.
+    With only_turns, the events are not left out but held back: they come with the seat's
+    next turn, or with the table's last event.
+    """
     def __init__(
         self,
         *,
@@ -1602,10 +1610,11 @@ class WatchTableRequest(_message.Message):
         seat: _builtins.int | None = ...,
         from_event_index: _builtins.int = ...,
         only_turns: _builtins.bool = ...,
+        batch_events: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "seat", b"seat"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "from_event_index", b"from_event_index", "only_turns", b"only_turns", "seat", b"seat", "table_id", b"table_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seat", b"_seat", "batch_events", b"batch_events", "from_event_index", b"from_event_index", "only_turns", b"only_turns", "seat", b"seat", "table_id", b"table_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__seat: _TypeAlias = _typing.Literal["seat"]  # noqa: Y015
     _WhichOneofArgType__seat: _TypeAlias = _typing.Literal["_seat", b"_seat"]  # noqa: Y015
@@ -1621,6 +1630,7 @@ class WatchTableResponse(_message.Message):
 
     EVENT_FIELD_NUMBER: _builtins.int
     TURN_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def event(self) -> Global___TableEvent:
         """The event, as the watcher may know it. Absent in a `turn` message."""
@@ -1640,15 +1650,23 @@ class WatchTableResponse(_message.Message):
         SubmitAction at expected_action_index = view.action_index.
         """
 
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___TableEvent]:
+        """With WatchTableRequest.batch_events: the events since the stream's last message, in order
+        (consecutive indexes), before the `turn` of the same message when it has one; `event` is
+        then never set.
+        """
+
     def __init__(
         self,
         *,
         event: Global___TableEvent | None = ...,
         turn: Global___SeatView | None = ...,
+        events: _abc.Iterable[Global___TableEvent] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "turn", b"turn"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "turn", b"turn"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "events", b"events", "turn", b"turn"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -297,3 +297,57 @@ def test_a_stream_of_turns_only_carries_the_turns_and_the_end(tmp_path: Path) ->
         assert "action_taken" in events and events[-1] == "match_ended"
 
     run(body, tmp_path)
+
+
+@pytest.mark.parametrize("only_turns", [False, True])
+def test_a_batched_stream_carries_every_event_once_in_order_with_the_turns(
+    tmp_path: Path, only_turns: bool
+) -> None:
+    """WatchTableRequest.batch_events: each message carries the events since the last one, a
+    turn in the message of the events before it; the match is played from those turns, and
+    the events, put end to end, are those of the stream one event per message. With
+    only_turns the events are held back until the seat's turn: every message has a turn but
+    the last, which ends the match."""
+
+    async def body(_: Any, stub: rpc.RefereeServiceStub, __: Any) -> None:
+        table_id, tokens = await new_table(stub, "dame-de-pique", "", {"end_threshold": 30}, 4)
+        rng = random.Random(7)
+        seen: dict[int, list[bytes]] = {s: [] for s in tokens}
+        turns: dict[int, list[bool]] = {s: [] for s in tokens}
+
+        async def seat_loop(seat: int) -> None:
+            request = pb.WatchTableRequest(
+                table_id=table_id, seat=seat, only_turns=only_turns, batch_events=True
+            )
+            done = -1
+            async for message in stub.WatchTable(request, metadata=auth(tokens[seat])):
+                assert not message.HasField("event")
+                assert message.events or message.HasField("turn")
+                seen[seat].extend(e.SerializeToString() for e in message.events)
+                turns[seat].append(message.HasField("turn"))
+                view: pb.SeatView | None = message.turn if message.HasField("turn") else None
+                if view is not None:
+                    # The turn comes after the events before it: none is missing.
+                    assert view.event_index == len(seen[seat])
+                while view is not None and view.legal_actions and view.action_index > done:
+                    done = view.action_index
+                    submit = pb.SubmitActionRequest(
+                        table_id=table_id,
+                        seat=seat,
+                        expected_action_index=view.action_index,
+                        action=rng.choice(view.legal_actions).action,
+                    )
+                    reply = await stub.SubmitAction(submit, metadata=auth(tokens[seat]))
+                    view = reply.next_view if reply.HasField("next_view") else None
+
+        await asyncio.wait_for(asyncio.gather(*(seat_loop(s) for s in tokens)), 120)
+        for seat, token in tokens.items():
+            one_by_one = [
+                m.event.SerializeToString() async for m in _watch(stub, table_id, seat, token)
+            ]
+            assert seen[seat] == one_by_one, seat
+            assert any(turns[seat]), seat
+            if only_turns:
+                assert all(turns[seat][:-1]) and not turns[seat][-1], (seat, turns[seat])
+
+    run(body, tmp_path)
