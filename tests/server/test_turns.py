@@ -275,18 +275,8 @@ def test_a_stream_of_turns_only_carries_the_turns_and_the_end(tmp_path: Path) ->
                     kinds[seat].append(message.event.WhichOneof("event") or "")
                     continue
                 kinds[seat].append("turn")
-                view = message.turn
                 # (a turn at an index the seat acted at by a next_view is stale: skipped)
-                while view.legal_actions and view.action_index > done:
-                    done = view.action_index
-                    submit = pb.SubmitActionRequest(
-                        table_id=table_id,
-                        seat=seat,
-                        expected_action_index=view.action_index,
-                        action=rng.choice(view.legal_actions).action,
-                    )
-                    reply = await stub.SubmitAction(submit, metadata=auth(tokens[seat]))
-                    view = reply.next_view
+                done = await play_from(stub, table_id, seat, tokens[seat], message.turn, done, rng)
 
         await asyncio.wait_for(asyncio.gather(*(seat_loop(s) for s in tokens)), 120)
         for seat, seen in kinds.items():
@@ -297,6 +287,30 @@ def test_a_stream_of_turns_only_carries_the_turns_and_the_end(tmp_path: Path) ->
         assert "action_taken" in events and events[-1] == "match_ended"
 
     run(body, tmp_path)
+
+
+async def play_from(
+    stub: rpc.RefereeServiceStub,
+    table_id: str,
+    seat: int,
+    token: str,
+    view: pb.SeatView | None,
+    done: int,
+    rng: random.Random,
+) -> int:
+    """A random legal action for each view the seat must act on at an index after `done`,
+    following each reply's next_view; the last index the seat acted at."""
+    while view is not None and view.legal_actions and view.action_index > done:
+        done = view.action_index
+        submit = pb.SubmitActionRequest(
+            table_id=table_id,
+            seat=seat,
+            expected_action_index=view.action_index,
+            action=rng.choice(view.legal_actions).action,
+        )
+        reply = await stub.SubmitAction(submit, metadata=auth(token))
+        view = reply.next_view if reply.HasField("next_view") else None
+    return done
 
 
 @pytest.mark.parametrize("only_turns", [False, True])
@@ -329,16 +343,7 @@ def test_a_batched_stream_carries_every_event_once_in_order_with_the_turns(
                 if view is not None:
                     # The turn comes after the events before it: none is missing.
                     assert view.event_index == len(seen[seat])
-                while view is not None and view.legal_actions and view.action_index > done:
-                    done = view.action_index
-                    submit = pb.SubmitActionRequest(
-                        table_id=table_id,
-                        seat=seat,
-                        expected_action_index=view.action_index,
-                        action=rng.choice(view.legal_actions).action,
-                    )
-                    reply = await stub.SubmitAction(submit, metadata=auth(tokens[seat]))
-                    view = reply.next_view if reply.HasField("next_view") else None
+                done = await play_from(stub, table_id, seat, tokens[seat], view, done, rng)
 
         await asyncio.wait_for(asyncio.gather(*(seat_loop(s) for s in tokens)), 120)
         for seat, token in tokens.items():
