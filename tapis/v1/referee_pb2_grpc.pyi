@@ -141,6 +141,14 @@ class RefereeServiceStub:
     received + 1 to resume without gap or duplicate. On a seat's own stream, a `turn` (the
     seat's view) also says each time the seat must act.
     """
+    PlaySeat: _grpc.StreamStreamMultiCallable[_referee_pb2.PlaySeatRequest, _referee_pb2.PlaySeatResponse]
+    """A whole match for one seat on one call (authenticated): the first request opens the
+    stream (`open`), each next one submits an action (`submit`). The referee sends what a
+    seat's WatchTable with only_turns and batch_events sends (the events held until the
+    seat's turn, the turn), and the answer to each submission in order: its acknowledgement
+    (`ack`, as SubmitAction's), or its refusal (`refused`, the status SubmitAction would end
+    with), after which the stream stays open. It ends (OK) after MatchEnded or TableClosed.
+    """
     GetRecord: _grpc.UnaryUnaryMultiCallable[_referee_pb2.GetRecordRequest, _referee_pb2.GetRecordResponse]
     """The signed record of a finished table. Before the end, or for a table closed without a
     record: FAILED_PRECONDITION.
@@ -170,6 +178,14 @@ class RefereeServiceAsyncStub(RefereeServiceStub):
     (OK) after MatchEnded or TableClosed. Reconnect with from_event_index = last index
     received + 1 to resume without gap or duplicate. On a seat's own stream, a `turn` (the
     seat's view) also says each time the seat must act.
+    """
+    PlaySeat: _aio.StreamStreamMultiCallable[_referee_pb2.PlaySeatRequest, _referee_pb2.PlaySeatResponse]  # type: ignore[assignment]
+    """A whole match for one seat on one call (authenticated): the first request opens the
+    stream (`open`), each next one submits an action (`submit`). The referee sends what a
+    seat's WatchTable with only_turns and batch_events sends (the events held until the
+    seat's turn, the turn), and the answer to each submission in order: its acknowledgement
+    (`ack`, as SubmitAction's), or its refusal (`refused`, the status SubmitAction would end
+    with), after which the stream stays open. It ends (OK) after MatchEnded or TableClosed.
     """
     GetRecord: _aio.UnaryUnaryMultiCallable[_referee_pb2.GetRecordRequest, _referee_pb2.GetRecordResponse]  # type: ignore[assignment]
     """The signed record of a finished table. Before the end, or for a table closed without a
@@ -245,6 +261,20 @@ class RefereeServiceServicer(metaclass=_abc_1.ABCMeta):
         (OK) after MatchEnded or TableClosed. Reconnect with from_event_index = last index
         received + 1 to resume without gap or duplicate. On a seat's own stream, a `turn` (the
         seat's view) also says each time the seat must act.
+        """
+
+    @_abc_1.abstractmethod
+    def PlaySeat(
+        self,
+        request_iterator: _MaybeAsyncIterator[_referee_pb2.PlaySeatRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_referee_pb2.PlaySeatResponse], _abc.AsyncIterator[_referee_pb2.PlaySeatResponse]]:
+        """A whole match for one seat on one call (authenticated): the first request opens the
+        stream (`open`), each next one submits an action (`submit`). The referee sends what a
+        seat's WatchTable with only_turns and batch_events sends (the events held until the
+        seat's turn, the turn), and the answer to each submission in order: its acknowledgement
+        (`ack`, as SubmitAction's), or its refusal (`refused`, the status SubmitAction would end
+        with), after which the stream stays open. It ends (OK) after MatchEnded or TableClosed.
         """
 
     @_abc_1.abstractmethod

@@ -70,13 +70,17 @@ LONG_MATCHES = [
 ]
 
 
-@pytest.mark.parametrize(("game", "ruleset", "options"), LONG_MATCHES)
+@pytest.mark.parametrize(
+    ("game", "ruleset", "options", "one_call"),
+    [(*m, True) for m in LONG_MATCHES] + [(*LONG_MATCHES[0], False), (*LONG_MATCHES[1], False)],
+)
 def test_sdk_bots_make_one_call_per_move(
-    tmp_path: Path, game: str, ruleset: str, options: dict[str, int]
+    tmp_path: Path, game: str, ruleset: str, options: dict[str, int], one_call: bool
 ) -> None:
     """The bots play through their seats' streams: every call the SDK makes (CreateTable,
-    one WatchTable per seat, SubmitAction, and any GetView or other call) is counted, and a
-    whole match takes at most 1.05 calls per move."""
+    one PlaySeat per seat, or one WatchTable per seat and SubmitAction, and any GetView or
+    other call) is counted, and a whole match takes at most 1.05 calls per move (over
+    PlaySeat, one call per seat)."""
 
     async def main() -> None:
         async with referee_and_client(tmp_path) as (_, client):
@@ -86,14 +90,19 @@ def test_sdk_bots_make_one_call_per_move(
             handles = [client.seat(table.table_id, i, table.tokens[i]) for i in range(players)]
             bots = [RandomBot(i) if i % 2 else HeuristicBot(game, ruleset) for i in range(players)]
             results = await asyncio.gather(
-                *(play_seat(h, b) for h, b in zip(handles, bots, strict=True))
+                *(play_seat(h, b, one_call) for h, b in zip(handles, bots, strict=True))
             )
             calls = dict(client.calls)
             moves = sum(r.actions for r in results)
             record = decode_record((await client.record(table.table_id)).envelope.record)
             assert moves == sum(len(h.actions) for h in record.hands)
-            assert calls["WatchTable"] == players and calls["CreateTable"] == 1
-            assert calls["SubmitAction"] >= moves
+            assert calls["CreateTable"] == 1
+            if one_call:
+                assert calls["PlaySeat"] == players and "SubmitAction" not in calls
+                assert "WatchTable" not in calls
+            else:
+                assert calls["WatchTable"] == players and "PlaySeat" not in calls
+                assert calls["SubmitAction"] >= moves
             made = sum(calls.values()) - 1  # the GetRecord of this check is not the bots'
             assert made / moves <= 1.05, (calls, moves)
 
