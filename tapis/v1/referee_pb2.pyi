@@ -21,8 +21,8 @@ without a token is allowed: a spectator sees public information only.
 
 Clients: the referee counts a client by its network address (the peer's host, without the
 port). A client may have at most 1000 tables open (created, and neither finished nor
-closed) and 256 WatchTable streams at once (the referee's defaults; `tapis serve` options
-change them); beyond, RESOURCE_EXHAUSTED. Open seats that nobody takes expire: a table still
+closed) and 256 streams (WatchTable and PlaySeat) at once (the referee's defaults; `tapis
+serve` options change them); beyond, RESOURCE_EXHAUSTED. Open seats that nobody takes expire: a table still
 waiting for players one hour after its creation (`tapis serve --open-seat-ttl`) is closed
 (TABLE_STATUS_EXPIRED, a `table_closed` event) and no longer counts.
 
