@@ -17,6 +17,15 @@ time it must act, with its view, and a submission's `next_view` (the seat must a
 once: it leads the next trick) comes out of the same iteration at once, as a turn; turns the
 seat already acted at are left out. `RefereeClient.calls` counts the calls made, by method.
 
+Or the whole match on one call (PlaySeat), the submissions on the stream itself:
+
+        async for message in (play := ann.play()):
+            view = message.ack.next_view if message.HasField("ack") else message.turn
+            if message.HasField("refused"):
+                error = refusal_error(message.refused)  # ActionRefused, StaleAction, ...
+            elif view.legal_actions:
+                await play.submit(view.legal_actions[0].action, view.action_index)
+
 Messages are the generated ones (`tapis_cartes.v1.referee_pb2`): a view is a `SeatView`, an event a
 `TableEvent`. Seat calls carry the metadata `authorization: Bearer <token>`. Every failed
 call raises a `RefereeError` (its `status` is the gRPC code); a move the rules refuse raises

@@ -8,10 +8,11 @@ see. Every error becomes a status code in one place, `_status_of`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import unicodedata
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -768,8 +769,9 @@ class RefereeServicer:
             self.referee.authenticate(table, opening.seat, _token(context))
             slot = self._streams.open(_client(context))
             play = _SeatPlay(self, table, opening.seat, opening.from_event_index)
-            async for message in play.run(requests):
-                yield message
+            async with contextlib.aclosing(play.run(requests)) as messages:
+                async for message in messages:
+                    yield message
         except asyncio.CancelledError:
             return  # the client went away, or the server is shutting down
         except Exception as exc:
@@ -896,7 +898,7 @@ class _SeatPlay:
 
     async def run(
         self, requests: AsyncIterator[pb.PlaySeatRequest | Undecodable]
-    ) -> AsyncIterator[pb.PlaySeatResponse]:
+    ) -> AsyncGenerator[pb.PlaySeatResponse, None]:
         """The messages to send, until the table's last event; an error of either side (a
         bug, or the watch's own: an event index past the table's) is raised here."""
         watcher = asyncio.create_task(self._watch())

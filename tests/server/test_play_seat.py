@@ -7,6 +7,7 @@ mid-match leaves no stream counted and no task; a clock forfeit reaches the stre
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from pathlib import Path
 from typing import Any
@@ -221,6 +222,41 @@ def test_an_opening_refused_ends_the_call_with_its_status(tmp_path: Path) -> Non
     run(body, tmp_path)
 
 
+def test_bytes_that_are_no_request_are_invalid_argument_never_unknown(tmp_path: Path) -> None:
+    """Garbage as the first message ends the call with INVALID_ARGUMENT (field `request`);
+    on an open stream it is refused in-stream, and the stream goes on."""
+
+    async def body(_: Any, stub: rpc.RefereeServiceStub, channel: grpc.aio.Channel) -> None:
+        table_id, tokens = await new_table(stub, "hearts", "", {}, 4)
+        raw = channel.stream_stream(
+            "/tapis.v1.RefereeService/PlaySeat",
+            request_serializer=lambda b: b,
+            response_deserializer=pb.PlaySeatResponse.FromString,
+        )
+        garbage = b"\xff\xff\xff"
+        call = raw(metadata=auth(tokens[0]))
+        await call.write(garbage)
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await call.read()
+        assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert exc.value.details().startswith("request: ")
+        call = raw(metadata=auth(tokens[0]))
+        await call.write(_opening(table_id, 0).SerializeToString())
+        first = await call.read()
+        await call.write(garbage)
+        answer = await call.read()
+        assert answer.refused.code == code_pb2.INVALID_ARGUMENT
+        assert answer.refused.message.startswith("request: ")
+        view = first.turn if first.HasField("turn") else None
+        if view is not None:  # the stream goes on: a move is acknowledged
+            move = submission(table_id, 0, view.action_index, view.legal_actions[0].action)
+            await call.write(move.SerializeToString())
+            assert (await call.read()).ack.action_index == view.action_index
+        call.cancel()
+
+    run(body, tmp_path)
+
+
 def _opening(table_id: str, seat: int, start: int = 0) -> pb.PlaySeatRequest:
     return pb.PlaySeatRequest(
         open=pb.PlaySeatOpen(table_id=table_id, seat=seat, from_event_index=start)
@@ -260,7 +296,23 @@ def test_a_client_gone_mid_match_leaves_no_stream_counted_and_no_task(tmp_path: 
         calls = {s: await open_play(stub, table_id, s, t) for s, t in tokens.items()}
         await asyncio.gather(*(play_out(calls[s], table_id, s, rng, seen[s]) for s in tokens))
 
-    run(body, tmp_path)
+    errors = _Errors()
+    log = logging.getLogger("tapis.referee")
+    log.addHandler(errors)
+    try:
+        run(body, tmp_path)
+    finally:
+        log.removeHandler(errors)
+    assert errors.records == []  # no call failed: a client going away is no error
+
+
+class _Errors(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
 
 
 def test_a_clock_forfeit_reaches_the_stream(tmp_path: Path) -> None:
