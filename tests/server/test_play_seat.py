@@ -352,3 +352,17 @@ def test_a_clock_forfeit_reaches_the_stream(tmp_path: Path) -> None:
             assert outcome.rule == "CLOCK.FORFEIT" and outcome.resigned == turn.seat
 
     asyncio.run(main())
+
+
+def test_a_message_past_the_size_limit_ends_the_call_resource_exhausted(tmp_path: Path) -> None:
+    async def body(_: Any, stub: rpc.RefereeServiceStub, __: Any) -> None:
+        table_id, tokens = await new_table(stub, "hearts", "", {}, 4)
+        call = await open_play(stub, table_id, 0, tokens[0])
+        await call.read()
+        await call.write(submission("x" * 5000, 0, 0, 0))
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            while await call.read() is not grpc.aio.EOF:
+                pass
+        assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    run(body, tmp_path, max_message_bytes=4096)
