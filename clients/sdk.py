@@ -85,6 +85,7 @@ _RESUMABLE = frozenset(
 # referee that stopped (this client's own cancellation raises asyncio.CancelledError instead):
 # retried when it is safe to repeat.
 _LOST = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
+_UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]  # as a google.rpc.Code
 # A stream that ends cleanly before match_ended is reopened this many times.
 _CLEAN_END_RETRIES = 4
 # The channel retries a lost connection quickly (the gRPC defaults start at one second).
@@ -588,10 +589,12 @@ class SeatPlay:
     `PlaySeatResponse` (held events and the seat's `turn`, or the answer to a submission: `ack`,
     or `refused`, whose SDK exception `refusal_error` makes), until the match ends (the message
     with `match_ended` or `table_closed`); `submit` sends a submission without waiting for its
-    answer, which comes as a message. A dropped stream is reopened at the next event index
-    not received (the referee sends the turn again if it is still due; a submission lost with
-    the stream is not answered: act on that turn again). A referee without PlaySeat:
-    `RefereeError` UNIMPLEMENTED from the first iteration. Breaking out cancels the call."""
+    answer, which comes as a message (a submission refused UNAVAILABLE, the referee unable to
+    take it now, is sent again after a pause, `retries` times at most). A dropped stream is
+    reopened at the next event index not received (the referee sends the turn again if it is
+    still due; a submission lost with the stream is not answered: act on that turn again). A
+    referee without PlaySeat: `RefereeError` UNIMPLEMENTED from the first iteration. Breaking
+    out cancels the call."""
 
     def __init__(self, handle: SeatHandle, from_index: int = 0) -> None:
         self.handle = handle
@@ -599,6 +602,8 @@ class SeatPlay:
         self._ahead: set[int] = set()  # events received at or above next_index
         self._call: grpc.aio.StreamStreamCall[pb.PlaySeatRequest, pb.PlaySeatResponse] | None
         self._call = None
+        # The submissions sent on this call and not answered yet, in order.
+        self._pending: collections.deque[pb.PlaySeatRequest] = collections.deque()
 
     async def submit(self, action: int, expected_index: int) -> None:
         """Send a submission (a code of the turn's legal_actions, at its action_index)."""
@@ -609,8 +614,12 @@ class SeatPlay:
                 action=action,
             )
         )  # fmt: skip
+        await self._write(request)
+
+    async def _write(self, request: pb.PlaySeatRequest) -> None:
         if self._call is None:
             raise RuntimeError("the PlaySeat stream is not open: iterate over it first")
+        self._pending.append(request)
         # A stream that failed: the iteration says how, and resumes.
         with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
             await self._call.write(request)
@@ -632,6 +641,7 @@ class SeatPlay:
         c.calls["PlaySeat"] += 1
         call = c.stub.PlaySeat(metadata=h.metadata)
         self._ahead.clear()
+        self._pending.clear()  # lost with the stream: the turn comes again if still due
         opening = pb.PlaySeatOpen(
             table_id=h.table_id, seat=h.seat, from_event_index=self.next_index
         )
@@ -640,7 +650,7 @@ class SeatPlay:
 
     async def _messages(self) -> AsyncGenerator[pb.PlaySeatResponse, None]:
         c = self.handle.client
-        failures = 0
+        failures = unavailable = 0
         try:
             while True:
                 try:
@@ -663,6 +673,18 @@ class SeatPlay:
                     continue
                 assert isinstance(message, pb.PlaySeatResponse)
                 failures = 0
+                if message.WhichOneof("result") is not None and self._pending:
+                    request = self._pending.popleft()
+                    if message.HasField("refused") and message.refused.code == _UNAVAILABLE:
+                        # The referee could not take it now (starting, stopping, or its store
+                        # failed: nothing changed): sent again, a retry at the same index.
+                        unavailable += 1
+                        if unavailable <= c.retries:
+                            await asyncio.sleep(c._delay(unavailable))
+                            await self._write(request)
+                            continue
+                    else:
+                        unavailable = 0
                 ended = False
                 events = message.ack.events if message.HasField("ack") else message.events
                 for event in events:
