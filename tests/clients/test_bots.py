@@ -8,10 +8,12 @@ import json
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
 
 from tapis_cartes.clients.arena import play_local
 from tapis_cartes.clients.bots import Bot, HeuristicBot, RandomBot, SeatResult, play_seat
+from tapis_cartes.clients.sdk import RefereeClient, RefereeError
 from tapis_cartes.records.codec import decode_record
 from tapis_cartes.referee.engine import GAMES
 from tapis_cartes.referee.engine.actions import BID, PLAY, encode, pass_action
@@ -260,3 +262,29 @@ def test_heuristic_beats_random_head_to_head(game: str) -> None:
     if game not in GAMES:
         pytest.skip(f"{game} is not registered")
     assert _win_rate(game, 40, 2) > 0.55
+
+
+def test_play_seat_falls_back_to_the_seat_stream_where_the_referee_has_no_play_seat() -> None:
+    """A server that implements nothing answers UNIMPLEMENTED: `play_seat` tries PlaySeat,
+    then the seat's WatchTable stream (whose UNIMPLEMENTED it raises); `one_call=True` does
+    not fall back."""
+
+    async def main() -> None:
+        server = grpc.aio.server()
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with RefereeClient(f"127.0.0.1:{port}", retries=0) as client:
+                handle = client.seat("t", 0, "token")
+                with pytest.raises(RefereeError) as exc:
+                    await play_seat(handle, RandomBot(0))
+                assert exc.value.status == grpc.StatusCode.UNIMPLEMENTED
+                assert client.calls == {"PlaySeat": 1, "WatchTable": 1}
+                client.calls.clear()
+                with pytest.raises(RefereeError):
+                    await play_seat(handle, RandomBot(0), one_call=True)
+                assert client.calls == {"PlaySeat": 1}
+        finally:
+            await server.stop(0)
+
+    asyncio.run(main())
