@@ -84,6 +84,9 @@ if the caller's deadline expires: after a timeout, retry rather than assume noth
 Streams: WatchTable sends the table's events from from_event_index on, then each new one,
 and ends by itself (status OK) after its last event: MatchEnded (the record is ready) or
 TableClosed (expired or broken, no record).
+PlaySeat does the same for one seat, and answers the submissions it receives on the same
+stream, each with its acknowledgement or the status SubmitAction would end with (the stream
+stays open after a refusal).
 
 docs/protocol.md is the guide to this contract (connect, the turn loop, errors, retries,
 clocks, records); docs/facts.md lists every public fact key; docs/deal.md specifies the

@@ -366,3 +366,17 @@ def test_a_message_past_the_size_limit_ends_the_call_resource_exhausted(tmp_path
         assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
     run(body, tmp_path, max_message_bytes=4096)
+
+
+def test_play_seat_streams_count_with_watch_table_streams(tmp_path: Path) -> None:
+    async def body(_: Any, stub: rpc.RefereeServiceStub, __: Any) -> None:
+        table_id, tokens = await new_table(stub, "hearts", "", {}, 4)
+        watch = stub.WatchTable(pb.WatchTableRequest(table_id=table_id))
+        await watch.read()  # open: its first event came
+        call = await open_play(stub, table_id, 0, tokens[0])
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await call.read()
+        assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        watch.cancel()
+
+    run(body, tmp_path, max_streams_per_client=1)
