@@ -763,10 +763,10 @@ class RefereeServicer:
             opening = first.open
             try:
                 check_request(opening)
-            except BadRequest as exc:
+                table = self.referee.get(opening.table_id)
+                self.referee.authenticate(table, opening.seat, _token(context))
+            except BadRequest as exc:  # a field of `open`
                 raise BadRequest(str(exc), f"open.{exc.field_name}") from None
-            table = self.referee.get(opening.table_id)
-            self.referee.authenticate(table, opening.seat, _token(context))
             slot = self._streams.open(_client(context))
             play = _SeatPlay(self, table, opening.seat, opening.from_event_index)
             async with contextlib.aclosing(play.run(requests)) as messages:

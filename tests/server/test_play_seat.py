@@ -208,6 +208,9 @@ def test_an_opening_refused_ends_the_call_with_its_status(tmp_path: Path) -> Non
                 while await call.read() is not grpc.aio.EOF:
                     pass
             assert exc.value.code() == code, (first, exc.value.details())
+            if code == grpc.StatusCode.INVALID_ARGUMENT:  # the field at fault, in `open`
+                field = exc.value.details().split(":")[0]
+                assert field in ("open.seat", "open.table_id", "open"), field
         # A second `open`, a submission for another table: refused in-stream.
         call = await open_play(stub, table_id, 0, tokens[0])
         await call.read()  # its turn, or the events so far
