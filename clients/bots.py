@@ -22,7 +22,7 @@ from typing import Protocol
 
 import grpc
 
-from tapis_cartes.clients.sdk import RefereeError, SeatHandle, StaleAction
+from tapis_cartes.clients.sdk import RefereeError, SeatHandle, StaleAction, refusal_error
 from tapis_cartes.referee.engine.actions import (
     ABANDON,
     BID,
@@ -508,10 +508,80 @@ class SeatResult:
         return self.seat in self.winners
 
 
-async def play_seat(handle: SeatHandle, bot: Bot) -> SeatResult:
-    """Play `handle`'s seat with `bot` until the match ends, driven by the seat's stream: one
-    WatchTable for the match and one SubmitAction per move (on each turn, and at once on a
-    next_view; a submission the table moved past waits for the next turn)."""
+async def play_seat(handle: SeatHandle, bot: Bot, one_call: bool | None = None) -> SeatResult:
+    """Play `handle`'s seat with `bot` until the match ends: on one PlaySeat call when the
+    referee offers it (`one_call` None: tried first; True: only that; False: never), else
+    driven by the seat's stream: one WatchTable for the match and one SubmitAction per move
+    (on each turn, and at once on a next_view; a submission the table moved past waits for
+    the next turn)."""
+    if one_call is not False:
+        try:
+            return await _play_one_call(handle, bot)
+        except RefereeError as exc:
+            if one_call or exc.status != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+    return await _play_two_calls(handle, bot)
+
+
+class _Ending:
+    """What a seat's events say of the match's end."""
+
+    def __init__(self) -> None:
+        self.record_id = ""
+        self.winners: tuple[int, ...] = ()
+        self.scores: tuple[rpb.Score, ...] = ()
+
+    def read(self, event: pb.TableEvent) -> None:
+        kind = event.WhichOneof("event")
+        if kind == "hand_ended":
+            self.scores = tuple(event.hand_ended.scores)
+        elif kind == "match_ended":
+            self.winners = tuple(event.match_ended.winners)
+            self.record_id = event.match_ended.record_id
+        elif kind == "table_closed":
+            closed = event.table_closed
+            raise RefereeError(
+                grpc.StatusCode.FAILED_PRECONDITION, f"the table closed: {closed.reason}"
+            )
+
+    def result(self, seat: int, actions: int) -> SeatResult:
+        if not self.record_id:
+            raise RefereeError(grpc.StatusCode.UNKNOWN, "the watch ended before the match")
+        return SeatResult(seat, self.winners, self.scores, self.record_id, actions)
+
+
+async def _play_one_call(handle: SeatHandle, bot: Bot) -> SeatResult:
+    """The match on one PlaySeat call: a submission on each turn (and on an acknowledgement's
+    next_view), sent at once; a refusal at a stale index waits for the next turn."""
+    ending = _Ending()
+    actions = 0
+    play = handle.play()
+    messages = aiter(play)
+    try:
+        async for message in messages:
+            result = message.WhichOneof("result")
+            if result == "refused":
+                error = refusal_error(message.refused)
+                if not isinstance(error, StaleAction):
+                    raise error
+                continue  # another seat acted first: the stream brings this seat's next turn
+            if result == "ack":
+                actions += 1
+                for event in message.ack.events:
+                    ending.read(event)
+                view = message.ack.next_view if message.ack.HasField("next_view") else None
+            else:
+                for event in message.events:
+                    ending.read(event)
+                view = message.turn if message.HasField("turn") else None
+            if view is not None:
+                await play.submit(bot.choose(view), view.action_index)
+    finally:
+        await messages.aclose()
+    return ending.result(handle.seat, actions)
+
+
+async def _play_two_calls(handle: SeatHandle, bot: Bot) -> SeatResult:
     record_id = ""
     winners: tuple[int, ...] = ()
     scores: tuple[rpb.Score, ...] = ()

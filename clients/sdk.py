@@ -17,6 +17,15 @@ time it must act, with its view, and a submission's `next_view` (the seat must a
 once: it leads the next trick) comes out of the same iteration at once, as a turn; turns the
 seat already acted at are left out. `RefereeClient.calls` counts the calls made, by method.
 
+Or the whole match on one call (PlaySeat), the submissions on the stream itself:
+
+        async for message in (play := ann.play()):
+            view = message.ack.next_view if message.HasField("ack") else message.turn
+            if message.HasField("refused"):
+                error = refusal_error(message.refused)  # ActionRefused, StaleAction, ...
+            elif view.legal_actions:
+                await play.submit(view.legal_actions[0].action, view.action_index)
+
 Messages are the generated ones (`tapis_cartes.v1.referee_pb2`): a view is a `SeatView`, an event a
 `TableEvent`. Seat calls carry the metadata `authorization: Bearer <token>`. Every failed
 call raises a `RefereeError` (its `status` is the gRPC code); a move the rules refuse raises
@@ -28,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +45,7 @@ from types import TracebackType
 from typing import TypeVar
 
 import grpc
+from google.protobuf import any_pb2
 from grpc_status import rpc_status
 
 from tapis_cartes.referee.engine.options import Option
@@ -49,9 +60,11 @@ __all__ = [
     "RefereeClient",
     "RefereeError",
     "SeatHandle",
+    "SeatPlay",
     "StaleAction",
     "is_finished",
     "option_messages",
+    "refusal_error",
 ]
 
 Resp = TypeVar("Resp")
@@ -72,6 +85,7 @@ _RESUMABLE = frozenset(
 # referee that stopped (this client's own cancellation raises asyncio.CancelledError instead):
 # retried when it is safe to repeat.
 _LOST = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
+_UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]  # as a google.rpc.Code
 # A stream that ends cleanly before match_ended is reopened this many times.
 _CLEAN_END_RETRIES = 4
 # The channel retries a lost connection quickly (the gRPC defaults start at one second).
@@ -87,12 +101,24 @@ _CHANNEL_OPTIONS = (
 
 def _error(exc: grpc.aio.AioRpcError) -> RefereeError:
     """The SDK exception of a failed call, with the details of its google.rpc.Status."""
-    status, message = exc.code(), exc.details() or ""
     try:
         rich = rpc_status.from_call(exc)
     except ValueError:
         rich = None
-    for detail in rich.details if rich is not None else ():
+    return _status_error(exc.code(), exc.details() or "", rich.details if rich else ())
+
+
+def refusal_error(refused: pb.RefusalStatus) -> RefereeError:
+    """The SDK exception of a submission refused on a PlaySeat stream (the status SubmitAction
+    would end with): `ActionRefused`, `StaleAction` or a `RefereeError`."""
+    code = next((c for c in grpc.StatusCode if c.value[0] == refused.code), None)
+    return _status_error(code or grpc.StatusCode.UNKNOWN, refused.message, refused.details)
+
+
+def _status_error(
+    status: grpc.StatusCode, message: str, details: Sequence[any_pb2.Any]
+) -> RefereeError:
+    for detail in details:
         if detail.Is(pb.ActionRefusal.DESCRIPTOR):
             refusal = pb.ActionRefusal()
             detail.Unpack(refusal)
@@ -546,8 +572,133 @@ class SeatHandle:
             self._ahead = None
             await stream.aclose()
 
+    def play(self, from_index: int = 0) -> SeatPlay:
+        """The seat's match on one call (PlaySeat, when the referee offers it): iterate over
+        its messages, `submit` on each turn; see `SeatPlay`."""
+        return SeatPlay(self, from_index)
+
     async def table(self) -> pb.GetTableResponse:
         return await self.client.table(self.table_id)
 
     async def record(self) -> pb.GetRecordResponse:
         return await self.client.record(self.table_id)
+
+
+class SeatPlay:
+    """A seat's match on one PlaySeat call: `async for message in play` gives each
+    `PlaySeatResponse` (held events and the seat's `turn`, or the answer to a submission: `ack`,
+    or `refused`, whose SDK exception `refusal_error` makes), until the match ends (the message
+    with `match_ended` or `table_closed`); `submit` sends a submission without waiting for its
+    answer, which comes as a message (a submission refused UNAVAILABLE, the referee unable to
+    take it now, is sent again after a pause, `retries` times at most). A dropped stream is
+    reopened at the next event index not received (the referee sends the turn again if it is
+    still due; a submission lost with the stream is not answered: act on that turn again). A
+    referee without PlaySeat: `RefereeError` UNIMPLEMENTED from the first iteration. Breaking
+    out cancels the call."""
+
+    def __init__(self, handle: SeatHandle, from_index: int = 0) -> None:
+        self.handle = handle
+        self.next_index = from_index  # every event below it was received
+        self._ahead: set[int] = set()  # events received at or above next_index
+        self._call: grpc.aio.StreamStreamCall[pb.PlaySeatRequest, pb.PlaySeatResponse] | None
+        self._call = None
+        # The submissions sent on this call and not answered yet, in order.
+        self._pending: collections.deque[pb.PlaySeatRequest] = collections.deque()
+
+    async def submit(self, action: int, expected_index: int) -> None:
+        """Send a submission (a code of the turn's legal_actions, at its action_index)."""
+        h = self.handle
+        request = pb.PlaySeatRequest(
+            submit=pb.SubmitActionRequest(
+                table_id=h.table_id, seat=h.seat, expected_action_index=expected_index,
+                action=action,
+            )
+        )  # fmt: skip
+        await self._write(request)
+
+    async def _write(self, request: pb.PlaySeatRequest) -> None:
+        if self._call is None:
+            raise RuntimeError("the PlaySeat stream is not open: iterate over it first")
+        self._pending.append(request)
+        # A stream that failed: the iteration says how, and resumes.
+        with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            await self._call.write(request)
+
+    def __aiter__(self) -> AsyncGenerator[pb.PlaySeatResponse, None]:
+        return self._messages()
+
+    def _received(self, index: int) -> None:
+        if index == self.next_index:
+            self.next_index += 1
+            while self.next_index in self._ahead:
+                self._ahead.remove(self.next_index)
+                self.next_index += 1
+        elif index > self.next_index:
+            self._ahead.add(index)
+
+    async def _open(self) -> grpc.aio.StreamStreamCall[pb.PlaySeatRequest, pb.PlaySeatResponse]:
+        h, c = self.handle, self.handle.client
+        c.calls["PlaySeat"] += 1
+        call = c.stub.PlaySeat(metadata=h.metadata)
+        self._ahead.clear()
+        self._pending.clear()  # lost with the stream: the turn comes again if still due
+        opening = pb.PlaySeatOpen(
+            table_id=h.table_id, seat=h.seat, from_event_index=self.next_index
+        )
+        await call.write(pb.PlaySeatRequest(open=opening))
+        return call
+
+    async def _messages(self) -> AsyncGenerator[pb.PlaySeatResponse, None]:
+        c = self.handle.client
+        failures = unavailable = 0
+        try:
+            while True:
+                try:
+                    if self._call is None:
+                        self._call = await self._open()
+                    message = await self._call.read()
+                except grpc.aio.AioRpcError as exc:
+                    failures += 1
+                    if exc.code() not in _RESUMABLE or failures > c.retries:
+                        raise _error(exc) from exc
+                    self._drop()
+                    await asyncio.sleep(c._delay(failures))
+                    continue
+                if message is grpc.aio.EOF:  # ended before the match did: reopened
+                    failures += 1
+                    self._drop()
+                    if failures > _CLEAN_END_RETRIES:
+                        return
+                    await asyncio.sleep(c._delay(failures))
+                    continue
+                assert isinstance(message, pb.PlaySeatResponse)
+                failures = 0
+                if message.WhichOneof("result") is not None and self._pending:
+                    request = self._pending.popleft()
+                    if message.HasField("refused") and message.refused.code == _UNAVAILABLE:
+                        # The referee could not take it now (starting, stopping, or its store
+                        # failed: nothing changed): sent again, a retry at the same index.
+                        unavailable += 1
+                        if unavailable <= c.retries:
+                            await asyncio.sleep(c._delay(unavailable))
+                            await self._write(request)
+                            continue
+                    else:
+                        unavailable = 0
+                ended = False
+                events = message.ack.events if message.HasField("ack") else message.events
+                for event in events:
+                    self._received(event.index)
+                    ended = ended or event.HasField("match_ended") or event.HasField("table_closed")
+                if message.HasField("ack"):
+                    self.handle.acted_at = max(self.handle.acted_at, message.ack.action_index)
+                yield message
+                if ended:
+                    return
+        finally:
+            self._drop()
+
+    def _drop(self) -> None:
+        if self._call is not None:
+            self._call.cancel()
+            self._call = None

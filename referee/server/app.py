@@ -80,6 +80,7 @@ class RunningServer:
     store: Store
     web: WebFront | None = None
     web_port: int | None = None  # the web front's port, when it serves
+    servicer: RefereeServicer | None = None  # the RefereeService (its stream counts)
 
     async def stop(self, grace: float = 5.0) -> None:
         """Graceful shutdown: NOT_SERVING at once, finish the calls under way, flush."""
@@ -136,7 +137,8 @@ async def create_server(
     try:
         private_key = load_or_create_private_key(key)
         referee = Referee(store, private_key, limits, time_source)
-        add_referee_service(RefereeServicer(referee, limits), server)
+        servicer = RefereeServicer(referee, limits)
+        add_referee_service(servicer, server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         _enable_reflection(
@@ -175,7 +177,7 @@ async def create_server(
             }
         },
     )
-    return RunningServer(server, port, referee, health_servicer, store, front, web_port)
+    return RunningServer(server, port, referee, health_servicer, store, front, web_port, servicer)
 
 
 def _enable_reflection(services: tuple[str, ...], server: grpc.aio.Server) -> None:

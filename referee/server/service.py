@@ -8,10 +8,11 @@ see. Every error becomes a status code in one place, `_status_of`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import unicodedata
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -253,11 +254,12 @@ def add_referee_service(servicer: RefereeServicer, server: grpc.aio.Server) -> N
     for method in SERVICE.methods:
         request = getattr(pb, method.input_type.name)
         response = getattr(pb, method.output_type.name)
-        make = (
-            grpc.unary_stream_rpc_method_handler
-            if method.server_streaming
-            else grpc.unary_unary_rpc_method_handler
-        )
+        if method.client_streaming:
+            make = grpc.stream_stream_rpc_method_handler
+        elif method.server_streaming:
+            make = grpc.unary_stream_rpc_method_handler
+        else:
+            make = grpc.unary_unary_rpc_method_handler
         handlers[method.name] = make(
             getattr(servicer, method.name),
             request_deserializer=_lenient(request),
@@ -590,7 +592,8 @@ class RefereeServicer:
         self.referee = referee
         self.limits = limits
         self.public_key = public_bytes(referee.key.public_key())
-        self._streams = StreamCount(limits.max_streams_per_client)  # WatchTable streams
+        # WatchTable and PlaySeat streams
+        self._streams = StreamCount(limits.max_streams_per_client)
 
     def _check(self, request: object) -> None:
         """What every call checks first: the referee ready, the request within bounds."""
@@ -693,13 +696,8 @@ class RefereeServicer:
         index, first, events = await self.referee.submit(
             table, seat, request.expected_action_index, request.action
         )
-        reply = pb.SubmitActionResponse(action_index=index)
-        add = reply.events.add
-        for i, e in enumerate(events):
-            event_message(table, first + i, e, seat, add())
-        turn = turn_message(table, seat)
-        if turn is not None:
-            reply.next_view.CopyFrom(turn.turn)
+        reply = pb.SubmitActionResponse()
+        _acknowledge(table, seat, index, first, events, reply)
         return reply
 
     @_handled
@@ -746,6 +744,42 @@ class RefereeServicer:
             if slot is not None:
                 slot.release()
 
+    async def PlaySeat(
+        self,
+        requests: AsyncIterator[pb.PlaySeatRequest | Undecodable],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[pb.PlaySeatResponse]:
+        slot: Slot | None = None
+        first: object = None
+        try:
+            self._check(None)
+            first = await anext(aiter(requests), None)
+            if first is None:
+                return  # the client closed its side before opening
+            check_request(first)
+            assert isinstance(first, pb.PlaySeatRequest)
+            if first.WhichOneof("kind") != "open":
+                raise BadRequest("the first message of PlaySeat opens it (`open`)", "open")
+            opening = first.open
+            try:
+                check_request(opening)
+                table = self.referee.get(opening.table_id)
+                self.referee.authenticate(table, opening.seat, _token(context))
+            except BadRequest as exc:  # a field of `open`
+                raise BadRequest(str(exc), f"open.{exc.field_name}") from None
+            slot = self._streams.open(_client(context))
+            play = _SeatPlay(self, table, opening.seat, opening.from_event_index)
+            async with contextlib.aclosing(play.run(requests)) as messages:
+                async for message in messages:
+                    yield message
+        except asyncio.CancelledError:
+            return  # the client went away, or the server is shutting down
+        except Exception as exc:
+            await _abort(context, exc, first)
+        finally:
+            if slot is not None:
+                slot.release()
+
     @_handled
     async def GetRecord(
         self, request: pb.GetRecordRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -780,12 +814,19 @@ def _one_by_one(
     return messages
 
 
+Batched = TypeVar("Batched", pb.WatchTableResponse, pb.PlaySeatResponse)
+
+
 def _batched(
-    table: Table, batch: Sequence[tuple[int, TableEventData] | Turn], seat: int | None
-) -> list[pb.WatchTableResponse]:
+    table: Table,
+    batch: Sequence[tuple[int, TableEventData] | Turn],
+    seat: int | None,
+    make: Callable[[], Batched] = pb.WatchTableResponse,  # type: ignore[assignment]
+) -> list[Batched]:
     """A batch of `Referee.watch` as few messages as can be (WatchTableRequest.batch_events):
-    its events, MAX_BATCH at most in each, the turn in the last."""
-    messages = [pb.WatchTableResponse()]
+    its events, MAX_BATCH at most in each, the turn in the last. `make` makes a message
+    (a WatchTableResponse, or a PlaySeatResponse: the same `events` and `turn`)."""
+    messages = [make()]
     for item in batch:
         if isinstance(item, Turn):
             assert seat is not None
@@ -794,10 +835,159 @@ def _batched(
                 messages[-1].turn.CopyFrom(turn.turn)
             continue
         if len(messages[-1].events) == MAX_BATCH:
-            messages.append(pb.WatchTableResponse())
+            messages.append(make())
         index, event = item
         event_message(table, index, event, seat, messages[-1].events.add())
     return [m for m in messages if m.events or m.HasField("turn")]
+
+
+def _acknowledge(
+    table: Table,
+    seat: int,
+    index: int,
+    first: int,
+    events: Sequence[TableEventData],
+    out: pb.SubmitActionResponse,
+    fresh: Callable[[int], bool] | None = None,
+) -> None:
+    """The acknowledgement of a submission (`Referee.submit`'s answer) into `out`: its index,
+    its events as the seat sees them (those `fresh` keeps, when given) and the seat's next
+    view when it must act again at once."""
+    out.action_index = index
+    add = out.events.add
+    for i, e in enumerate(events):
+        if fresh is None or fresh(first + i):
+            event_message(table, first + i, e, seat, add())
+    turn = turn_message(table, seat)
+    if turn is not None:
+        out.next_view.CopyFrom(turn.turn)
+
+
+_END = object()  # the end of a PlaySeat stream, in its queue
+_QUEUED = 8  # messages a PlaySeat stream holds for a client slower than the table
+
+
+class _SeatPlay:
+    """One PlaySeat stream: the seat's held events and turns (`Referee.watch`, only_turns
+    and hold, as WatchTable sends them) merged with the answers to its submissions (the
+    SubmitAction path), in one queue; each event sent once, each turn once."""
+
+    def __init__(self, servicer: RefereeServicer, table: Table, seat: int, start: int) -> None:
+        self.servicer = servicer
+        self.table = table
+        self.seat = seat
+        self.start = start
+        self.queue: asyncio.Queue[object] = asyncio.Queue(_QUEUED)
+        self.answering = asyncio.Lock()  # held while a submission is answered
+        self.low = start  # every event below this index was sent
+        self.ahead: set[int] = set()  # events sent at or above `low`
+        self.turn_at = -1  # the action index of the last turn (or next_view) sent
+
+    def _fresh(self, index: int) -> bool:
+        """Whether event `index` is still to send; it counts as sent from now on."""
+        if index < self.low or index in self.ahead:
+            return False
+        if index == self.low:
+            self.low += 1
+            while self.low in self.ahead:
+                self.ahead.remove(self.low)
+                self.low += 1
+        else:
+            self.ahead.add(index)
+        return True
+
+    async def run(
+        self, requests: AsyncIterator[pb.PlaySeatRequest | Undecodable]
+    ) -> AsyncGenerator[pb.PlaySeatResponse, None]:
+        """The messages to send, until the table's last event; an error of either side (a
+        bug, or the watch's own: an event index past the table's) is raised here."""
+        watcher = asyncio.create_task(self._watch())
+        reader = asyncio.create_task(self._read(requests))
+        try:
+            while True:
+                item = await self.queue.get()
+                if item is _END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                assert isinstance(item, pb.PlaySeatResponse)
+                yield item
+        finally:
+            watcher.cancel()
+            reader.cancel()
+            await asyncio.gather(watcher, reader, return_exceptions=True)
+
+    async def _watch(self) -> None:
+        table, seat = self.table, self.seat
+        try:
+            watched = self.servicer.referee.watch(
+                table, self.start, seat, only_turns=True, hold=True
+            )
+            async for batch in watched:
+                if self.answering.locked():
+                    # A submission is being answered: its acknowledgement goes first, with
+                    # the events it caused (then not sent again here).
+                    async with self.answering:
+                        pass
+                kept: list[tuple[int, TableEventData] | Turn] = []
+                for item in batch:
+                    if isinstance(item, Turn):
+                        if item.action_index != self.turn_at:
+                            self.turn_at = item.action_index
+                            kept.append(item)
+                    elif self._fresh(item[0]):
+                        kept.append(item)
+                for message in _batched(table, kept, seat, pb.PlaySeatResponse):
+                    await self.queue.put(message)
+            async with self.answering:  # the answer to a last submission goes first
+                await self.queue.put(_END)
+        except Exception as exc:
+            await self.queue.put(exc)
+
+    async def _read(self, requests: AsyncIterator[pb.PlaySeatRequest | Undecodable]) -> None:
+        try:
+            async for request in requests:
+                async with self.answering:
+                    await self.queue.put(await self._answer(request))
+        except Exception as exc:
+            await self.queue.put(exc)
+
+    async def _answer(self, request: pb.PlaySeatRequest | Undecodable) -> pb.PlaySeatResponse:
+        """The answer to one submission: SubmitAction's response, or the status SubmitAction
+        would end with (`_status_of`); a bug is raised (it ends the call, logged)."""
+        table, seat = self.table, self.seat
+        about: object = request
+        reply = pb.PlaySeatResponse()
+        try:
+            self.servicer._check(request)
+            assert isinstance(request, pb.PlaySeatRequest)
+            if request.WhichOneof("kind") != "submit":
+                raise BadRequest("the stream is open: each next message is a `submit`", "open")
+            about = submit = request.submit
+            check_request(submit)
+            if submit.table_id != table.id:
+                raise BadRequest(f"this stream plays table {table.id}", "table_id")
+            if submit.seat != seat:
+                raise BadRequest(f"this stream plays seat {seat}", "seat")
+            check_action(submit.action)
+            index, first, events = await self.servicer.referee.submit(
+                table, seat, submit.expected_action_index, submit.action
+            )
+        except Exception as exc:
+            if _grpc_status(exc) is None:
+                raise
+            status = _status_of(exc, about)
+            reply.refused.code = status.code
+            reply.refused.message = status.message
+            reply.refused.details.extend(status.details)
+            return reply
+        _acknowledge(table, seat, index, first, events, reply.ack, self._fresh)
+        if reply.ack.HasField("next_view"):
+            if reply.ack.next_view.action_index == self.turn_at:
+                reply.ack.ClearField("next_view")  # the stream's turn gave it already
+            else:
+                self.turn_at = reply.ack.next_view.action_index
+        return reply
 
 
 def table_rules(table: Table) -> rpb.Rules:

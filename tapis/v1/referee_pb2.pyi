@@ -21,8 +21,8 @@ without a token is allowed: a spectator sees public information only.
 
 Clients: the referee counts a client by its network address (the peer's host, without the
 port). A client may have at most 1000 tables open (created, and neither finished nor
-closed) and 256 WatchTable streams at once (the referee's defaults; `tapis serve` options
-change them); beyond, RESOURCE_EXHAUSTED. Open seats that nobody takes expire: a table still
+closed) and 256 streams (WatchTable and PlaySeat) at once (the referee's defaults; `tapis
+serve` options change them); beyond, RESOURCE_EXHAUSTED. Open seats that nobody takes expire: a table still
 waiting for players one hour after its creation (`tapis serve --open-seat-ttl`) is closed
 (TABLE_STATUS_EXPIRED, a `table_closed` event) and no longer counts.
 
@@ -84,6 +84,9 @@ if the caller's deadline expires: after a timeout, retry rather than assume noth
 Streams: WatchTable sends the table's events from from_event_index on, then each new one,
 and ends by itself (status OK) after its last event: MatchEnded (the record is ready) or
 TableClosed (expired or broken, no record).
+PlaySeat does the same for one seat, and answers the submissions it receives on the same
+stream, each with its acknowledgement or the status SubmitAction would end with (the stream
+stays open after a refusal).
 
 docs/protocol.md is the guide to this contract (connect, the turn loop, errors, retries,
 clocks, records); docs/facts.md lists every public fact key; docs/deal.md specifies the
@@ -92,6 +95,7 @@ deal algorithm `tapis-deal/1`. The referee serves server reflection
 """
 
 from collections import abc as _abc
+from google.protobuf import any_pb2 as _any_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
@@ -1671,6 +1675,167 @@ class WatchTableResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WatchTableResponse: _TypeAlias = WatchTableResponse  # noqa: Y015
+
+@_typing.final
+class PlaySeatRequest(_message.Message):
+    """One message from a seat on its PlaySeat stream: the first opens the stream, every next one
+    submits an action. A first message that is no `open`, or an `open` later: INVALID_ARGUMENT
+    (field `open`; the first ends the call, a later one is refused in-stream).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPEN_FIELD_NUMBER: _builtins.int
+    SUBMIT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def open(self) -> Global___PlaySeatOpen:
+        """The first message: the table and seat to play."""
+
+    @_builtins.property
+    def submit(self) -> Global___SubmitActionRequest:
+        """A submission, as SubmitAction takes it: `table_id` and `seat` are the stream's (another
+        value is refused with INVALID_ARGUMENT). Submissions are answered one at a time, in
+        order; the next one is read once the previous one is answered.
+        """
+
+    def __init__(
+        self,
+        *,
+        open: Global___PlaySeatOpen | None = ...,
+        submit: Global___SubmitActionRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "open", b"open", "submit", b"submit"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "open", b"open", "submit", b"submit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["open", "submit"]  # noqa: Y015
+    _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
+
+Global___PlaySeatRequest: _TypeAlias = PlaySeatRequest  # noqa: Y015
+
+@_typing.final
+class PlaySeatOpen(_message.Message):
+    """Opens a PlaySeat stream, as a seat's WatchTableRequest (only_turns, batch_events) would.
+    A wrong token (the call's `authorization` metadata), an unknown table or an event index
+    the table has not reached end the call with the status WatchTable gives.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLE_ID_FIELD_NUMBER: _builtins.int
+    SEAT_FIELD_NUMBER: _builtins.int
+    FROM_EVENT_INDEX_FIELD_NUMBER: _builtins.int
+    table_id: _builtins.str
+    """The table."""
+    seat: _builtins.int
+    """The seat (the token must be this seat's)."""
+    from_event_index: _builtins.int
+    """The first event index wanted (0: from the start); to resume after a dropped stream, the
+    last turn's view.event_index.
+    """
+    def __init__(
+        self,
+        *,
+        table_id: _builtins.str = ...,
+        seat: _builtins.int = ...,
+        from_event_index: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_event_index", b"from_event_index", "seat", b"seat", "table_id", b"table_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PlaySeatOpen: _TypeAlias = PlaySeatOpen  # noqa: Y015
+
+@_typing.final
+class PlaySeatResponse(_message.Message):
+    """One message of a PlaySeat stream: held events and the seat's turn (as WatchTableResponse
+    with only_turns and batch_events has them), or the answer to a submission (`result`), never
+    both. Each event comes once on a stream: the events of an acknowledgement are not sent
+    again with the next turn. A turn that an acknowledgement's next_view gave is not sent.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    TURN_FIELD_NUMBER: _builtins.int
+    ACK_FIELD_NUMBER: _builtins.int
+    REFUSED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___TableEvent]:
+        """The events since the stream's last message (held until the seat's turn or the table's
+        end, at most 256 in one message), in order, before the `turn`.
+        """
+
+    @_builtins.property
+    def turn(self) -> Global___SeatView:
+        """The seat must act, with its view (as WatchTableResponse.turn)."""
+
+    @_builtins.property
+    def ack(self) -> Global___SubmitActionResponse:
+        """The submission was applied (or was a retry of one applied): SubmitAction's response."""
+
+    @_builtins.property
+    def refused(self) -> Global___RefusalStatus:
+        """The submission was refused: the google.rpc.Status SubmitAction would end with (same
+        code, message and details). The stream stays open.
+        """
+
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[Global___TableEvent] | None = ...,
+        turn: Global___SeatView | None = ...,
+        ack: Global___SubmitActionResponse | None = ...,
+        refused: Global___RefusalStatus | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "refused", b"refused", "result", b"result", "turn", b"turn"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "events", b"events", "refused", b"refused", "result", b"result", "turn", b"turn"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["ack", "refused"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
+
+Global___PlaySeatResponse: _TypeAlias = PlaySeatResponse  # noqa: Y015
+
+@_typing.final
+class RefusalStatus(_message.Message):
+    """A status in a message: field for field google.rpc.Status (googleapis
+    google/rpc/status.proto; its bytes decode as one).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    DETAILS_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    """The status code, a google.rpc.Code value (e.g. 9, FAILED_PRECONDITION)."""
+    message: _builtins.str
+    """For people, as the call's status message."""
+    @_builtins.property
+    def details(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]:
+        """The details (ActionRefusal, StaleAction, google.rpc.BadRequest), as in
+        grpc-status-details-bin.
+        """
+
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        message: _builtins.str = ...,
+        details: _abc.Iterable[_any_pb2.Any] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "details", b"details", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RefusalStatus: _TypeAlias = RefusalStatus  # noqa: Y015
 
 @_typing.final
 class TableEvent(_message.Message):

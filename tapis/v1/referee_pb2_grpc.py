@@ -75,6 +75,11 @@ class RefereeServiceStub:
                 request_serializer=tapis_dot_v1_dot_referee__pb2.WatchTableRequest.SerializeToString,
                 response_deserializer=tapis_dot_v1_dot_referee__pb2.WatchTableResponse.FromString,
                 _registered_method=True)
+        self.PlaySeat = channel.stream_stream(
+                '/tapis.v1.RefereeService/PlaySeat',
+                request_serializer=tapis_dot_v1_dot_referee__pb2.PlaySeatRequest.SerializeToString,
+                response_deserializer=tapis_dot_v1_dot_referee__pb2.PlaySeatResponse.FromString,
+                _registered_method=True)
         self.GetRecord = channel.unary_unary(
                 '/tapis.v1.RefereeService/GetRecord',
                 request_serializer=tapis_dot_v1_dot_referee__pb2.GetRecordRequest.SerializeToString,
@@ -145,6 +150,18 @@ class RefereeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PlaySeat(self, request_iterator, context):
+        """A whole match for one seat on one call (authenticated): the first request opens the
+        stream (`open`), each next one submits an action (`submit`). The referee sends what a
+        seat's WatchTable with only_turns and batch_events sends (the events held until the
+        seat's turn, the turn), and the answer to each submission in order: its acknowledgement
+        (`ack`, as SubmitAction's), or its refusal (`refused`, the status SubmitAction would end
+        with), after which the stream stays open. It ends (OK) after MatchEnded or TableClosed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetRecord(self, request, context):
         """The signed record of a finished table. Before the end, or for a table closed without a
         record: FAILED_PRECONDITION.
@@ -195,6 +212,11 @@ def add_RefereeServiceServicer_to_server(servicer, server):
                     servicer.WatchTable,
                     request_deserializer=tapis_dot_v1_dot_referee__pb2.WatchTableRequest.FromString,
                     response_serializer=tapis_dot_v1_dot_referee__pb2.WatchTableResponse.SerializeToString,
+            ),
+            'PlaySeat': grpc.stream_stream_rpc_method_handler(
+                    servicer.PlaySeat,
+                    request_deserializer=tapis_dot_v1_dot_referee__pb2.PlaySeatRequest.FromString,
+                    response_serializer=tapis_dot_v1_dot_referee__pb2.PlaySeatResponse.SerializeToString,
             ),
             'GetRecord': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRecord,
@@ -419,6 +441,33 @@ class RefereeService:
             '/tapis.v1.RefereeService/WatchTable',
             tapis_dot_v1_dot_referee__pb2.WatchTableRequest.SerializeToString,
             tapis_dot_v1_dot_referee__pb2.WatchTableResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PlaySeat(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/tapis.v1.RefereeService/PlaySeat',
+            tapis_dot_v1_dot_referee__pb2.PlaySeatRequest.SerializeToString,
+            tapis_dot_v1_dot_referee__pb2.PlaySeatResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -21,8 +21,8 @@ without a token is allowed: a spectator sees public information only.
 
 Clients: the referee counts a client by its network address (the peer's host, without the
 port). A client may have at most 1000 tables open (created, and neither finished nor
-closed) and 256 WatchTable streams at once (the referee's defaults; `tapis serve` options
-change them); beyond, RESOURCE_EXHAUSTED. Open seats that nobody takes expire: a table still
+closed) and 256 streams (WatchTable and PlaySeat) at once (the referee's defaults; `tapis
+serve` options change them); beyond, RESOURCE_EXHAUSTED. Open seats that nobody takes expire: a table still
 waiting for players one hour after its creation (`tapis serve --open-seat-ttl`) is closed
 (TABLE_STATUS_EXPIRED, a `table_closed` event) and no longer counts.
 
@@ -84,6 +84,9 @@ if the caller's deadline expires: after a timeout, retry rather than assume noth
 Streams: WatchTable sends the table's events from from_event_index on, then each new one,
 and ends by itself (status OK) after its last event: MatchEnded (the record is ready) or
 TableClosed (expired or broken, no record).
+PlaySeat does the same for one seat, and answers the submissions it receives on the same
+stream, each with its acknowledgement or the status SubmitAction would end with (the stream
+stays open after a refusal).
 
 docs/protocol.md is the guide to this contract (connect, the turn loop, errors, retries,
 clocks, records); docs/facts.md lists every public fact key; docs/deal.md specifies the
@@ -141,6 +144,14 @@ class RefereeServiceStub:
     received + 1 to resume without gap or duplicate. On a seat's own stream, a `turn` (the
     seat's view) also says each time the seat must act.
     """
+    PlaySeat: _grpc.StreamStreamMultiCallable[_referee_pb2.PlaySeatRequest, _referee_pb2.PlaySeatResponse]
+    """A whole match for one seat on one call (authenticated): the first request opens the
+    stream (`open`), each next one submits an action (`submit`). The referee sends what a
+    seat's WatchTable with only_turns and batch_events sends (the events held until the
+    seat's turn, the turn), and the answer to each submission in order: its acknowledgement
+    (`ack`, as SubmitAction's), or its refusal (`refused`, the status SubmitAction would end
+    with), after which the stream stays open. It ends (OK) after MatchEnded or TableClosed.
+    """
     GetRecord: _grpc.UnaryUnaryMultiCallable[_referee_pb2.GetRecordRequest, _referee_pb2.GetRecordResponse]
     """The signed record of a finished table. Before the end, or for a table closed without a
     record: FAILED_PRECONDITION.
@@ -170,6 +181,14 @@ class RefereeServiceAsyncStub(RefereeServiceStub):
     (OK) after MatchEnded or TableClosed. Reconnect with from_event_index = last index
     received + 1 to resume without gap or duplicate. On a seat's own stream, a `turn` (the
     seat's view) also says each time the seat must act.
+    """
+    PlaySeat: _aio.StreamStreamMultiCallable[_referee_pb2.PlaySeatRequest, _referee_pb2.PlaySeatResponse]  # type: ignore[assignment]
+    """A whole match for one seat on one call (authenticated): the first request opens the
+    stream (`open`), each next one submits an action (`submit`). The referee sends what a
+    seat's WatchTable with only_turns and batch_events sends (the events held until the
+    seat's turn, the turn), and the answer to each submission in order: its acknowledgement
+    (`ack`, as SubmitAction's), or its refusal (`refused`, the status SubmitAction would end
+    with), after which the stream stays open. It ends (OK) after MatchEnded or TableClosed.
     """
     GetRecord: _aio.UnaryUnaryMultiCallable[_referee_pb2.GetRecordRequest, _referee_pb2.GetRecordResponse]  # type: ignore[assignment]
     """The signed record of a finished table. Before the end, or for a table closed without a
@@ -245,6 +264,20 @@ class RefereeServiceServicer(metaclass=_abc_1.ABCMeta):
         (OK) after MatchEnded or TableClosed. Reconnect with from_event_index = last index
         received + 1 to resume without gap or duplicate. On a seat's own stream, a `turn` (the
         seat's view) also says each time the seat must act.
+        """
+
+    @_abc_1.abstractmethod
+    def PlaySeat(
+        self,
+        request_iterator: _MaybeAsyncIterator[_referee_pb2.PlaySeatRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_referee_pb2.PlaySeatResponse], _abc.AsyncIterator[_referee_pb2.PlaySeatResponse]]:
+        """A whole match for one seat on one call (authenticated): the first request opens the
+        stream (`open`), each next one submits an action (`submit`). The referee sends what a
+        seat's WatchTable with only_turns and batch_events sends (the events held until the
+        seat's turn, the turn), and the answer to each submission in order: its acknowledgement
+        (`ack`, as SubmitAction's), or its refusal (`refused`, the status SubmitAction would end
+        with), after which the stream stays open. It ends (OK) after MatchEnded or TableClosed.
         """
 
     @_abc_1.abstractmethod

@@ -8,10 +8,12 @@ import json
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
 
 from tapis_cartes.clients.arena import play_local
 from tapis_cartes.clients.bots import Bot, HeuristicBot, RandomBot, SeatResult, play_seat
+from tapis_cartes.clients.sdk import RefereeClient, RefereeError
 from tapis_cartes.records.codec import decode_record
 from tapis_cartes.referee.engine import GAMES
 from tapis_cartes.referee.engine.actions import BID, PLAY, encode, pass_action
@@ -70,13 +72,17 @@ LONG_MATCHES = [
 ]
 
 
-@pytest.mark.parametrize(("game", "ruleset", "options"), LONG_MATCHES)
+@pytest.mark.parametrize(
+    ("game", "ruleset", "options", "one_call"),
+    [(*m, True) for m in LONG_MATCHES] + [(*LONG_MATCHES[0], False), (*LONG_MATCHES[1], False)],
+)
 def test_sdk_bots_make_one_call_per_move(
-    tmp_path: Path, game: str, ruleset: str, options: dict[str, int]
+    tmp_path: Path, game: str, ruleset: str, options: dict[str, int], one_call: bool
 ) -> None:
     """The bots play through their seats' streams: every call the SDK makes (CreateTable,
-    one WatchTable per seat, SubmitAction, and any GetView or other call) is counted, and a
-    whole match takes at most 1.05 calls per move."""
+    one PlaySeat per seat, or one WatchTable per seat and SubmitAction, and any GetView or
+    other call) is counted, and a whole match takes at most 1.05 calls per move (over
+    PlaySeat, one call per seat)."""
 
     async def main() -> None:
         async with referee_and_client(tmp_path) as (_, client):
@@ -86,14 +92,19 @@ def test_sdk_bots_make_one_call_per_move(
             handles = [client.seat(table.table_id, i, table.tokens[i]) for i in range(players)]
             bots = [RandomBot(i) if i % 2 else HeuristicBot(game, ruleset) for i in range(players)]
             results = await asyncio.gather(
-                *(play_seat(h, b) for h, b in zip(handles, bots, strict=True))
+                *(play_seat(h, b, one_call) for h, b in zip(handles, bots, strict=True))
             )
             calls = dict(client.calls)
             moves = sum(r.actions for r in results)
             record = decode_record((await client.record(table.table_id)).envelope.record)
             assert moves == sum(len(h.actions) for h in record.hands)
-            assert calls["WatchTable"] == players and calls["CreateTable"] == 1
-            assert calls["SubmitAction"] >= moves
+            assert calls["CreateTable"] == 1
+            if one_call:
+                assert calls["PlaySeat"] == players and "SubmitAction" not in calls
+                assert "WatchTable" not in calls
+            else:
+                assert calls["WatchTable"] == players and "PlaySeat" not in calls
+                assert calls["SubmitAction"] >= moves
             made = sum(calls.values()) - 1  # the GetRecord of this check is not the bots'
             assert made / moves <= 1.05, (calls, moves)
 
@@ -251,3 +262,29 @@ def test_heuristic_beats_random_head_to_head(game: str) -> None:
     if game not in GAMES:
         pytest.skip(f"{game} is not registered")
     assert _win_rate(game, 40, 2) > 0.55
+
+
+def test_play_seat_falls_back_to_the_seat_stream_where_the_referee_has_no_play_seat() -> None:
+    """A server that implements nothing answers UNIMPLEMENTED: `play_seat` tries PlaySeat,
+    then the seat's WatchTable stream (whose UNIMPLEMENTED it raises); `one_call=True` does
+    not fall back."""
+
+    async def main() -> None:
+        server = grpc.aio.server()
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with RefereeClient(f"127.0.0.1:{port}", retries=0) as client:
+                handle = client.seat("t", 0, "token")
+                with pytest.raises(RefereeError) as exc:
+                    await play_seat(handle, RandomBot(0))
+                assert exc.value.status == grpc.StatusCode.UNIMPLEMENTED
+                assert client.calls == {"PlaySeat": 1, "WatchTable": 1}
+                client.calls.clear()
+                with pytest.raises(RefereeError):
+                    await play_seat(handle, RandomBot(0), one_call=True)
+                assert client.calls == {"PlaySeat": 1}
+        finally:
+            await server.stop(0)
+
+    asyncio.run(main())

@@ -244,10 +244,12 @@ class _Signalling(RandomBot):
         return super().choose(view)
 
 
-def test_bots_play_on_through_a_restart_of_the_referee(tmp_path: Path) -> None:
+@pytest.mark.parametrize("one_call", [True, False])
+def test_bots_play_on_through_a_restart_of_the_referee(tmp_path: Path, one_call: bool) -> None:
     """The bots' streams drop mid-match (the referee stops and comes back on the same port):
     each is reopened from the next event index, its turn sent again at the end of the
-    backlog, and the match is played to its end with a move per turn."""
+    backlog, and the match is played to its end with a move per turn; on PlaySeat streams
+    (`one_call`) or WatchTable streams."""
 
     async def main() -> None:
         async with referee(tmp_path) as first:
@@ -261,7 +263,7 @@ def test_bots_play_on_through_a_restart_of_the_referee(tmp_path: Path) -> None:
                 reached = asyncio.Event()
                 bots = [_Signalling(i, 8, reached) for i in range(4)]
                 playing = asyncio.gather(
-                    *(play_seat(h, b) for h, b in zip(handles, bots, strict=True))
+                    *(play_seat(h, b, one_call) for h, b in zip(handles, bots, strict=True))
                 )
                 await reached.wait()
                 await first.stop(0)
@@ -270,7 +272,8 @@ def test_bots_play_on_through_a_restart_of_the_referee(tmp_path: Path) -> None:
                     record = await handles[0].record()
                     assert verify(record).ok
                     assert {r.record_id for r in results} == {record.record_id}
-                    assert client.calls["WatchTable"] > 4  # the streams were reopened
+                    method = "PlaySeat" if one_call else "WatchTable"
+                    assert client.calls[method] > 4  # the streams were reopened
 
     asyncio.run(main())
 
