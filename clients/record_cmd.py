@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from clients.archive_cmd import add_key_options, keys_given, positive_int
+from clients.args import add_key_options, keys_given, positive_int
 from clients.progress import Progress
 from records.annotate import CommentError, annotate, parse_comment
 from records.codec import (
