@@ -309,7 +309,12 @@ class Hand(ABC):
         self.lines: list[ScoreLine] = []
         self.events: list[Event] = []  # kept only when the match logs events
         self.log_events = match.log_events
-        self.tricks: list[PlayedTrick] = []  # completed tricks, in order
+        # The completed tricks, in order, as ints (no object per trick: `tricks` builds them
+        # for a caller who asks): each one's leader and winner, and the cards of all of them
+        # in playing order, `players` cards a trick.
+        self.trick_leaders: list[int] = []
+        self.trick_winners: list[int] = []
+        self.trick_cards: list[int] = []
         self.held: list[int] = list(deal.hands)  # each seat's cards now (games update it)
         self.cursor = 0  # 1-based index of the action being applied (0: none yet)
         self.over = False
@@ -330,6 +335,18 @@ class Hand(ABC):
     @property
     def phase(self) -> Enum:
         return self._phase
+
+    @property
+    def tricks(self) -> list[PlayedTrick]:
+        """The completed tricks, in order."""
+        n = self.players
+        cards = self.trick_cards
+        return [
+            PlayedTrick(leader, cards[k * n : k * n + n], winner, n)
+            for k, (leader, winner) in enumerate(
+                zip(self.trick_leaders, self.trick_winners, strict=True)
+            )
+        ]
 
     # -- the phase table ------------------------------------------------------------------
 
@@ -497,7 +514,7 @@ class Hand(ABC):
             self.trick_number += 1
             leader = led = -1
             mask = 0
-            cards = []
+            cards.clear()  # the trick is kept (trick_won): the list is the next trick's
             if stop:
                 break
         self.turn = turn
@@ -585,11 +602,13 @@ class Hand(ABC):
 
     def trick_won(self, leader: int, cards: list[int], winner: int) -> None:
         """Record a completed trick: its leader, its cards in playing order, its winner."""
-        trick = PlayedTrick(leader, cards, winner, self.players)
-        self.tricks.append(trick)
+        self.trick_leaders.append(leader)
+        self.trick_winners.append(winner)
+        self.trick_cards.extend(cards)
         if self.log_events:
-            plays = tuple(zip(trick.seats, cards, strict=True))
-            self.events.append(TrickWon(len(self.tricks), winner, plays))
+            n = self.players
+            plays = tuple(((leader + k) % n, c) for k, c in enumerate(cards))
+            self.events.append(TrickWon(len(self.trick_leaders), winner, plays))
 
 
 # --- a match ------------------------------------------------------------------------------
@@ -606,8 +625,12 @@ class HandResult:
     action_seats: list[int]
     lines: list[ScoreLine]
     scores_after: tuple[Score, ...]
-    tricks: list[PlayedTrick]
     hand: Hand
+
+    @property
+    def tricks(self) -> list[PlayedTrick]:
+        """The hand's completed tricks, in order."""
+        return self.hand.tricks
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -867,7 +890,6 @@ class Match(ABC):
                 hand.action_seats,
                 lines,
                 tuple(scores),
-                hand.tricks,
                 hand,
             )
         )
