@@ -384,7 +384,7 @@ class Hand(ABC):
         self.actions.append(action)
         self.action_seats.append(seat)
 
-    def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
+    def apply_run(self, seats: list[int], actions: list[int], start: int) -> int:
         """Apply the actions from `start` on for as long as the fast path can (legal card
         plays); return the index of the first not applied. `Match.step` takes each action
         the run stops at. This one runs `_play_run` while the phase `plays` and keeps the
@@ -460,10 +460,10 @@ class Hand(ABC):
         return self.illegal(code, seat, action, why, rule)
 
     def _play_apply(self, seat: int, action: int) -> None:
-        played = self._play_run((seat,), (action,), 0)
+        played = self._play_run([seat], [action], 0)
         assert played == 1
 
-    def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
+    def _play_run(self, seats: list[int], actions: list[int], start: int) -> int:
         """Play the legal card plays of `actions[start:]` in order, without recording them;
         stop before the first action that is not a legal play by the seat to play, or when
         `_trick_end` stops the hand. Returns the index of the first action not played. (The
@@ -838,17 +838,21 @@ class Match(ABC):
         applied, so the current hand's `actions` tell the position of the fault."""
         if len(seats) != len(actions):
             raise InvalidAction(f"{len(actions)} actions but {len(seats)} seats to take them")
-        i, n = 0, len(actions)
+        # Lists (one copy, in C): the runs then read them without a generic call per item
+        # (a record's seats are bytes, its actions a protobuf container).
+        seat_list = list(seats)
+        action_list = list(actions)
+        i, n = 0, len(action_list)
         while i < n:
             hand = self.hand
             if hand is not None and not hand.over and not self.finished:
-                j = hand.apply_run(seats, actions, i)
+                j = hand.apply_run(seat_list, action_list, i)
                 if hand.over:
                     self._close_hand(hand)
                 if j > i:
                     i = j
                     continue
-            self.step(seats[i], actions[i])
+            self.step(seat_list[i], action_list[i])
             i += 1
 
     def apply(self, seat: int, action: int) -> list[Event]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, Final
 
 from referee.engine.actions import PASS, PLAY, encode, pass_cards, pass_choices
 from referee.engine.base import (
@@ -55,13 +55,14 @@ from referee.engine.tricks import Regime, TrickRules, explain, follow
 
 __all__ = ["DamePiqueMatch", "DamePiqueOptions"]
 
-TWO_CLUBS = card(0, CLUBS)
-QUEEN_SPADES = card(QUEEN, SPADES)
-HEARTS_MASK = SUIT_MASK[HEARTS]
-POINT_CARDS = HEARTS_MASK | 1 << QUEEN_SPADES
-_PASS_OFFSETS = (1, 3, 2, 0)  # DP.PASS: left (seat+1), right (seat-1), across, none
-_PASS_NAMES = ("left", "right", "across", "none")
-_FOLLOW = TrickRules(Regime.FOLLOW, R3)  # DP.FOLLOW: follow suit, else any card
+# Module constants are Final: compiled code reads them as C values, not from the module's dict.
+TWO_CLUBS: Final = card(0, CLUBS)
+QUEEN_SPADES: Final = card(QUEEN, SPADES)
+HEARTS_MASK: Final = SUIT_MASK[HEARTS]
+POINT_CARDS: Final = HEARTS_MASK | 1 << QUEEN_SPADES
+_PASS_OFFSETS: Final = (1, 3, 2, 0)  # DP.PASS: left (seat+1), right (seat-1), across, none
+_PASS_NAMES: Final = ("left", "right", "across", "none")
+_FOLLOW: Final = TrickRules(Regime.FOLLOW, R3)  # DP.FOLLOW: follow suit, else any card
 
 
 def _points(taken: int) -> int:
@@ -184,7 +185,7 @@ class DamePiqueHand(Hand):
                 self.hands_changed()
             self._start_play()
 
-    def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
+    def apply_run(self, seats: list[int], actions: list[int], start: int) -> int:
         # The passes (four at most) are each checked in full; then the card play's run.
         end = start
         n = len(actions)
