@@ -31,7 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar, NamedTuple, NoReturn
+from typing import Any, ClassVar, Final, NamedTuple, NoReturn
 
 from mypy_extensions import mypyc_attr
 
@@ -291,6 +291,9 @@ class PhaseRule(NamedTuple):
     plays: bool = False
 
 
+_NO_PHASES: Final[dict[Enum, PhaseRule]] = {}  # a hand's phase table until its game sets it
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)  # game modules need not be compiled
 class Hand(ABC):
     """One deal played out. The base keeps the trick in progress and plays the cards; a
@@ -318,7 +321,7 @@ class Hand(ABC):
         self.held: list[int] = list(deal.hands)  # each seat's cards now (games update it)
         self.cursor = 0  # 1-based index of the action being applied (0: none yet)
         self.over = False
-        self.phases: dict[Enum, PhaseRule] = {}  # set by each game: its phase table
+        self.phases: dict[Enum, PhaseRule] = _NO_PHASES  # set by each game: its phase table
         self._phase: Enum  # set by each game
         self.play_rule = ""  # the rule id of the card play (not-held, and by default turns)
         self.rank_order: RankOrder = match.order  # CARD.WIN: the rank order of play

@@ -103,9 +103,8 @@ class DamePiqueHand(Hand):
 
     def __init__(self, match: Match, number: int, dealer: int, deal: Deal) -> None:
         super().__init__(match, number, dealer, deal)
-        opts = match.rules.options
-        assert isinstance(opts, DamePiqueOptions)
-        self.opts = opts
+        assert isinstance(match, DamePiqueMatch)
+        self.opts = match.opts
         self.phases = PHASES
         self.play_rule = "DP.FOLLOW"
         cycle = (number - 1) % 4
@@ -114,10 +113,10 @@ class DamePiqueHand(Hand):
         self.passed: list[int] = [0, 0, 0, 0]
         self.taken = [0, 0, 0, 0]  # cards won in tricks, per seat
         self.broken = False  # DP.HEARTS: hearts broken by an earlier trick
-        self.lead_unbroken = lead_mask(opts.qs_counts_as_heart_for_lead)
-        self.broken_by_any_heart = opts.hearts_broken_by is HeartsBrokenBy.PLAYED
-        # The cards whose play may open hearts (DP.HEARTS).
-        self.breaking = HEARTS_MASK | (1 << QUEEN_SPADES if opts.qs_breaks_hearts else 0)
+        # What the options make of DP.HEARTS, read once per match (DamePiqueMatch).
+        self.lead_unbroken = match.lead_unbroken
+        self.broken_by_any_heart = match.broken_by_any_heart
+        self.breaking = match.breaking
         self._phase = Phase.PASS
         if self.pass_offset == 0:
             self._start_play()
@@ -321,6 +320,12 @@ class DamePiqueMatch(Match):
         assert isinstance(opts, DamePiqueOptions)
         self.opts = opts
         self.pack = FULL_DECK
+        # DP.HEARTS, as the options set it (each hand reads these): the cards that may be led
+        # while hearts are unbroken, whether any heart played breaks them (else only one
+        # discarded on another suit), the cards whose play may break them.
+        self.lead_unbroken = lead_mask(opts.qs_counts_as_heart_for_lead)
+        self.broken_by_any_heart = opts.hearts_broken_by is HeartsBrokenBy.PLAYED
+        self.breaking = HEARTS_MASK | (1 << QUEEN_SPADES if opts.qs_breaks_hearts else 0)
 
     def _new_hand(self, number: int, dealer: int, deal: Deal) -> Hand:
         return DamePiqueHand(self, number, dealer, deal)
