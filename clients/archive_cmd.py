@@ -25,6 +25,7 @@ import sys
 import time
 from typing import Any
 
+from tapis_cartes.clients.args import add_key_options, keys_given, positive_int
 from tapis_cartes.clients.progress import Progress
 from tapis_cartes.records.archive import (
     Selection,
@@ -43,7 +44,6 @@ from tapis_cartes.records.render import render_record
 from tapis_cartes.records.rescore import Rescored, result_text, runs_text, summary_text
 from tapis_cartes.records.research import FORMATS, TABLES, write_table
 from tapis_cartes.records.score import counted, text_table
-from tapis_cartes.records.signing import TrustedKey, load_keys
 from tapis_cartes.referee.engine import GAMES, find_game
 from tapis_cartes.referee.engine.options import parse_option
 from tapis_cartes.referee.errors import ArchiveError, RulesError, TapisError, exit_status
@@ -242,38 +242,6 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     else:
         print(summary_text(summary, elapsed))
     return 0
-
-
-def add_key_options(p: argparse.ArgumentParser, must: str) -> None:
-    """`--key` and `--trusted-keys` (both repeatable, combined), as `verify` and `archive add`
-    take them; `must` says what the records then must be."""
-    p.add_argument(
-        "--key",
-        action="append",
-        metavar="KEY",
-        help=f"a PEM key file (public or private): {must} one of the keys given; may be given "
-        "several times",
-    )
-    p.add_argument(
-        "--trusted-keys",
-        action="append",
-        metavar="FILE",
-        help="a text file of PEM public keys, each after an optional '# name' line (the "
-        "output of 'tapis key show' may be appended as is); combines with --key",
-    )
-
-
-def keys_given(args: argparse.Namespace) -> list[TrustedKey]:
-    """The keys of `--trusted-keys` files, then of `--key` files (`load_keys`)."""
-    return load_keys(args.key or (), args.trusted_keys or ())
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an int of at least 1."""
-    n = int(text)
-    if n < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return n
 
 
 def _selected(args: argparse.Namespace) -> Selection:

@@ -17,40 +17,42 @@ command ends it with the exit code its class carries (`docs/errors.md`).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 
-from tapis_cartes.clients.archive_cmd import add_archive_parser
-from tapis_cartes.clients.corpus_cmd import add_corpus_parser
-from tapis_cartes.clients.games_cmd import add_games_parser
-from tapis_cartes.clients.record_cmd import add_record_parser
-from tapis_cartes.clients.referee_cmd import add_referee_parsers
-from tapis_cartes.clients.rules_cmd import add_rules_parser
 from tapis_cartes.referee import __version__
 from tapis_cartes.referee.errors import TapisError, exit_status
 
 __all__ = ["build_parser", "main"]
 
-# The command groups, in the order `tapis --help` lists them: each adds its subcommands.
+# The command groups, in the order `tapis --help` lists them: the commands of each, its
+# module and the function of that module that adds its subcommands. A command imports only
+# its own group's module (and that module what the command uses): `tapis record verify`
+# never loads the archive's SQLite or the referee's gRPC.
 COMMAND_GROUPS = (
-    add_record_parser,
-    add_referee_parsers,
-    add_archive_parser,
-    add_games_parser,
-    add_rules_parser,
-    add_corpus_parser,
-)
+    (("record",), "tapis_cartes.clients.record_cmd", "add_record_parser"),
+    (("serve", "table", "key", "play", "bot", "example"), "tapis_cartes.clients.referee_cmd",
+     "add_referee_parsers"),
+    (("archive",), "tapis_cartes.clients.archive_cmd", "add_archive_parser"),
+    (("games",), "tapis_cartes.clients.games_cmd", "add_games_parser"),
+    (("rules",), "tapis_cartes.clients.rules_cmd", "add_rules_parser"),
+    (("corpus",), "tapis_cartes.clients.corpus_cmd", "add_corpus_parser"),
+)  # fmt: skip
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `tapis` parser: with `command`, a command some group has, only that group's
+    subcommands (the others are not imported); else every group's."""
     parser = argparse.ArgumentParser(
         prog="tapis", description="Referee and record toolkit for trick-taking card games."
     )
     parser.add_argument("--version", action="version", version=f"tapis {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add_group in COMMAND_GROUPS:
-        add_group(sub)
+    groups = [g for g in COMMAND_GROUPS if command in g[0]] or COMMAND_GROUPS
+    for _, module, adder in groups:
+        getattr(importlib.import_module(module), adder)(sub)
     return parser
 
 
@@ -58,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # gRPC's own log lines (a connection closed, ...) are for its developers: errors only,
     # unless GRPC_VERBOSITY says otherwise. (Before grpc is first imported, by a command.)
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:
         return int(args.func(args))
     except BrokenPipeError:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tapis_cartes.clients.archive_cmd import positive_int
+from tapis_cartes.clients.args import positive_int
 from tapis_cartes.clients.progress import Progress
 from tapis_cartes.records.codec import writable, write_frames
 from tapis_cartes.records.score import counted

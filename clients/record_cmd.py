@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tapis_cartes.clients.archive_cmd import add_key_options, keys_given, positive_int
+from tapis_cartes.clients.args import add_key_options, keys_given, positive_int
 from tapis_cartes.clients.progress import Progress
 from tapis_cartes.records.annotate import CommentError, annotate, parse_comment
 from tapis_cartes.records.codec import (

@@ -399,21 +399,24 @@ def parse_envelope(frame: bytes, name: str, index: int) -> pb.RecordEnvelope:
     return env
 
 
-def file_chunks(path: str | Path, size: int) -> Iterator[tuple[int, tuple[bytes, ...]]]:
+def file_chunks(
+    path: str | Path, size: int, name: str | None = None
+) -> Iterator[tuple[int, tuple[bytes, ...]]]:
     """The envelope frames of a record file in chunks of at most `size` frames, each with the
     index (1-based) of its first record: the tasks of `verify` and `archive add`. When the
     file cannot be read to its end, `RecordFileError` (`unreadable`, `not-a-record-file`,
-    `truncated`) is raised after the chunks of the whole records before the damage."""
-    p = Path(path)
+    `truncated`) is raised after the chunks of the whole records before the damage. `name`:
+    the file as messages name it (default `str(Path(path))`)."""
+    p = str(Path(path)) if name is None else name
     try:
-        f = p.open("rb")
+        f = open(path, "rb")  # noqa: SIM115 (closed below)
         total = os.fstat(f.fileno()).st_size
     except OSError as exc:
         raise RecordFileError("unreadable", f"{p}: {exc.strerror or exc}") from None
     frames: list[bytes] = []
     first = 1
     try:
-        for frame in read_frames(f, total, str(p)):
+        for frame in read_frames(f, total, p):
             frames.append(frame)
             if len(frames) >= size:
                 yield first, tuple(frames)

@@ -49,6 +49,7 @@ from tapis_cartes.referee.engine import (
     Rules,
     RulesError,
     ScoreLine,
+    Start,
     TapisError,
     find_game,
     make_rules,
@@ -329,20 +330,37 @@ def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
     """A new engine match for a record's checked rules and start, and the game's units, once
     every field of the record is checked against its game (records/strict.py: nothing out of
     its game's range reaches the engine); `RecordError` when they do not hold. Every command
-    that reads a record's content goes through here first."""
-    r = rec.rules
-    options = check_rules_fields(r)
-    rules = _checked_rules(r.game, r.ruleset, r.players, options, r.digest)
-    spec = find_game(rules.game)
+    that reads a record's content goes through here first. The rules and the start are
+    checked once per distinct value (keyed by their canonical bytes), not once per record."""
+    rules, units = _record_rules(rec.rules.SerializeToString(deterministic=True))
     if len(rec.seats) != rules.players:
         raise RecordError("seats", f"{len(rec.seats)} seats for {rules.players} players")
-    check_start(rec.start, spec.units, rules.players)
+    start = _record_start(rec.start.SerializeToString(deterministic=True), units, rules.players)
     try:
-        match = new_match(rules, start_from_pb(spec.units, rec.start), log_events=False)
+        match = new_match(rules, start, log_events=False)
     except RulesError as exc:
         raise RecordError("start", f"the start scores do not hold: {exc}") from None
-    check_fields(rec, match, spec.units)
-    return match, spec.units
+    check_fields(rec, match, units)
+    return match, units
+
+
+@functools.lru_cache(maxsize=256)
+def _record_rules(rules_bytes: bytes) -> tuple[Rules, tuple[str, ...]]:
+    """The checked rules of a record's `Rules` message (its canonical bytes) and the game's
+    units; `RecordError` when they do not hold."""
+    r = pb.Rules.FromString(rules_bytes)
+    options = check_rules_fields(r)
+    rules = _checked_rules(r.game, r.ruleset, r.players, options, r.digest)
+    return rules, find_game(rules.game).units
+
+
+@functools.lru_cache(maxsize=256)
+def _record_start(start_bytes: bytes, units: tuple[str, ...], players: int) -> Start:
+    """The engine's `Start` of a record's `Start` message (its canonical bytes), once its
+    fields are checked (`check_start`)."""
+    start = pb.Start.FromString(start_bytes)
+    check_start(start, units, players)
+    return start_from_pb(units, start)
 
 
 @functools.lru_cache(maxsize=64)

@@ -265,11 +265,13 @@ def _cards_in_pack(cards: bytes, pack: int, where: str, h: int) -> None:
 
 
 def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
-    where = f"hands[{h - 1}].deal"
+    where = "hands[{}].deal".format  # the place, made into text only for a fault
     masks = deal.hands
     if len(masks) != players:
         raise RecordError(
-            "deal:deal-hands", f"{where}.hands: {len(masks)} hands for {players} seats", hand=h
+            "deal:deal-hands",
+            f"{where(h - 1)}.hands: {len(masks)} hands for {players} seats",
+            hand=h,
         )
     dealt = 0
     for m in masks:
@@ -278,8 +280,8 @@ def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
         s, m = next((s, m) for s, m in enumerate(masks) if m & ~pack)
         raise RecordError(
             "deal:card-not-in-pack",
-            f"{where}.hands[{s}]: {card_str(next(iter_cards(m & ~pack)))} is not in this game's "
-            "pack",
+            f"{where(h - 1)}.hands[{s}]: {card_str(next(iter_cards(m & ~pack)))} is not in "
+            "this game's pack",
             hand=h,
         )
     if deal.HasField("retourne"):
@@ -287,19 +289,23 @@ def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
         if not (retourne < 52 and pack >> retourne & 1):
             raise RecordError(
                 "deal:card-not-in-pack",
-                f"{where}.retourne: {card_str(retourne)} is not in this game's pack",
+                f"{where(h - 1)}.retourne: {card_str(retourne)} is not in this game's pack",
                 hand=h,
             )
-    _cards_in_pack(deal.talon, pack, f"{where}.talon", h)
+    talon = deal.talon
+    if talon:
+        _cards_in_pack(talon, pack, f"{where(h - 1)}.talon", h)
     deck = deal.deck
     if deck:
-        _cards_in_pack(deck, pack, f"{where}.deck", h)
+        _cards_in_pack(deck, pack, f"{where(h - 1)}.deck", h)
         if len(set(deck)) != len(deck):
-            raise RecordError("deal:duplicate-card", f"{where}.deck: a card appears twice", hand=h)
+            raise RecordError(
+                "deal:duplicate-card", f"{where(h - 1)}.deck: a card appears twice", hand=h
+            )
         if len(deck) != pack.bit_count():
             raise RecordError(
                 "deal:deck-size",
-                f"{where}.deck: {len(deck)} cards; the pack has {pack.bit_count()}",
+                f"{where(h - 1)}.deck: {len(deck)} cards; the pack has {pack.bit_count()}",
                 hand=h,
             )
 
@@ -378,7 +384,8 @@ def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> No
     pack = match.pack
     teams = [match.team_of(s) for s in range(players)]
     for s, seat in enumerate(rec.seats):
-        _text(seat.name, f"seats[{s}].name", MAX_NAME)
+        if len(seat.name) > MAX_NAME:  # the place is made into text only for a fault
+            _text(seat.name, f"seats[{s}].name", MAX_NAME)
         if seat.team != teams[s]:
             raise RecordError(
                 "seat-team",
@@ -411,8 +418,10 @@ def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> No
         raise RecordError("outcome", f"outcome.resigned: seat {out.resigned} does not exist")
     if len(out.scores) != players:
         raise RecordError("outcome", f"{len(out.scores)} final scores for {players} seats")
+    foreign, none = _foreign_units(units)
     for s, score in enumerate(out.scores):
-        _score(score, units, f"outcome.scores[{s}]")
+        if foreign(score) != none:
+            _score(score, units, f"outcome.scores[{s}]")
     _text(out.reason, "outcome.reason")
     p = rec.provenance
     _text(p.source, "provenance.source")

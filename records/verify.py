@@ -386,7 +386,7 @@ def verify_files(
             name = str(Path(path))
             index = 1  # the next record
             try:
-                for first, frames in file_chunks(path, size):
+                for first, frames in file_chunks(path, size, name):
                     index = first + len(frames)
                     yield VerifyTask(file, name, first, frames, ring)
             except RecordFileError as exc:

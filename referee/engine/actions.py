@@ -18,7 +18,7 @@ of small ints.
 from __future__ import annotations
 
 from itertools import combinations
-from typing import Any
+from typing import Any, Final
 
 from tapis_cartes.referee.engine.cards import card_str, iter_cards, mask_of, parse_card
 from tapis_cartes.referee.engine.errors import InvalidAction, quoted
@@ -50,13 +50,20 @@ __all__ = [
     "payload_of",
 ]
 
-PLAY, PASS, BID, VOLE, ABANDON, PILLE, RESIGN = range(7)
-KIND_NAMES = ("play", "pass", "bid", "vole", "abandon", "pille", "resign")
-BID_WORDS = ("pass", "two", "three", "misere", "four", "nap", "wellington", "blucher")
-VOLE_WORDS = ("stop", "continue")
-ABANDON_WORDS = ("offer", "accept", "refuse")
-PILLE_STOP = 63
-PILLE_HIDDEN = 62  # a pillage discard as the other seats know it (face down)
+# Module constants are Final: compiled code reads them as C values, not from the module's dict.
+PLAY: Final = 0
+PASS: Final = 1
+BID: Final = 2
+VOLE: Final = 3
+ABANDON: Final = 4
+PILLE: Final = 5
+RESIGN: Final = 6
+KIND_NAMES: Final = ("play", "pass", "bid", "vole", "abandon", "pille", "resign")
+BID_WORDS: Final = ("pass", "two", "three", "misere", "four", "nap", "wellington", "blucher")
+VOLE_WORDS: Final = ("stop", "continue")
+ABANDON_WORDS: Final = ("offer", "accept", "refuse")
+PILLE_STOP: Final = 63
+PILLE_HIDDEN: Final = 62  # a pillage discard as the other seats know it (face down)
 
 
 def pass_action(mask: int) -> int:
@@ -92,7 +99,7 @@ def payload_of(action: int) -> int:
     return action >> 3
 
 
-_PAYLOAD_LIMIT = (52, 1 << 18, len(BID_WORDS), 2, 3, PILLE_STOP + 1, 1)
+_PAYLOAD_LIMIT: Final = (52, 1 << 18, len(BID_WORDS), 2, 3, PILLE_STOP + 1, 1)
 
 
 def action_error(action: int) -> InvalidAction | None:

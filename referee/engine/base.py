@@ -31,7 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar, NamedTuple, NoReturn
+from typing import Any, ClassVar, Final, NamedTuple, NoReturn
 
 from mypy_extensions import mypyc_attr
 
@@ -293,6 +293,9 @@ class PhaseRule(NamedTuple):
     plays: bool = False
 
 
+_NO_PHASES: Final[dict[Enum, PhaseRule]] = {}  # a hand's phase table until its game sets it
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)  # game modules need not be compiled
 class Hand(ABC):
     """One deal played out. The base keeps the trick in progress and plays the cards; a
@@ -311,11 +314,16 @@ class Hand(ABC):
         self.lines: list[ScoreLine] = []
         self.events: list[Event] = []  # kept only when the match logs events
         self.log_events = match.log_events
-        self.tricks: list[PlayedTrick] = []  # completed tricks, in order
+        # The completed tricks, in order, as ints (no object per trick: `tricks` builds them
+        # for a caller who asks): each one's leader and winner, and the cards of all of them
+        # in playing order, `players` cards a trick.
+        self.trick_leaders: list[int] = []
+        self.trick_winners: list[int] = []
+        self.trick_cards: list[int] = []
         self.held: list[int] = list(deal.hands)  # each seat's cards now (games update it)
         self.cursor = 0  # 1-based index of the action being applied (0: none yet)
         self.over = False
-        self.phases: dict[Enum, PhaseRule] = {}  # set by each game: its phase table
+        self.phases: dict[Enum, PhaseRule] = _NO_PHASES  # set by each game: its phase table
         self._phase: Enum  # set by each game
         self.play_rule = ""  # the rule id of the card play (not-held, and by default turns)
         self.rank_order: RankOrder = match.order  # CARD.WIN: the rank order of play
@@ -332,6 +340,18 @@ class Hand(ABC):
     @property
     def phase(self) -> Enum:
         return self._phase
+
+    @property
+    def tricks(self) -> list[PlayedTrick]:
+        """The completed tricks, in order."""
+        n = self.players
+        cards = self.trick_cards
+        return [
+            PlayedTrick(leader, cards[k * n : k * n + n], winner, n)
+            for k, (leader, winner) in enumerate(
+                zip(self.trick_leaders, self.trick_winners, strict=True)
+            )
+        ]
 
     # -- the phase table ------------------------------------------------------------------
 
@@ -369,7 +389,7 @@ class Hand(ABC):
         self.actions.append(action)
         self.action_seats.append(seat)
 
-    def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
+    def apply_run(self, seats: list[int], actions: list[int], start: int) -> int:
         """Apply the actions from `start` on for as long as the fast path can (legal card
         plays); return the index of the first not applied. `Match.step` takes each action
         the run stops at. This one runs `_play_run` while the phase `plays` and keeps the
@@ -445,10 +465,10 @@ class Hand(ABC):
         return self.illegal(code, seat, action, why, rule)
 
     def _play_apply(self, seat: int, action: int) -> None:
-        played = self._play_run((seat,), (action,), 0)
+        played = self._play_run([seat], [action], 0)
         assert played == 1
 
-    def _play_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
+    def _play_run(self, seats: list[int], actions: list[int], start: int) -> int:
         """Play the legal card plays of `actions[start:]` in order, without recording them;
         stop before the first action that is not a legal play by the seat to play, or when
         `_trick_end` stops the hand. Returns the index of the first action not played. (The
@@ -499,7 +519,7 @@ class Hand(ABC):
             self.trick_number += 1
             leader = led = -1
             mask = 0
-            cards = []
+            cards.clear()  # the trick is kept (trick_won): the list is the next trick's
             if stop:
                 break
         self.turn = turn
@@ -587,11 +607,13 @@ class Hand(ABC):
 
     def trick_won(self, leader: int, cards: list[int], winner: int) -> None:
         """Record a completed trick: its leader, its cards in playing order, its winner."""
-        trick = PlayedTrick(leader, cards, winner, self.players)
-        self.tricks.append(trick)
+        self.trick_leaders.append(leader)
+        self.trick_winners.append(winner)
+        self.trick_cards.extend(cards)
         if self.log_events:
-            plays = tuple(zip(trick.seats, cards, strict=True))
-            self.events.append(TrickWon(len(self.tricks), winner, plays))
+            n = self.players
+            plays = tuple(((leader + k) % n, c) for k, c in enumerate(cards))
+            self.events.append(TrickWon(len(self.trick_leaders), winner, plays))
 
 
 # --- a match ------------------------------------------------------------------------------
@@ -608,8 +630,12 @@ class HandResult:
     action_seats: list[int]
     lines: list[ScoreLine]
     scores_after: tuple[Score, ...]
-    tricks: list[PlayedTrick]
     hand: Hand
+
+    @property
+    def tricks(self) -> list[PlayedTrick]:
+        """The hand's completed tricks, in order."""
+        return self.hand.tricks
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -817,17 +843,21 @@ class Match(ABC):
         applied, so the current hand's `actions` tell the position of the fault."""
         if len(seats) != len(actions):
             raise InvalidAction(f"{len(actions)} actions but {len(seats)} seats to take them")
-        i, n = 0, len(actions)
+        # Lists (one copy, in C): the runs then read them without a generic call per item
+        # (a record's seats are bytes, its actions a protobuf container).
+        seat_list = list(seats)
+        action_list = list(actions)
+        i, n = 0, len(action_list)
         while i < n:
             hand = self.hand
             if hand is not None and not hand.over and not self.finished:
-                j = hand.apply_run(seats, actions, i)
+                j = hand.apply_run(seat_list, action_list, i)
                 if hand.over:
                     self._close_hand(hand)
                 if j > i:
                     i = j
                     continue
-            self.step(seats[i], actions[i])
+            self.step(seat_list[i], action_list[i])
             i += 1
 
     def apply(self, seat: int, action: int) -> list[Event]:
@@ -869,7 +899,6 @@ class Match(ABC):
                 hand.action_seats,
                 lines,
                 tuple(scores),
-                hand.tricks,
                 hand,
             )
         )

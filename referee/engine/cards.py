@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Final
 
 from tapis_cartes.referee.engine.errors import InvalidAction, quoted
 
@@ -49,15 +50,26 @@ __all__ = [
     "suit_of",
 ]
 
-SPADES, HEARTS, DIAMONDS, CLUBS = 0, 1, 2, 3
-SUIT_NAMES = ("S", "H", "D", "C")
-SUIT_SYMBOLS = ("♠", "♥", "♦", "♣")
-SUIT_WORDS = ("spades", "hearts", "diamonds", "clubs")
-RANK_NAMES = ("2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K", "A")
-TWO, SIX, SEVEN, TEN, JACK, QUEEN, KING, ACE = 0, 4, 5, 8, 9, 10, 11, 12
+# Module constants are Final: compiled code reads them as C values, not from the module's dict.
+SPADES: Final = 0
+HEARTS: Final = 1
+DIAMONDS: Final = 2
+CLUBS: Final = 3
+SUIT_NAMES: Final = ("S", "H", "D", "C")
+SUIT_SYMBOLS: Final = ("♠", "♥", "♦", "♣")
+SUIT_WORDS: Final = ("spades", "hearts", "diamonds", "clubs")
+RANK_NAMES: Final = ("2", "3", "4", "5", "6", "7", "8", "9", "10", "J", "Q", "K", "A")
+TWO: Final = 0
+SIX: Final = 4
+SEVEN: Final = 5
+TEN: Final = 8
+JACK: Final = 9
+QUEEN: Final = 10
+KING: Final = 11
+ACE: Final = 12
 
-SUIT_MASK = tuple(0x1FFF << (13 * s) for s in range(4))
-FULL_DECK = (1 << 52) - 1
+SUIT_MASK: Final[tuple[int, ...]] = tuple(0x1FFF << (13 * s) for s in range(4))
+FULL_DECK: Final = (1 << 52) - 1
 
 _RANK_INPUT = {name: i for i, name in enumerate(RANK_NAMES)} | {
     "T": TEN,
@@ -79,7 +91,7 @@ _SUIT_INPUT = {
     "♢": DIAMONDS,
     "♧": CLUBS,
 }
-_CARD_STR = tuple(RANK_NAMES[c % 13] + SUIT_NAMES[c // 13] for c in range(52))
+_CARD_STR: Final = tuple(RANK_NAMES[c % 13] + SUIT_NAMES[c // 13] for c in range(52))
 
 
 def card(rank: int, suit: int) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, Final
 
 from tapis_cartes.referee.engine.actions import PASS, PLAY, encode, pass_cards, pass_choices
 from tapis_cartes.referee.engine.base import (
@@ -60,13 +60,14 @@ from tapis_cartes.referee.engine.tricks import Regime, TrickRules, explain, foll
 
 __all__ = ["DamePiqueMatch", "DamePiqueOptions"]
 
-TWO_CLUBS = card(0, CLUBS)
-QUEEN_SPADES = card(QUEEN, SPADES)
-HEARTS_MASK = SUIT_MASK[HEARTS]
-POINT_CARDS = HEARTS_MASK | 1 << QUEEN_SPADES
-_PASS_OFFSETS = (1, 3, 2, 0)  # DP.PASS: left (seat+1), right (seat-1), across, none
-_PASS_NAMES = ("left", "right", "across", "none")
-_FOLLOW = TrickRules(Regime.FOLLOW, R3)  # DP.FOLLOW: follow suit, else any card
+# Module constants are Final: compiled code reads them as C values, not from the module's dict.
+TWO_CLUBS: Final = card(0, CLUBS)
+QUEEN_SPADES: Final = card(QUEEN, SPADES)
+HEARTS_MASK: Final = SUIT_MASK[HEARTS]
+POINT_CARDS: Final = HEARTS_MASK | 1 << QUEEN_SPADES
+_PASS_OFFSETS: Final = (1, 3, 2, 0)  # DP.PASS: left (seat+1), right (seat-1), across, none
+_PASS_NAMES: Final = ("left", "right", "across", "none")
+_FOLLOW: Final = TrickRules(Regime.FOLLOW, R3)  # DP.FOLLOW: follow suit, else any card
 
 
 def _points(taken: int) -> int:
@@ -107,9 +108,8 @@ class DamePiqueHand(Hand):
 
     def __init__(self, match: Match, number: int, dealer: int, deal: Deal) -> None:
         super().__init__(match, number, dealer, deal)
-        opts = match.rules.options
-        assert isinstance(opts, DamePiqueOptions)
-        self.opts = opts
+        assert isinstance(match, DamePiqueMatch)
+        self.opts = match.opts
         self.phases = PHASES
         self.play_rule = "DP.FOLLOW"
         cycle = (number - 1) % 4
@@ -118,10 +118,10 @@ class DamePiqueHand(Hand):
         self.passed: list[int] = [0, 0, 0, 0]
         self.taken = [0, 0, 0, 0]  # cards won in tricks, per seat
         self.broken = False  # DP.HEARTS: hearts broken by an earlier trick
-        self.lead_unbroken = lead_mask(opts.qs_counts_as_heart_for_lead)
-        self.broken_by_any_heart = opts.hearts_broken_by is HeartsBrokenBy.PLAYED
-        # The cards whose play may open hearts (DP.HEARTS).
-        self.breaking = HEARTS_MASK | (1 << QUEEN_SPADES if opts.qs_breaks_hearts else 0)
+        # What the options make of DP.HEARTS, read once per match (DamePiqueMatch).
+        self.lead_unbroken = match.lead_unbroken
+        self.broken_by_any_heart = match.broken_by_any_heart
+        self.breaking = match.breaking
         self._phase = Phase.PASS
         if self.pass_offset == 0:
             self._start_play()
@@ -189,7 +189,7 @@ class DamePiqueHand(Hand):
                 self.hands_changed()
             self._start_play()
 
-    def apply_run(self, seats: Sequence[int], actions: Sequence[int], start: int) -> int:
+    def apply_run(self, seats: list[int], actions: list[int], start: int) -> int:
         # The passes (four at most) are each checked in full; then the card play's run.
         end = start
         n = len(actions)
@@ -325,6 +325,12 @@ class DamePiqueMatch(Match):
         assert isinstance(opts, DamePiqueOptions)
         self.opts = opts
         self.pack = FULL_DECK
+        # DP.HEARTS, as the options set it (each hand reads these): the cards that may be led
+        # while hearts are unbroken, whether any heart played breaks them (else only one
+        # discarded on another suit), the cards whose play may break them.
+        self.lead_unbroken = lead_mask(opts.qs_counts_as_heart_for_lead)
+        self.broken_by_any_heart = opts.hearts_broken_by is HeartsBrokenBy.PLAYED
+        self.breaking = HEARTS_MASK | (1 << QUEEN_SPADES if opts.qs_breaks_hearts else 0)
 
     def _new_hand(self, number: int, dealer: int, deal: Deal) -> Hand:
         return DamePiqueHand(self, number, dealer, deal)

@@ -521,7 +521,7 @@ class ImperialeHand(Hand):
     # -- the tricks and the end of the coup -----------------------------------------------
 
     def _trick_end(self, winner: int, best: int, led: int, mask: int) -> bool:
-        number = len(self.tricks)
+        number = len(self.trick_leaders)
         self.won[winner] += 1
         self.taken[winner] |= mask
         if self.won[winner] == 6 and self.first_to_six < 0:
@@ -609,9 +609,13 @@ class ImperialeHand(Hand):
             out.append("cartes blanches: the coup is not played")
         if self.winner >= 0:
             # IMP-A.TARGET / IMP-M.END
-            when = f"after trick {len(self.tricks)}" if self.tricks else "in the announcements"
+            when = (
+                f"after trick {len(self.trick_leaders)}"
+                if self.trick_leaders
+                else "in the announcements"
+            )
             out.append(f"seat {self.winner} reaches {self.opts.target_fiches} impériales {when}")
-        if self.tricks:
+        if self.trick_leaders:
             out.append("tricks: " + ", ".join(f"seat {s} {w}" for s, w in enumerate(self.won)))
         return out
 
@@ -625,7 +629,7 @@ class ImperialeHand(Hand):
     def _public(self, seat: int | None) -> dict[str, Any]:
         return {
             "retourne": card_str(self.retourne),
-            "trick_number": len(self.tricks) + (1 if self._phase is Phase.PLAY else 0),
+            "trick_number": len(self.trick_leaders) + (1 if self._phase is Phase.PLAY else 0),
             "tricks_won": tuple(self.won),
             "point": self.point_winner,
             "cartes_blanches": tuple(self.blanches),

@@ -1,0 +1,43 @@
+"""Command-line options that several command groups take (`tapis record verify` and
+`tapis archive add` take the same keys), in a module of their own so that a group imports
+none of another's."""
+
+from __future__ import annotations
+
+import argparse
+
+from tapis_cartes.records.signing import TrustedKey, load_keys
+
+__all__ = ["add_key_options", "keys_given", "positive_int"]
+
+
+def add_key_options(p: argparse.ArgumentParser, must: str) -> None:
+    """`--key` and `--trusted-keys` (both repeatable, combined), as `verify` and `archive add`
+    take them; `must` says what the records then must be."""
+    p.add_argument(
+        "--key",
+        action="append",
+        metavar="KEY",
+        help=f"a PEM key file (public or private): {must} one of the keys given; may be given "
+        "several times",
+    )
+    p.add_argument(
+        "--trusted-keys",
+        action="append",
+        metavar="FILE",
+        help="a text file of PEM public keys, each after an optional '# name' line (the "
+        "output of 'tapis key show' may be appended as is); combines with --key",
+    )
+
+
+def keys_given(args: argparse.Namespace) -> list[TrustedKey]:
+    """The keys of `--trusted-keys` files, then of `--key` files (`load_keys`)."""
+    return load_keys(args.key or (), args.trusted_keys or ())
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an int of at least 1."""
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return n
