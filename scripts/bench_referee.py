@@ -331,6 +331,17 @@ class Load:
             await asyncio.sleep(due - now)
         return due
 
+    async def create_table(
+        self, stub: Any, create: pb.CreateTableRequest
+    ) -> tuple[pb.CreateTableResponse, float]:
+        """A new table, counted when the call is inside the window; with when it was asked."""
+        t0 = time.perf_counter()
+        created = await stub.CreateTable(create)
+        if self.counts(t0, time.perf_counter()):
+            self.rpcs += 1
+            self.creates += 1
+        return created, t0
+
     def size(self, name: str, n: int) -> None:
         self.size_sum[name] = self.size_sum.get(name, 0) + n
         self.size_n[name] = self.size_n.get(name, 0) + 1
@@ -393,12 +404,7 @@ async def referee_bot(
         seats=[pb.SeatRequest(name=f"bot {i}") for i in range(4)],
     )
     while now() < load.end:
-        t0 = now()
-        created = await stub.CreateTable(create)
-        t1 = now()
-        if load.counts(t0, t1):
-            load.rpcs += 1
-            load.creates += 1
+        created, t0 = await load.create_table(stub, create)
         table_id = created.table_id
         metadata = {t.seat: auth(t.token) for t in created.tokens}
         seat: int | None = 0
@@ -515,12 +521,7 @@ async def stream_bot(
                 return
 
     while now() < load.end:
-        t0 = now()
-        created = await stub.CreateTable(create)
-        t1 = now()
-        if load.counts(t0, t1):
-            load.rpcs += 1
-            load.creates += 1
+        created, t0 = await load.create_table(stub, create)
         table_id = created.table_id
         calls = []
         for t in created.tokens:
@@ -619,12 +620,7 @@ async def play_seat_bot(
             await call.write(submit)
 
     while now() < load.end:
-        t0 = now()
-        created = await stub.CreateTable(create)
-        t1 = now()
-        if load.counts(t0, t1):
-            load.rpcs += 1
-            load.creates += 1
+        created, t0 = await load.create_table(stub, create)
         table_id = created.table_id
         calls = []
         for t in created.tokens:
