@@ -88,6 +88,7 @@ _LOST = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]  # as a google.rpc.Code
 # A stream that ends cleanly before match_ended is reopened this many times.
 _CLEAN_END_RETRIES = 4
+_FINISH_WAIT = 5.0  # seconds a PlaySeat call that ended is read to its end before a cancel
 # The channel retries a lost connection quickly (the gRPC defaults start at one second).
 _CHANNEL_OPTIONS = (
     ("grpc.initial_reconnect_backoff_ms", 100),
@@ -692,11 +693,32 @@ class SeatPlay:
                     ended = ended or event.HasField("match_ended") or event.HasField("table_closed")
                 if message.HasField("ack"):
                     self.handle.acted_at = max(self.handle.acted_at, message.ack.action_index)
+                if ended:
+                    await self._finish()
                 yield message
                 if ended:
                     return
         finally:
             self._drop()
+
+    async def _finish(self) -> None:
+        """The match is over: close our side and read the call to its end (the referee ends
+        it), rather than cancel it; a call that does not end soon is cancelled."""
+        call, self._call = self._call, None
+        if call is None:
+            return
+        try:
+            await asyncio.wait_for(self._drain(call), _FINISH_WAIT)
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError, TimeoutError):
+            call.cancel()
+
+    @staticmethod
+    async def _drain(
+        call: grpc.aio.StreamStreamCall[pb.PlaySeatRequest, pb.PlaySeatResponse],
+    ) -> None:
+        await call.done_writing()
+        while await call.read() is not grpc.aio.EOF:
+            pass
 
     def _drop(self) -> None:
         if self._call is not None:

@@ -865,6 +865,7 @@ def _acknowledge(
 
 _END = object()  # the end of a PlaySeat stream, in its queue
 _QUEUED = 8  # messages a PlaySeat stream holds for a client slower than the table
+_HALF_CLOSE_WAIT = 1.0  # seconds a PlaySeat stream that ended waits for the client's side
 
 
 class _SeatPlay:
@@ -914,6 +915,11 @@ class _SeatPlay:
                 yield item
         finally:
             watcher.cancel()
+            if not reader.done():
+                # At the match's end a client half-closes its side (the SDK does): its reader
+                # then ends by itself, and the call ends with no read left pending; one that
+                # does not is cancelled after a moment.
+                await asyncio.wait({reader}, timeout=_HALF_CLOSE_WAIT)
             reader.cancel()
             await asyncio.gather(watcher, reader, return_exceptions=True)
 
