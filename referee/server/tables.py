@@ -102,6 +102,7 @@ __all__ = [
     "Turn",
     "Unauthenticated",
     "Unavailable",
+    "new_table_id",
 ]
 
 T = TypeVar("T")
@@ -158,6 +159,14 @@ class ClosedEvent:
 
 
 TableEventData = SeatEvent | HandEvent | ActionEvent | EndEvent | ClosedEvent | Event
+
+
+def new_table_id() -> str:
+    """A new table's id: 16 random URL-safe characters, never starting with "-" (a command
+    line would read such an id as an option: `tapis table record -Iq...`)."""
+    while (table_id := secrets.token_urlsafe(12)).startswith("-"):
+        pass
+    return table_id
 
 
 def token_hash(token: str) -> bytes:
@@ -746,7 +755,7 @@ class Referee:
             raise BadRequest("a table needs seats", "seats")
         rules = self._rules_for(game, ruleset, options, len(seats))
         table = Table(
-            id=secrets.token_urlsafe(12),
+            id=new_table_id(),
             rules=rules,
             options=options,
             seed=new_seed(),

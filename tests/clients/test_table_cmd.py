@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 
+from tapis_cartes.referee.server.tables import new_table_id
 from tapis_cartes.v1 import referee_pb2 as pb
 from tapis_cartes.v1 import referee_pb2_grpc as rpc
 from tests.commands import tapis
@@ -59,3 +60,12 @@ def test_create_as_json_then_fetch_the_signed_record(tmp_path: Path) -> None:
         assert "nope" in missing.stderr
     finally:
         server.terminate()
+
+
+def test_a_table_id_never_reads_as_an_option() -> None:
+    """Table ids are random URL-safe text: one starting with "-" would be read by the command
+    line as an option (`tapis table record -Iq... -o FILE`); the referee never makes one."""
+    ids = [new_table_id() for _ in range(5000)]  # about 78 would start with "-" by chance
+    assert [i for i in ids if i.startswith("-")] == []
+    assert len(set(ids)) == len(ids) and {len(i) for i in ids} == {16}
+    assert any("-" in i for i in ids)  # the alphabet is still the URL-safe one
