@@ -294,6 +294,16 @@ def _cprofile_server(out: str, argv: list[str]) -> int:
 # --- the load -------------------------------------------------------------------------------
 
 
+def dame_table(threshold: int) -> pb.CreateTableRequest:
+    """The table every bot of this benchmark plays: Dame de Pique, four bots, matches ending
+    at `threshold` points."""
+    return pb.CreateTableRequest(
+        game="dame-de-pique",
+        options=[rpb.Option(key="end_threshold", int_value=threshold)],
+        seats=[pb.SeatRequest(name=f"bot {i}") for i in range(4)],
+    )
+
+
 @dataclass
 class Load:
     """What the coroutines measured; only calls wholly inside [start, end] count."""
@@ -398,11 +408,7 @@ async def referee_bot(
     stub = rpc.RefereeServiceStub(channel)
     now = time.perf_counter
     due = now() + rng.random() * load.interval - load.interval  # a random phase
-    create = pb.CreateTableRequest(
-        game="dame-de-pique",
-        options=[rpb.Option(key="end_threshold", int_value=threshold)],
-        seats=[pb.SeatRequest(name=f"bot {i}") for i in range(4)],
-    )
+    create = dame_table(threshold)
     while now() < load.end:
         created, t0 = await load.create_table(stub, create)
         table_id = created.table_id
@@ -466,11 +472,7 @@ async def stream_bot(
     stub = rpc.RefereeServiceStub(channel)
     now = time.perf_counter
     due = [now() + rng.random() * load.interval - load.interval]  # a random phase, per table
-    create = pb.CreateTableRequest(
-        game="dame-de-pique",
-        options=[rpb.Option(key="end_threshold", int_value=threshold)],
-        seats=[pb.SeatRequest(name=f"bot {i}") for i in range(4)],
-    )
+    create = dame_table(threshold)
 
     async def play(table_id: str, seat: int, call: Any, metadata: Any) -> None:
         done = -1  # the highest action index this seat acted at or was given a turn at
@@ -559,11 +561,7 @@ async def play_seat_bot(
     stub = rpc.RefereeServiceStub(channel)
     now = time.perf_counter
     due = [now() + rng.random() * load.interval - load.interval]  # a random phase, per table
-    create = pb.CreateTableRequest(
-        game="dame-de-pique",
-        options=[rpb.Option(key="end_threshold", int_value=threshold)],
-        seats=[pb.SeatRequest(name=f"bot {i}") for i in range(4)],
-    )
+    create = dame_table(threshold)
 
     async def play(table_id: str, seat: int, call: Any) -> None:
         sent = 0.0  # when the submission not answered yet was written (0: none)
