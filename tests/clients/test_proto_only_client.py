@@ -1,11 +1,13 @@
 """A client in another language that knows only the .proto files (Node.js, grpc-js with
 proto-loader) plays whole games on a real `tapis serve` through its seats' streams, one call
-per move, and `tapis record verify --key` accepts the signed records it writes."""
+per move (WatchTable and a SubmitAction per move), or one call per seat for the match
+(PlaySeat), and `tapis record verify --key` accepts the signed records it writes."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +18,34 @@ from tests.commands import tapis
 SCRIPT = Path(__file__).resolve().parent / "node" / "play.mjs"
 
 
+LOOPS = ["watch", "play-seat"]
+
+
+def calls_per_move(summary: dict[str, Any], loop: str) -> None:
+    """The calls the client made fit its loop: never GetView; with WatchTable a SubmitAction
+    per action made (and the refused card), a stream per seat; with PlaySeat one call per
+    seat and no other call per move."""
+    calls = summary["calls"]
+    assert "GetView" not in calls, calls
+    if loop == "watch":
+        assert calls["SubmitAction"] == summary["actions"] + int(summary["refusalChecked"])
+        seats = calls["WatchTable"]
+    else:
+        assert "SubmitAction" not in calls and "WatchTable" not in calls, calls
+        seats = calls["PlaySeat"]
+    assert seats in (2, 3, 4, 6), calls
+
+
+def each_event_once(summary: dict[str, Any]) -> None:
+    """Every seat of a PlaySeat client received every event of the table, each once."""
+    received = summary["received"]
+    assert received, summary
+    last = max(max(indices) for indices in received.values())
+    for seat, indices in received.items():
+        assert sorted(indices) == list(range(last + 1)), (seat, indices)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize(
     ("game", "options"),
     [
@@ -26,23 +56,25 @@ SCRIPT = Path(__file__).resolve().parent / "node" / "play.mjs"
     ],
 )
 def test_node_client_plays_and_its_record_verifies(
-    tmp_path: Path, game: str, options: list[str]
+    tmp_path: Path, game: str, options: list[str], loop: str
 ) -> None:
     out = tmp_path / "game.tapis"
-    result = run_node(tmp_path, SCRIPT, game, str(out), *options)
+    result = run_node(tmp_path, SCRIPT, game, str(out), *options, env={"TAPIS_LOOP": loop})
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["actions"] > 0 and summary["refusalChecked"] is True
     # Every call it made (ListGames, CreateTable, a stream per seat, the refused card,
     # GetRecord, every SubmitAction) at most 1.05 per move, and never GetView.
-    calls = summary["calls"]
-    assert "GetView" not in calls and calls["SubmitAction"] >= summary["actions"]
-    assert sum(calls.values()) / summary["actions"] <= 1.05, summary
+    calls_per_move(summary, loop)
+    assert sum(summary["calls"].values()) / summary["actions"] <= 1.05, summary
+    if loop == "play-seat":
+        each_event_once(summary)
     verify = tapis("record", "verify", "--key", tmp_path / "k.key", out)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "1 record, 1 valid, 0 invalid" in verify.stdout
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize("policy", ["TIMEOUT_POLICY_FORFEIT", "TIMEOUT_POLICY_AUTOPLAY"])
 @pytest.mark.parametrize(
     ("game", "options"),
@@ -54,9 +86,10 @@ def test_node_client_plays_and_its_record_verifies(
     ],
 )
 def test_node_client_plays_a_timed_match_and_a_silent_seat_runs_out_of_time(
-    tmp_path: Path, game: str, options: list[str], policy: str
+    tmp_path: Path, game: str, options: list[str], policy: str, loop: str
 ) -> None:
-    """The Node.js client plays a timed match through its seats' streams, one call per move;
+    """The Node.js client plays a timed match through its seats' streams, one call per move
+    (or one PlaySeat call per seat);
     one seat stops answering (for good under forfeit, for two turns under autoplay) and the
     referee acts for it when its time runs out: the signed record shows it and verifies."""
     action_ms = 1500
@@ -72,17 +105,14 @@ def test_node_client_plays_a_timed_match_and_a_silent_seat_runs_out_of_time(
         env={
             "TAPIS_TIME_CONTROL": json.dumps({"action_ms": action_ms, "policy": policy}),
             "TAPIS_SILENT": json.dumps(silent),
+            "TAPIS_LOOP": loop,
         },
     )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout.strip().splitlines()[-1])
-    calls = summary["calls"]
-    # One call per move: a SubmitAction per action made (and the one refused card), one
-    # stream per seat for the match, never GetView.
-    assert "GetView" not in calls
-    assert calls["SubmitAction"] == summary["actions"] + int(summary["refusalChecked"])
-    seats = calls["WatchTable"]
-    assert seats in (2, 3, 4, 6)
+    calls_per_move(summary, loop)
+    if loop == "play-seat":
+        each_event_once(summary)
     verify = tapis("record", "verify", "--key", tmp_path / "k.key", out)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     rec = decode_record(read_envelopes(out)[0].record)

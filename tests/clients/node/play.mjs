@@ -12,6 +12,12 @@
 // as a Tapis record file (the 16-byte magic, then the envelope preceded by its varint length).
 // Prints a JSON summary with every call it made, by method, and the actions it made.
 //
+// TAPIS_LOOP=play-seat plays each seat on one PlaySeat call instead (the one-call match loop
+// of docs/protocol.md): the opening, then each submission on the same stream, each answered
+// there (`ack`, or `refused`: a RefusalStatus, field for field a google.rpc.Status); the
+// illegal card is refused on the stream and the stream goes on. It counts the events each
+// seat received (in `events` and in acknowledgements) to check each comes once.
+//
 // A timed match: TAPIS_TIME_CONTROL (JSON of a TimeControl, e.g.
 // {"action_ms": 800, "policy": "TIMEOUT_POLICY_FORFEIT"}) is sent with CreateTable, and
 // TAPIS_SILENT ({"seat": 1, "from": 5, "count": 2}) makes that seat leave `count` turns
@@ -66,6 +72,7 @@ const games = await call("ListGames", {});
 const info = games.games.find((g) => g.name === game || g.aliases.includes(game));
 const players = info.rulesets[0].player_counts.includes(4) ? 4 : info.rulesets[0].player_counts[0];
 const timeControl = process.env.TAPIS_TIME_CONTROL ? JSON.parse(process.env.TAPIS_TIME_CONTROL) : null;
+const loop = process.env.TAPIS_LOOP ?? "watch";
 const silent = process.env.TAPIS_SILENT ? JSON.parse(process.env.TAPIS_SILENT) : null;
 const created = await call("CreateTable", {
   game,
@@ -146,7 +153,91 @@ async function playSeat(seat, token) {
   }
 }
 
-await Promise.all(created.tokens.map((t) => playSeat(t.seat, t.token)));
+// The events each seat received, by seat: their indices, in the order they came.
+const received = {};
+
+// The card play's illegal card on a PlaySeat stream: refused there, with the status
+// SubmitAction would end with (FAILED_PRECONDITION, its rule id, an ActionRefusal detail).
+function illegalCard(view) {
+  const legal = new Set(view.legal_actions.map((a) => Number(a.action)));
+  return view.hand.map((c) => c * 8).find((a) => !legal.has(a));
+}
+
+function checkRefused(refused) {
+  if (refused.code !== grpc.status.FAILED_PRECONDITION) {
+    throw new Error(`the illegal card got ${refused.code}: ${refused.message}`);
+  }
+  if (!/\[[A-Z-]+\.[A-Z0-9-]+\]/.test(refused.message)) throw new Error(refused.message);
+  const types = refused.details.map((d) => d.type_url);
+  if (!types.includes("type.googleapis.com/tapis.v1.ActionRefusal")) {
+    throw new Error(`refusal details ${JSON.stringify(types)}`);
+  }
+  refusalChecked = true;
+}
+
+// One seat on one PlaySeat call: its turns, its submissions and their answers.
+async function playSeatOneCall(seat, token) {
+  let done = -1; // the highest action index this seat acted at, or was given a turn at
+  let turns = 0;
+  let lastView = null;
+  let checking = false; // the illegal card is on its way
+  const seen = (received[seat] = []);
+  count("PlaySeat");
+  const stream = client.PlaySeat(metadataOf(token));
+  stream.on("error", () => {}); // the iteration throws errors
+  const submit = (view, action) => stream.write({
+    submit: { table_id: tableId, seat, expected_action_index: view.action_index, action },
+  });
+  stream.write({ open: { table_id: tableId, seat, from_event_index: 0 } });
+  let ended = false;
+  for await (const message of stream) {
+    for (const e of message.events) seen.push(Number(e.index));
+    let view = null;
+    if (message.result === "refused") {
+      if (!checking) {
+        if (message.refused.code === grpc.status.ABORTED) continue; // the next turn comes
+        throw new Error(`refused: ${message.refused.code} ${message.refused.message}`);
+      }
+      checking = false;
+      checkRefused(message.refused);
+      view = lastView; // the same turn: choose again
+    } else if (message.result === "ack") {
+      actions += 1;
+      for (const e of message.ack.events) seen.push(Number(e.index));
+      done = Math.max(done, Number(message.ack.action_index));
+      view = message.ack.next_view;
+    }
+    if (!view && message.turn && Number(message.turn.action_index) > done) view = message.turn;
+    if (!ended && [...message.events, ...(message.ack?.events ?? [])].some(
+      (e) => e.event === "match_ended" || e.event === "table_closed",
+    )) {
+      ended = true;
+      stream.end(); // the referee ends the call with OK once we have half-closed
+      continue;
+    }
+    if (!view || ended) continue;
+    if (view !== lastView) {
+      done = Number(view.action_index);
+      turns += 1;
+      if (ignore(seat, turns)) continue; // the seat does not answer: its clock runs out
+    }
+    lastView = view;
+    if (!refusalChecked && !checking && view.phase === "play") {
+      const illegal = illegalCard(view);
+      if (illegal !== undefined) {
+        checking = true;
+        submit(view, illegal);
+        continue;
+      }
+    }
+    const choice = view.legal_actions[Math.floor(Math.random() * view.legal_actions.length)];
+    submit(view, choice.action);
+  }
+}
+
+await Promise.all(created.tokens.map((t) => (
+  loop === "play-seat" ? playSeatOneCall(t.seat, t.token) : playSeat(t.seat, t.token)
+)));
 
 const got = await call("GetRecord", { table_id: tableId });
 const root = new protobuf.Root().loadSync(join(protoRoot, "tapis", "v1", "record.proto"), {
@@ -167,6 +258,6 @@ writeFileSync(out, Buffer.concat([
   Buffer.from("TAPIS-RECORDS/1\n"), Buffer.from(length), Buffer.from(envelope),
 ]));
 console.log(JSON.stringify({
-  table: tableId, actions, calls, refusalChecked, record_id: got.record_id, ignored,
+  table: tableId, actions, calls, refusalChecked, record_id: got.record_id, ignored, received,
 }));
 client.close();
