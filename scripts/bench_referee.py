@@ -35,6 +35,13 @@ process:
    the machine's speed hits all. Then the stream-driven bots are offered half of the echo's
    saturation rate (its actions/s): their SubmitAction p99 there is the latency target
    (<= 10 ms); at saturation p99 is queueing, reported but not the target.
+   The paced load is spread, not offered in bursts: each table's coroutine acts once every
+   ``tables / rate`` seconds from its own random phase; a table that waited longer than that
+   (for a turn) acts at once, and its next action too (of the exchange's four passes, two go
+   at once, as four bots would send them). A latency runs from the client's writing of a
+   submission to its reading of the answer, so it holds the client's own delays (one asyncio
+   process for every bot, on the cores the server uses): "the client's event loop late by"
+   bounds them. Nothing is subtracted: it is never less than the real submit-to-answer time.
 3. Memory: a fresh `tapis serve`; its VmRSS once it serves, then after ``--idle-tables``
    CreateTable calls of Dame de Pique with all four seats open (WAITING) and a short settle.
    The target is (RSS after - RSS before) / N <= 20 KB per table.
@@ -100,6 +107,7 @@ TARGET_STREAM_RATIO = 1.5  # stream-driven bots' actions/s >= this times the old
 TARGET_P99_MS = 10.0  # SubmitAction p99 latency
 TARGET_KB_PER_TABLE = 20.0  # RSS per idle open table
 BUSY_WARNING_PCT = 15.0  # warn when the rest of the machine used more of a core than this
+LAG_PERIOD = 0.005  # seconds between two samples of the client's event-loop lag
 
 
 # --- processes ------------------------------------------------------------------------------
@@ -323,6 +331,10 @@ class Load:
     matches: int = 0  # matches played to their end (a signed record each)
     submit_ms: list[float] = field(default_factory=list)
     view_ms: list[float] = field(default_factory=list)
+    # How late the client's own event loop ran a timer, sampled every LAG_PERIOD s: what the
+    # client (one process, sharing the machine's cores with the server) adds at worst to a
+    # latency it measures (a reply read late).
+    client_lag_ms: list[float] = field(default_factory=list)
     # Mean sizes of the serialized messages (all calls, warm-up included).
     size_sum: dict[str, int] = field(default_factory=dict)
     size_n: dict[str, int] = field(default_factory=dict)
@@ -750,6 +762,7 @@ def merged(runs: Sequence[Run]) -> Run:
         load.matches += part.matches
         load.submit_ms += part.submit_ms
         load.view_ms += part.view_ms
+        load.client_lag_ms += part.client_lag_ms
         for key, n in part.size_n.items():
             load.size_n[key] = load.size_n.get(key, 0) + n
             load.size_sum[key] = load.size_sum.get(key, 0) + part.size_sum[key]
@@ -786,6 +799,9 @@ async def measured(
     async def sample() -> None:
         await asyncio.sleep(max(0.0, load.start - time.perf_counter()))
         cpu["start"] = (child.cpu_seconds(), time.process_time(), machine_busy_seconds())
+        while (now := time.perf_counter()) + LAG_PERIOD < load.end:
+            await asyncio.sleep(LAG_PERIOD)
+            load.client_lag_ms.append(1000 * (time.perf_counter() - now - LAG_PERIOD))
         await asyncio.sleep(max(0.0, load.end - time.perf_counter()))
         cpu["end"] = (child.cpu_seconds(), time.process_time(), machine_busy_seconds())
 
@@ -1067,6 +1083,11 @@ def print_run(run: Run) -> None:
         print(f"  SubmitAction ms p50/p90/p99/max: {latency_line(load.submit_ms)}")
     if run.name == "loop":
         print(f"  GetView ms p50/p90/p99/max:      {latency_line(load.view_ms)}")
+    if load.client_lag_ms:
+        print(
+            "  the client's event loop late by (ms) p50/p90/p99/max: "
+            f"{latency_line(load.client_lag_ms)}"
+        )
     per_action = 1e6 * run.server_cpu / max(1, load.acks)
     server_pct = 100 * run.server_cpu / run.seconds
     client_pct = 100 * run.client_cpu / run.seconds
