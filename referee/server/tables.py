@@ -16,7 +16,10 @@ What holds under faults and hostile clients:
   its own once begun: a caller that goes away (its deadline, a dropped connection) never cuts
   a commit from the record and the events it must publish (`_finish`).
 - An action is checked by the engine without changing anything (`Match.refusal`), committed,
-  then applied: memory never holds what the store does not.
+  then applied: memory never holds what the store does not. Seats acting at the same time (the
+  Dame de Pique exchange) do not wait for one another's commit: their actions, none of which
+  depends on the others, are stored together and applied in order (`Referee._submit`), each
+  stored only with the one before it (`Store.queue_action`), so a failed write leaves no gap.
 - A table that hits an internal error is closed as *broken* (in memory and in the store, its
   watchers told why, logged); the process and the other tables go on, and a restart skips it.
 - A table waiting for players longer than `Limits.open_seat_ttl` *expires*; a match is stopped
