@@ -40,10 +40,11 @@ process:
    at one common rate the tables, started together, would stay in step and reach the end of
    a hand and the four turns of the exchange all at once), from its own random phase; a
    table that waited longer than its interval (for a turn) acts at once, and its next action
-   too (of the exchange's four passes, two go at once, as four bots would send them). A latency runs from the client's writing of a
-   submission to its reading of the answer, so it holds the client's own delays (one asyncio
-   process for every bot, on the cores the server uses): "the client's event loop late by"
-   bounds them. Nothing is subtracted: it is never less than the real submit-to-answer time.
+   too (of the exchange's four passes, two go at once, as four bots would send them). A
+   latency runs from the client's writing of a submission to its reading of the answer, so
+   it holds the client's own delays (one asyncio process for every bot, on the cores the
+   server uses): "the client's event loop late by" bounds them. Nothing is subtracted: it
+   is never less than the real submit-to-answer time.
 3. Memory: a fresh `tapis serve`; its VmRSS once it serves, then after ``--idle-tables``
    CreateTable calls of Dame de Pique with all four seats open (WAITING) and a short settle.
    The target is (RSS after - RSS before) / N <= 20 KB per table.
