@@ -35,6 +35,16 @@ process:
    the machine's speed hits all. Then the stream-driven bots are offered half of the echo's
    saturation rate (its actions/s): their SubmitAction p99 there is the latency target
    (<= 10 ms); at saturation p99 is queueing, reported but not the target.
+   The paced load is spread, not offered in bursts: each table's coroutine acts at its own
+   rate (the mean times a factor between 0.5 and 1.5, the rates adding up to the rate offered:
+   at one common rate the tables, started together, would stay in step and reach the end of
+   a hand and the four turns of the exchange all at once), from its own random phase; a
+   table that waited longer than its interval (for a turn) acts at once, and its next action
+   too (of the exchange's four passes, two go at once, as four bots would send them). A
+   latency runs from the client's writing of a submission to its reading of the answer, so
+   it holds the client's own delays (one asyncio process for every bot, on the cores the
+   server uses): "the client's event loop late by" bounds them. Nothing is subtracted: it
+   is never less than the real submit-to-answer time.
 3. Memory: a fresh `tapis serve`; its VmRSS once it serves, then after ``--idle-tables``
    CreateTable calls of Dame de Pique with all four seats open (WAITING) and a short settle.
    The target is (RSS after - RSS before) / N <= 20 KB per table.
@@ -100,6 +110,8 @@ TARGET_STREAM_RATIO = 1.5  # stream-driven bots' actions/s >= this times the old
 TARGET_P99_MS = 10.0  # SubmitAction p99 latency
 TARGET_KB_PER_TABLE = 20.0  # RSS per idle open table
 BUSY_WARNING_PCT = 15.0  # warn when the rest of the machine used more of a core than this
+LAG_PERIOD = 0.005  # seconds between two samples of the client's event-loop lag
+PACE_SPREAD = 0.5  # paced tables' rates: the mean times a factor in 1 +- this (spread_intervals)
 
 
 # --- processes ------------------------------------------------------------------------------
@@ -310,7 +322,10 @@ class Load:
 
     start: float
     end: float
-    interval: float = 0.0  # --pace: seconds between one coroutine's actions (0: no pause)
+    # Paced (--pace): per table, the seconds between its actions (`spread_intervals`); none:
+    # each coroutine acts as fast as it can.
+    intervals: list[float] = field(default_factory=list)
+    tables_paced: int = 0  # the intervals taken so far (`table_interval`)
     acks: int = 0
     rpcs: int = 0
     views: int = 0
@@ -323,6 +338,10 @@ class Load:
     matches: int = 0  # matches played to their end (a signed record each)
     submit_ms: list[float] = field(default_factory=list)
     view_ms: list[float] = field(default_factory=list)
+    # How late the client's own event loop ran a timer, sampled every LAG_PERIOD s: what the
+    # client (one process, sharing the machine's cores with the server) adds at worst to a
+    # latency it measures (a reply read late).
+    client_lag_ms: list[float] = field(default_factory=list)
     # Mean sizes of the serialized messages (all calls, warm-up included).
     size_sum: dict[str, int] = field(default_factory=dict)
     size_n: dict[str, int] = field(default_factory=dict)
@@ -330,13 +349,22 @@ class Load:
     def counts(self, t0: float, t1: float) -> bool:
         return t0 >= self.start and t1 <= self.end
 
-    async def pace(self, due: float) -> float:
-        """With --pace, wait until this coroutine's next action is due (each starts at a
-        random phase; one late does not burst to catch up); returns the time it was due."""
-        if not self.interval:
+    def table_interval(self) -> float:
+        """A coroutine's own seconds between its actions (0: not paced), taken once when it
+        starts: each table its own."""
+        if not self.intervals:
+            return 0.0
+        self.tables_paced += 1
+        return self.intervals[(self.tables_paced - 1) % len(self.intervals)]
+
+    async def pace(self, due: float, interval: float) -> float:
+        """When paced, wait until this coroutine's next action is due, `interval` after the
+        last (each starts at a random phase; one late does not burst to catch up); returns
+        the time it was due."""
+        if not interval:
             return due
         now = time.perf_counter()
-        due = max(due + self.interval, now - self.interval)
+        due = max(due + interval, now - interval)
         if due > now:
             await asyncio.sleep(due - now)
         return due
@@ -407,7 +435,8 @@ async def referee_bot(
     """Tables of Dame de Pique, one after the other, until the window ends."""
     stub = rpc.RefereeServiceStub(channel)
     now = time.perf_counter
-    due = now() + rng.random() * load.interval - load.interval  # a random phase
+    interval = load.table_interval()
+    due = now() + rng.random() * interval - interval  # a random phase
     create = dame_table(threshold)
     while now() < load.end:
         created, t0 = await load.create_table(stub, create)
@@ -415,7 +444,7 @@ async def referee_bot(
         metadata = {t.seat: auth(t.token) for t in created.tokens}
         seat: int | None = 0
         while seat is not None and now() < load.end:
-            due = await load.pace(due)
+            due = await load.pace(due, interval)
             request = pb.GetViewRequest(table_id=table_id, seat=seat)
             t0 = now()
             reply = await stub.GetView(request, metadata=metadata[seat])
@@ -471,7 +500,8 @@ async def stream_bot(
     with both the events come with the seat's turns."""
     stub = rpc.RefereeServiceStub(channel)
     now = time.perf_counter
-    due = [now() + rng.random() * load.interval - load.interval]  # a random phase, per table
+    interval = load.table_interval()
+    due = [now() + rng.random() * interval - interval]  # a random phase, per table
     create = dame_table(threshold)
 
     async def play(table_id: str, seat: int, call: Any, metadata: Any) -> None:
@@ -489,7 +519,7 @@ async def stream_bot(
                 load.turns += 1
             while view is not None and view.action_index > done and now() < load.end:
                 done = view.action_index
-                due[0] = await load.pace(due[0])
+                due[0] = await load.pace(due[0], interval)
                 submit = pb.SubmitActionRequest(
                     table_id=table_id,
                     seat=seat,
@@ -560,7 +590,8 @@ async def play_seat_bot(
     on it. Its latency: from writing the submission to reading its answer."""
     stub = rpc.RefereeServiceStub(channel)
     now = time.perf_counter
-    due = [now() + rng.random() * load.interval - load.interval]  # a random phase, per table
+    interval = load.table_interval()
+    due = [now() + rng.random() * interval - interval]  # a random phase, per table
     create = dame_table(threshold)
 
     async def play(table_id: str, seat: int, call: Any) -> None:
@@ -604,7 +635,7 @@ async def play_seat_bot(
                 continue
             if now() >= load.end:
                 return
-            due[0] = await load.pace(due[0])
+            due[0] = await load.pace(due[0], interval)
             submit = pb.PlaySeatRequest(
                 submit=pb.SubmitActionRequest(
                     table_id=table_id,
@@ -660,9 +691,10 @@ async def echo_bot(channel: grpc.aio.Channel, load: Load, sizes: dict[str, int])
     view_request = sized(sizes["view.request"], sizes["view.response"])
     submit_request = sized(sizes["submit.request"], sizes["submit.response"])
     now = time.perf_counter
-    due = now() + random.random() * load.interval - load.interval  # a random phase
+    interval = load.table_interval()
+    due = now() + random.random() * interval - interval  # a random phase
     while now() < load.end:
-        due = await load.pace(due)
+        due = await load.pace(due, interval)
         t0 = now()
         await view(view_request, metadata=metadata)
         t1 = now()
@@ -696,11 +728,12 @@ async def echo_stream_bot(channel: grpc.aio.Channel, load: Load, sizes: dict[str
     request = sizes["submit.response"].to_bytes(4, "little") + key
     request += b"\x01" * max(0, sizes["submit.request"] - len(request))
     now = time.perf_counter
-    due = now() + random.random() * load.interval - load.interval
+    interval = load.table_interval()
+    due = now() + random.random() * interval - interval
     try:
         await anext(messages)  # the stream is ready
         while now() < load.end:
-            due = await load.pace(due)
+            due = await load.pace(due, interval)
             t0 = now()
             await act(request, metadata=metadata)
             t1 = now()
@@ -750,6 +783,7 @@ def merged(runs: Sequence[Run]) -> Run:
         load.matches += part.matches
         load.submit_ms += part.submit_ms
         load.view_ms += part.view_ms
+        load.client_lag_ms += part.client_lag_ms
         for key, n in part.size_n.items():
             load.size_n[key] = load.size_n.get(key, 0) + n
             load.size_sum[key] = load.size_sum.get(key, 0) + part.size_sum[key]
@@ -767,6 +801,18 @@ def merged(runs: Sequence[Run]) -> Run:
 Bot = Callable[[int, grpc.aio.Channel], Awaitable[None]]
 
 
+def spread_intervals(tables: int, rate: float, rng: random.Random) -> list[float]:
+    """Per table, the seconds between its actions when `rate` actions/s are offered in all:
+    each table at its own rate, the mean times a factor drawn between 1 - PACE_SPREAD and
+    1 + PACE_SPREAD, scaled so that the rates add up to `rate` exactly. At one common rate,
+    tables started together stay in step: each reaches a heavy moment (a hand's end and the
+    four turns of the exchange) when all the others do, a burst of all tables at once that
+    independent players would not make; at their own rates they drift apart."""
+    factors = [1 + PACE_SPREAD * (2 * rng.random() - 1) for _ in range(tables)]
+    scale = rate / sum(factors)
+    return [1 / (scale * f) for f in factors]
+
+
 async def measured(
     child: Child,
     target: str,
@@ -780,12 +826,16 @@ async def measured(
     (actions/s offered in all) overrides --pace."""
     start = time.perf_counter() + args.warmup
     pace = pace or args.pace
-    load = Load(start, start + seconds, args.tables / pace if pace else 0.0)
+    intervals = spread_intervals(args.tables, pace, random.Random(args.seed)) if pace else []
+    load = Load(start, start + seconds, intervals)
     cpu: dict[str, tuple[float, float, float]] = {}
 
     async def sample() -> None:
         await asyncio.sleep(max(0.0, load.start - time.perf_counter()))
         cpu["start"] = (child.cpu_seconds(), time.process_time(), machine_busy_seconds())
+        while (now := time.perf_counter()) + LAG_PERIOD < load.end:
+            await asyncio.sleep(LAG_PERIOD)
+            load.client_lag_ms.append(1000 * (time.perf_counter() - now - LAG_PERIOD))
         await asyncio.sleep(max(0.0, load.end - time.perf_counter()))
         cpu["end"] = (child.cpu_seconds(), time.process_time(), machine_busy_seconds())
 
@@ -1067,6 +1117,11 @@ def print_run(run: Run) -> None:
         print(f"  SubmitAction ms p50/p90/p99/max: {latency_line(load.submit_ms)}")
     if run.name == "loop":
         print(f"  GetView ms p50/p90/p99/max:      {latency_line(load.view_ms)}")
+    if load.client_lag_ms:
+        print(
+            "  the client's event loop late by (ms) p50/p90/p99/max: "
+            f"{latency_line(load.client_lag_ms)}"
+        )
     per_action = 1e6 * run.server_cpu / max(1, load.acks)
     server_pct = 100 * run.server_cpu / run.seconds
     client_pct = 100 * run.client_cpu / run.seconds

@@ -8,11 +8,10 @@ see. Every error becomes a status code in one place, `_status_of`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import unicodedata
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -112,7 +111,7 @@ def _status_of(exc: Exception, request: object = None) -> status_pb2.Status:
     details: list[Any] = []
     if isinstance(exc, IllegalAction):
         refusal = pb.ActionRefusal(code=exc.code, rule=exc.rule, reason=exc.reason)
-        _add_choices(refusal.legal_actions, exc.legal)
+        _add_choices(refusal, exc.legal)
         details.append(refusal)
     elif isinstance(exc, Stale):
         details.append(pb.StaleAction(action_index=exc.index))
@@ -343,12 +342,31 @@ def _text(action: int) -> str:
     return action_str(action)
 
 
-def _add_choices(out: Any, actions: Sequence[int]) -> None:
-    """Append the choices of `actions` to a repeated ActionChoice field (in place: the
-    cheapest way to build them)."""
-    add = out.add
-    for a in actions:
-        add(action=a, text=_text(a))
+_Choosing = TypeVar("_Choosing", pb.SeatView, pb.ActionRefusal)
+
+
+def _add_choices(out: _Choosing, actions: Sequence[int]) -> None:
+    """Append the choices of `actions` to `out.legal_actions`: each choice's field as
+    protobuf serializes it, made once per action and kind of message, all merged in one
+    call (a turn of the Dame de Pique exchange lists 286 of them)."""
+    choice = _choice_seat_view if isinstance(out, pb.SeatView) else _choice_refusal
+    out.MergeFromString(b"".join(map(choice, actions)))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _choice_seat_view(action: int) -> bytes:
+    """`SeatView.legal_actions` holding the choice of `action` only, serialized."""
+    return pb.SeatView(
+        legal_actions=[pb.ActionChoice(action=action, text=_text(action))]
+    ).SerializeToString()
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _choice_refusal(action: int) -> bytes:
+    """`ActionRefusal.legal_actions` holding the choice of `action` only, serialized."""
+    return pb.ActionRefusal(
+        legal_actions=[pb.ActionChoice(action=action, text=_text(action))]
+    ).SerializeToString()
 
 
 def seat_view(
@@ -384,7 +402,7 @@ def seat_view(
     if not table.finished and table.closed is None:
         out.to_act.extend(table.match.to_act())
         if seat is not None:
-            _add_choices(out.legal_actions, table.legal(seat))
+            _add_choices(out, table.legal(seat))
     add_facts(out, view.public, view.cards)
     add_clock = out.clocks.add
     for s, remaining, running, left in table.clock_view():
@@ -748,7 +766,7 @@ class RefereeServicer:
         self,
         requests: AsyncIterator[pb.PlaySeatRequest | Undecodable],
         context: grpc.aio.ServicerContext[Any, Any],
-    ) -> AsyncIterator[pb.PlaySeatResponse]:
+    ) -> None:
         slot: Slot | None = None
         first: object = None
         try:
@@ -768,10 +786,8 @@ class RefereeServicer:
             except BadRequest as exc:  # a field of `open`
                 raise BadRequest(str(exc), f"open.{exc.field_name}") from None
             slot = self._streams.open(_client(context))
-            play = _SeatPlay(self, table, opening.seat, opening.from_event_index)
-            async with contextlib.aclosing(play.run(requests)) as messages:
-                async for message in messages:
-                    yield message
+            play = _SeatPlay(self, table, opening.seat, opening.from_event_index, context)
+            await play.run(requests)
         except asyncio.CancelledError:
             return  # the client went away, or the server is shutting down
         except Exception as exc:
@@ -863,23 +879,31 @@ def _acknowledge(
         out.next_view.CopyFrom(turn.turn)
 
 
-_END = object()  # the end of a PlaySeat stream, in its queue
-_QUEUED = 8  # messages a PlaySeat stream holds for a client slower than the table
 _HALF_CLOSE_WAIT = 1.0  # seconds a PlaySeat stream that ended waits for the client's side
 
 
 class _SeatPlay:
     """One PlaySeat stream: the seat's held events and turns (`Referee.watch`, only_turns
     and hold, as WatchTable sends them) merged with the answers to its submissions (the
-    SubmitAction path), in one queue; each event sent once, each turn once."""
+    SubmitAction path), each written on the call by the task that made it (no queue between:
+    a message waits for nothing but the one being written); each event sent once, each turn
+    once."""
 
-    def __init__(self, servicer: RefereeServicer, table: Table, seat: int, start: int) -> None:
+    def __init__(
+        self,
+        servicer: RefereeServicer,
+        table: Table,
+        seat: int,
+        start: int,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> None:
         self.servicer = servicer
         self.table = table
         self.seat = seat
         self.start = start
-        self.queue: asyncio.Queue[object] = asyncio.Queue(_QUEUED)
+        self.context = context
         self.answering = asyncio.Lock()  # held while a submission is answered
+        self.sending = asyncio.Lock()  # held while a message is written: one at a time
         self.low = start  # every event below this index was sent
         self.ahead: set[int] = set()  # events sent at or above `low`
         self.turn_at = -1  # the action index of the last turn (or next_view) sent
@@ -897,22 +921,23 @@ class _SeatPlay:
             self.ahead.add(index)
         return True
 
-    async def run(
-        self, requests: AsyncIterator[pb.PlaySeatRequest | Undecodable]
-    ) -> AsyncGenerator[pb.PlaySeatResponse, None]:
-        """The messages to send, until the table's last event; an error of either side (a
+    async def _send(self, message: pb.PlaySeatResponse) -> None:
+        async with self.sending:
+            await self.context.write(message)
+
+    async def run(self, requests: AsyncIterator[pb.PlaySeatRequest | Undecodable]) -> None:
+        """Send the seat's messages until the table's last event; an error of either side (a
         bug, or the watch's own: an event index past the table's) is raised here."""
         watcher = asyncio.create_task(self._watch())
         reader = asyncio.create_task(self._read(requests))
         try:
-            while True:
-                item = await self.queue.get()
-                if item is _END:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                assert isinstance(item, pb.PlaySeatResponse)
-                yield item
+            waiting = {watcher, reader}
+            while watcher in waiting:  # (the reader ends first when the client half-closes)
+                done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    if task.exception() is not None and self.context.done():
+                        return  # the call ended under it (the client went away)
+                    task.result()  # a side's error
         finally:
             watcher.cancel()
             if not reader.done():
@@ -925,38 +950,30 @@ class _SeatPlay:
 
     async def _watch(self) -> None:
         table, seat = self.table, self.seat
-        try:
-            watched = self.servicer.referee.watch(
-                table, self.start, seat, only_turns=True, hold=True
-            )
-            async for batch in watched:
-                if self.answering.locked():
-                    # A submission is being answered: its acknowledgement goes first, with
-                    # the events it caused (then not sent again here).
-                    async with self.answering:
-                        pass
-                kept: list[tuple[int, TableEventData] | Turn] = []
-                for item in batch:
-                    if isinstance(item, Turn):
-                        if item.action_index != self.turn_at:
-                            self.turn_at = item.action_index
-                            kept.append(item)
-                    elif self._fresh(item[0]):
+        watched = self.servicer.referee.watch(table, self.start, seat, only_turns=True, hold=True)
+        async for batch in watched:
+            if self.answering.locked():
+                # A submission is being answered: its acknowledgement goes first, with the
+                # events it caused (then not sent again here).
+                async with self.answering:
+                    pass
+            kept: list[tuple[int, TableEventData] | Turn] = []
+            for item in batch:
+                if isinstance(item, Turn):
+                    if item.action_index != self.turn_at:
+                        self.turn_at = item.action_index
                         kept.append(item)
-                for message in _batched(table, kept, seat, pb.PlaySeatResponse):
-                    await self.queue.put(message)
-            async with self.answering:  # the answer to a last submission goes first
-                await self.queue.put(_END)
-        except Exception as exc:
-            await self.queue.put(exc)
+                elif self._fresh(item[0]):
+                    kept.append(item)
+            for message in _batched(table, kept, seat, pb.PlaySeatResponse):
+                await self._send(message)
+        async with self.answering:  # the answer to a last submission goes first
+            pass
 
     async def _read(self, requests: AsyncIterator[pb.PlaySeatRequest | Undecodable]) -> None:
-        try:
-            async for request in requests:
-                async with self.answering:
-                    await self.queue.put(await self._answer(request))
-        except Exception as exc:
-            await self.queue.put(exc)
+        async for request in requests:
+            async with self.answering:
+                await self._send(await self._answer(request))
 
     async def _answer(self, request: pb.PlaySeatRequest | Undecodable) -> pb.PlaySeatResponse:
         """The answer to one submission: SubmitAction's response, or the status SubmitAction

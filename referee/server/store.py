@@ -220,11 +220,16 @@ class Store:
 
     async def write(self, write: Write) -> None:
         """Run `write` in the writer's transaction; return once it is committed."""
+        await self.queue(write)
+
+    def queue(self, write: Write) -> asyncio.Future[None]:
+        """Queue `write` for the writer, now: the writes are committed in the order they
+        are queued. The future is done once it is committed (or failed)."""
         if self._closed:
             raise StoreError(f"{self.path}: the store is closed")
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.put((write, future))
-        await future
+        return future
 
     def close(self) -> None:
         """Commit what is queued, stop the writer and release the store."""
@@ -300,14 +305,42 @@ class Store:
         elapsed_ms: int = 0,
         timeout: bool = False,
     ) -> None:
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO actions (table_id, idx, seat, action, elapsed_ms, timeout)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (table_id, index, seat, action, elapsed_ms, int(timeout)),
-            )
+        await self.queue_action(table_id, index, seat, action, elapsed_ms, timeout)
 
-        await self.write(write)
+    def queue_action(
+        self,
+        table_id: str,
+        index: int,
+        seat: int,
+        action: int,
+        elapsed_ms: int = 0,
+        timeout: bool = False,
+        follows: bool = False,
+    ) -> asyncio.Future[None]:
+        """Queue action `index` of a table now (`queue`). With `follows`, it is stored only
+        with action `index - 1` (queued before it, not committed yet): when that one fails,
+        this one fails too, and the table's actions never have a gap."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            if not follows:
+                conn.execute(
+                    "INSERT INTO actions (table_id, idx, seat, action, elapsed_ms, timeout)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (table_id, index, seat, action, elapsed_ms, int(timeout)),
+                )
+                return
+            cur = conn.execute(
+                "INSERT INTO actions (table_id, idx, seat, action, elapsed_ms, timeout)"
+                " SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS"
+                " (SELECT 1 FROM actions WHERE table_id = ? AND idx = ?)",
+                (table_id, index, seat, action, elapsed_ms, int(timeout), table_id, index - 1),
+            )
+            if cur.rowcount != 1:
+                raise sqlite3.OperationalError(
+                    f"action {index} of {table_id} not stored: action {index - 1} was not"
+                )
+
+        return self.queue(write)
 
     async def finish(self, table_id: str, envelope: bytes, record_id: str) -> None:
         def write(conn: sqlite3.Connection) -> None:

@@ -16,7 +16,10 @@ What holds under faults and hostile clients:
   its own once begun: a caller that goes away (its deadline, a dropped connection) never cuts
   a commit from the record and the events it must publish (`_finish`).
 - An action is checked by the engine without changing anything (`Match.refusal`), committed,
-  then applied: memory never holds what the store does not.
+  then applied: memory never holds what the store does not. Seats acting at the same time (the
+  Dame de Pique exchange) do not wait for one another's commit: their actions, none of which
+  depends on the others, are stored together and applied in order (`Referee._submit`), each
+  stored only with the one before it (`Store.queue_action`), so a failed write leaves no gap.
 - A table that hits an internal error is closed as *broken* (in memory and in the store, its
   watchers told why, logged); the process and the other tables go on, and a restart skips it.
 - A table waiting for players longer than `Limits.open_seat_ttl` *expires*; a match is stopped
@@ -143,6 +146,20 @@ class Turn:
     action_index: int
 
 
+@dataclass(eq=False, slots=True)
+class Writing:
+    """An action being stored, not applied yet: one of the actions of seats acting at the same
+    time (the Dame de Pique exchange), stored together rather than one commit after the
+    other (`Referee._submit`)."""
+
+    seat: int
+    action: int
+    index: int
+    stored: asyncio.Future[None]  # the store's commit
+    after: Writing | None  # the one before it, applied (or failed) first
+    done: asyncio.Future[None]  # applied, or failed
+
+
 @dataclass(frozen=True, slots=True)
 class EndEvent:
     winners: tuple[int, ...]
@@ -225,6 +242,9 @@ class Table:
     _waiters: list[asyncio.Future[None]] | None = None  # watchers waiting for a change
     # per seat: the watchers that wait only for the seat's turn or the table's end
     _turn_waiters: dict[int, list[asyncio.Future[None]]] = field(default_factory=dict)
+    # actions being stored, in index order, not applied yet (`Referee._submit`)
+    writing: list[Writing] = field(default_factory=list)
+    _settled: list[asyncio.Future[None]] = field(default_factory=list)  # waiting for none
 
     def __post_init__(self) -> None:
         if self.time_control is not None and self.clocks is None:
@@ -249,6 +269,26 @@ class Table:
                 for waiter in seat_waiters:
                     if not waiter.done():
                         waiter.set_result(None)
+
+    def settled(self) -> asyncio.Future[None]:
+        """Done once no action is being stored (`writing` empty)."""
+        future = asyncio.get_running_loop().create_future()
+        if self.writing:
+            self._settled.append(future)
+        else:
+            future.set_result(None)
+        return future
+
+    def written(self, entry: Writing) -> None:
+        """`entry` is applied (or failed): no longer in `writing`."""
+        self.writing.remove(entry)
+        if not entry.done.done():
+            entry.done.set_result(None)
+        if not self.writing:
+            settled, self._settled = self._settled, []
+            for future in settled:
+                if not future.done():
+                    future.set_result(None)
 
     async def wait_change(self, timeout: float, turn_of: int | None = None) -> None:
         """Until the next `notify`, or `timeout` seconds; with `turn_of`, until a `notify`
@@ -508,12 +548,14 @@ class Table:
 
     def must_act(self, seat: int) -> bool:
         """Whether `seat` is to act now, on committed state (its view lists legal
-        actions): what a `turn` on its stream and a `next_view` say."""
+        actions), with no action of its own being stored: what a `turn` on its stream and a
+        `next_view` say."""
         return (
             self.closed is None
             and not self.finished
             and self.durable_events == len(self.events)
             and bool(self.legal(seat))
+            and not (self.writing and any(w.seat == seat for w in self.writing))
         )
 
     def acted_since(self, seat: int, index: int) -> bool:
@@ -928,48 +970,111 @@ class Referee:
     async def _submit(
         self, table: Table, seat: int, expected: int, action: int
     ) -> tuple[int, int, list[TableEventData]]:
-        async with table.lock:
-            _check_open(table)
-            current = len(table.actions)
-            if (
-                expected < current
-                and table.actions[expected] == (seat, action)
-                and not table.acted_since(seat, expected + 1)
-            ):
-                # A retry of an acknowledged submission (the seat has not acted since, as it
-                # would have had it received the acknowledgement): the same answer.
-                first = table.action_events[expected]
-                last = (
-                    table.action_events[expected + 1]
-                    if expected + 1 < current
-                    else len(table.events)
+        # One submission at a time holds the table's lock, until its action is stored and
+        # applied; but the actions of seats acting at the same time (the Dame de Pique
+        # exchange), none of which depends on the others, are stored together: the first
+        # leaves the lock while its commit is under way, the others join it (`_joins`),
+        # each checked on the state before them, and they are applied in order once stored.
+        # A submission that may not join waits until none is being stored.
+        while True:
+            async with table.lock:
+                if not table.writing or _joins(table, seat, expected, action):
+                    admitted = await self._admit(table, seat, expected, action)
+                    if not isinstance(admitted, Writing):
+                        return admitted
+                    break
+                settled = table.settled()
+            await settled
+        return await self._apply_stored(table, admitted)
+
+    async def _admit(
+        self, table: Table, seat: int, expected: int, action: int
+    ) -> tuple[int, int, list[TableEventData]] | Writing:
+        """Check a submission, under the table's lock: its answer (a retry's, or the action
+        stored and applied), or the action being stored when others may join it."""
+        _check_open(table)
+        current = len(table.actions)
+        done = _retried(table, seat, expected, action)
+        if done is not None:
+            # A retry of an acknowledged submission (the seat has not acted since, as it
+            # would have had it received the acknowledgement): the same answer.
+            first = table.action_events[done]
+            last = table.action_events[done + 1] if done + 1 < current else len(table.events)
+            return done, first, list(table.events[first:last])
+        if expected < current and table.must_act(seat) and table.to_act_since(seat, expected):
+            # The seat was to act at `expected` and still is, without having acted since:
+            # the actions in between were other seats' acting at the same time (the Dame
+            # de Pique exchange), which its choice could not depend on. Applied now.
+            expected = current
+        if expected != current:
+            raise Stale(
+                f"expected_action_index is {expected} but the table is at {current}",
+                current,
+            )
+        if not table.started:
+            raise NotReady("the table is waiting for players")
+        if table.stopped:
+            raise NotReady(f"the match is over: {table.stopped}")
+        now = self.time_source.now()
+        if table.overdue(seat, now):
+            # The seat's time ran out before its action came: the referee acts for it.
+            made = await self._time_out(table, seat)
+            raise Stale(
+                f"seat {seat}'s time ran out before this action came: {made}; the table"
+                f" is at {len(table.actions)}",
+                len(table.actions),
+            )
+        self._check_legal(table, seat, action)
+        if _may_join(table, seat, action):
+            return self._store_with_others(table, seat, action)
+        return await self._commit(table, seat, action, table.elapsed_of(seat, now))
+
+    def _store_with_others(self, table: Table, seat: int, action: int) -> Writing:
+        """Queue an action for the store, now, after those being stored (under the table's
+        lock)."""
+        index = len(table.actions) + len(table.writing)
+        after = table.writing[-1] if table.writing else None
+        stored = self.store.queue_action(table.id, index, seat, action, follows=after is not None)
+        entry = Writing(
+            seat, action, index, stored, after, asyncio.get_running_loop().create_future()
+        )
+        table.writing.append(entry)
+        return entry
+
+    async def _apply_stored(
+        self, table: Table, entry: Writing
+    ) -> tuple[int, int, list[TableEventData]]:
+        """Once its commit is done and the action before it applied: apply an action stored
+        with others, publish its events. (Not under the table's lock: each step that changes
+        the table is made without an await.)"""
+        try:
+            await _stored(entry.stored)
+            if entry.after is not None:
+                await entry.after.done
+            _check_open(table)  # (an action before it broke the table)
+            assert len(table.actions) == entry.index, "actions stored together out of order"
+            first = len(table.events)
+            try:
+                events = table.apply(entry.seat, entry.action)
+            except Exception as exc:  # a legal action the engine fails on: a bug
+                table.written(entry)
+                closed = await self._break(
+                    table, f"action {entry.index} could not be applied ({_what(exc)})", exc
                 )
-                return expected, first, list(table.events[first:last])
-            if expected < current and table.must_act(seat) and table.to_act_since(seat, expected):
-                # The seat was to act at `expected` and still is, without having acted since:
-                # the actions in between were other seats' acting at the same time (the Dame
-                # de Pique exchange), which its choice could not depend on. Applied now.
-                expected = current
-            if expected != current:
-                raise Stale(
-                    f"expected_action_index is {expected} but the table is at {current}",
-                    current,
-                )
-            if not table.started:
-                raise NotReady("the table is waiting for players")
-            if table.stopped:
-                raise NotReady(f"the match is over: {table.stopped}")
-            now = self.time_source.now()
-            if table.overdue(seat, now):
-                # The seat's time ran out before its action came: the referee acts for it.
-                made = await self._time_out(table, seat)
-                raise Stale(
-                    f"seat {seat}'s time ran out before this action came: {made}; the table"
-                    f" is at {len(table.actions)}",
-                    len(table.actions),
-                )
-            self._check_legal(table, seat, action)
-            return await self._commit(table, seat, action, table.elapsed_of(seat, now))
+                return entry.index, first, [closed]
+        except BaseException:
+            if entry in table.writing:
+                table.written(entry)
+            raise
+        table.written(entry)
+        if table.finished:
+            async with table.lock:  # its record is issued once, as after any action
+                end = await self._publish(table)
+        else:
+            end = await self._publish(table)  # (nothing awaited: no record to issue)
+        if end is not None:
+            events.append(end)
+        return entry.index, first, events
 
     async def _commit(
         self, table: Table, seat: int, action: int, elapsed: int, timeout: bool = False
@@ -1260,6 +1365,50 @@ class Referee:
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+def _retried(table: Table, seat: int, expected: int, action: int) -> int | None:
+    """The index at which a submission was applied, when this one is its retry: the seat's
+    first action from `expected` on is this action, and it has not acted since; at `expected`
+    itself, or later when the seat was to act at `expected` with others acting at the same
+    time (applied at the index it took, `_admit`)."""
+    actions = table.actions
+    if not 0 <= expected < len(actions):
+        return None
+    done = next((i for i in range(expected, len(actions)) if actions[i][0] == seat), None)
+    if done is None or actions[done] != (seat, action) or table.acted_since(seat, done + 1):
+        return None
+    if done > expected and not table.acting[expected] >> seat & 1:
+        return None
+    return done
+
+
+_RESIGN = encode(RESIGN)
+
+
+def _may_join(table: Table, seat: int, action: int) -> bool:
+    """Whether a legal action of `seat` may be stored while other seats' actions of the same
+    turn are: seats acting at the same time (the Dame de Pique exchange), whose choices do not
+    depend on one another's. Not a resignation (it ends the match), not at a timed table (the
+    clocks run from each applied action) nor at the referee's last actions."""
+    to_act = table.match.to_act()
+    return (
+        len(to_act) > 1
+        and seat in to_act
+        and action != _RESIGN
+        and table.clocks is None
+        and len(table.actions) + len(table.writing) + 1 < table.limits.max_actions
+    )
+
+
+def _joins(table: Table, seat: int, expected: int, action: int) -> bool:
+    """Whether a submission joins the actions being stored (`_may_join`), checked on the
+    state before them: a seat with no action being stored, not asking for a later index."""
+    return (
+        expected <= len(table.actions)
+        and not any(w.seat == seat for w in table.writing)
+        and _may_join(table, seat, action)
+    )
 
 
 def _check_open(table: Table) -> None:

@@ -26,7 +26,7 @@ from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 from tapis_cartes.v1 import referee_pb2_grpc as rpc
 
-from .util import auth, new_table, option, play_random, run
+from .util import auth, new_table, option, play_random, referee, run
 
 # (game, ruleset, options, players): one short match of each game and ruleset.
 MATCHES: list[tuple[str, str, dict[str, Any], int]] = [
@@ -421,3 +421,150 @@ def test_finished_tables_stay_on_disk_until_asked_for(tmp_path: Path) -> None:
         await play_random(stub, live, live_tokens, random.Random(9))  # the live one plays on
 
     run(after, tmp_path)
+
+
+def test_actions_of_seats_acting_at_once_are_all_applied_in_order(tmp_path: Path) -> None:
+    """The four passes of each Dame de Pique exchange submitted at once (stored together,
+    not one commit after the other): each acknowledged at its own index with its own event,
+    a retry answered alike, the match played to a record that verifies, and a referee
+    restarted on the store holding the same table."""
+    key = tmp_path / "k.key"
+
+    async def view_of(stub: Any, table_id: str, seat: int, token: str) -> pb.SeatView:
+        request = pb.GetViewRequest(table_id=table_id, seat=seat)
+        return (await stub.GetView(request, metadata=auth(token))).view
+
+    async def main() -> tuple[str, dict[int, str], list[pb.SeatView]]:
+        rng = random.Random(7)
+        async with (
+            referee(tmp_path) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            stub = rpc.RefereeServiceStub(channel)
+            table_id, tokens = await new_table(stub, "dame-de-pique", "", {"end_threshold": 26}, 4)
+            exchanges = 0
+            while True:
+                views = [await view_of(stub, table_id, s, tokens[s]) for s in range(4)]
+                if views[0].status == pb.TABLE_STATUS_FINISHED:
+                    break
+                acting = [v for v in views if v.legal_actions]
+                requests = [
+                    pb.SubmitActionRequest(
+                        table_id=table_id,
+                        seat=v.seat,
+                        expected_action_index=v.action_index,
+                        action=rng.choice(v.legal_actions).action,
+                    )
+                    for v in acting
+                ]
+                acks = await asyncio.gather(
+                    *(stub.SubmitAction(r, metadata=auth(tokens[r.seat])) for r in requests)
+                )
+                first = views[0].action_index
+                assert sorted(a.action_index for a in acks) == list(range(first, first + len(acks)))
+                for request, ack in zip(requests, acks, strict=True):
+                    taken = [e.action_taken for e in ack.events if e.HasField("action_taken")]
+                    assert [(t.seat, t.action_index, t.action) for t in taken] == [
+                        (request.seat, ack.action_index, request.action)
+                    ]
+                if len(acks) > 1:
+                    exchanges += 1
+                    again = await asyncio.gather(
+                        *(stub.SubmitAction(r, metadata=auth(tokens[r.seat])) for r in requests)
+                    )
+                    assert [a.action_index for a in again] == [a.action_index for a in acks]
+            assert exchanges >= 1
+            got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+            result = verify_envelope(got.envelope, [load_public_key(key)])
+            assert result.ok, result.error
+            views = [await view_of(stub, table_id, s, tokens[s]) for s in range(4)]
+            return table_id, tokens, views
+
+    async def restarted(table_id: str, tokens: dict[int, str]) -> list[pb.SeatView]:
+        async with (
+            referee(tmp_path) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            stub = rpc.RefereeServiceStub(channel)
+            return [await view_of(stub, table_id, s, tokens[s]) for s in range(4)]
+
+    table_id, tokens, before = asyncio.run(main())
+    assert before[0].status == pb.TABLE_STATUS_FINISHED
+    assert asyncio.run(restarted(table_id, tokens)) == before
+
+
+def test_submissions_racing_one_another_get_no_unknown_or_internal_and_replay_alike(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every seat with legal actions submits at once at each step of several tables, some
+    twice (a retry), some with another action at the same index too, the others an action
+    that does not decode: answered with their statuses, never UNKNOWN or INTERNAL, nothing
+    logged as an error, and a referee restarted on the store shows every table as it was."""
+    bad = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL}
+    codes: dict[str, int] = {}
+
+    async def view_of(stub: Any, table_id: str, seat: int, token: str) -> pb.SeatView:
+        request = pb.GetViewRequest(table_id=table_id, seat=seat)
+        return (await stub.GetView(request, metadata=auth(token))).view
+
+    async def views(stub: Any, tables: list[tuple[str, dict[int, str]]]) -> list[pb.SeatView]:
+        return [await view_of(stub, t, s, tokens[s]) for t, tokens in tables for s in range(4)]
+
+    async def main() -> tuple[list[tuple[str, dict[int, str]]], list[pb.SeatView]]:
+        rng = random.Random(11)
+        async with (
+            referee(tmp_path) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            stub = rpc.RefereeServiceStub(channel)
+
+            async def submit(table_id: str, token: str, seat: int, index: int, action: int) -> None:
+                request = pb.SubmitActionRequest(
+                    table_id=table_id, seat=seat, expected_action_index=index, action=action
+                )
+                try:
+                    await stub.SubmitAction(request, metadata=auth(token))
+                    code = "OK"
+                except grpc.aio.AioRpcError as exc:
+                    assert exc.code() not in bad, (exc.code(), exc.details())
+                    code = exc.code().name
+                codes[code] = codes.get(code, 0) + 1
+
+            tables = [
+                await new_table(stub, "dame-de-pique", "", {"end_threshold": 26}, 4)
+                for _ in range(4)
+            ]
+            for _ in range(40):
+                calls = []
+                for (table_id, tokens), view in zip(
+                    [t for t in tables for _ in range(4)], await views(stub, tables), strict=True
+                ):
+                    token, at = tokens[view.seat], view.action_index
+                    if not view.legal_actions:
+                        if rng.random() < 0.1:  # not this seat's turn, or no such action
+                            calls.append(submit(table_id, token, view.seat, at, 1 << 20))
+                        continue
+                    action = rng.choice(view.legal_actions).action
+                    calls.append(submit(table_id, token, view.seat, at, action))
+                    draw = rng.random()
+                    if draw < 0.2:
+                        calls.append(submit(table_id, token, view.seat, at, action))
+                    elif draw < 0.3:
+                        other = view.legal_actions[0].action
+                        calls.append(submit(table_id, token, view.seat, at, other))
+                rng.shuffle(calls)
+                await asyncio.gather(*calls)
+            return tables, await views(stub, tables)
+
+    async def restarted(tables: list[tuple[str, dict[int, str]]]) -> list[pb.SeatView]:
+        async with (
+            referee(tmp_path) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            return await views(rpc.RefereeServiceStub(channel), tables)
+
+    with caplog.at_level("ERROR", logger="tapis"):
+        tables, before = asyncio.run(main())
+        assert asyncio.run(restarted(tables)) == before
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    assert codes.get("OK", 0) > 100 and codes.get("ABORTED", 0) > 0, codes

@@ -157,3 +157,28 @@ def test_a_second_store_on_the_same_file_is_refused(tmp_path: Path) -> None:
     finally:
         store.close()
     Store(tmp_path / "s.db").close()  # free again once the first one closed
+
+
+def test_an_action_queued_to_follow_another_is_stored_only_with_it(tmp_path: Path) -> None:
+    """`queue_action(follows=True)`: stored with the action before it (queued first), never
+    without it: a gap in a table's actions cannot be committed."""
+    store = Store(tmp_path / "s.db")
+
+    async def main() -> list[BaseException | None]:
+        _table(tmp_path / "s.db")
+        await store.queue_action("t", 0, 0, 8)
+        together = [
+            store.queue_action("t", 1, 1, 8),
+            store.queue_action("t", 2, 2, 8, follows=True),
+        ]
+        gap = store.queue_action("t", 4, 0, 8, follows=True)  # action 3 was never queued
+        return await asyncio.gather(*together, gap, return_exceptions=True)
+
+    results = asyncio.run(main())
+    store.close()
+    assert results[:2] == [None, None]
+    assert isinstance(results[2], sqlite3.OperationalError)
+    conn = sqlite3.connect(tmp_path / "s.db")
+    kept = [row for row in conn.execute("SELECT idx, seat FROM actions ORDER BY idx")]
+    conn.close()
+    assert kept == [(0, 0), (1, 1), (2, 2)]
