@@ -40,6 +40,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from tapis_cartes.records.clocks import AUTOPLAY_RULE, FORFEIT_RULE
 from tapis_cartes.records.codec import (
     RecordFileError,
+    decode_record,
     file_chunks,
     iter_frames,
     parse_envelope,
@@ -192,10 +193,18 @@ def verify_record(record_bytes: bytes) -> int:
     """Verify the bytes of a record (no envelope, no signature): they decode, are canonical,
     every field fits its game, the replay holds and gives exactly these bytes. Returns the
     number of hands; `RecordError` at the first fault."""
-    rec = decode_canonical(record_bytes)
-    if rec.rules.HasField("time_control"):
-        return replay(rec, _TimedVerifyVisitor(record_bytes))
-    return replay(rec, _VerifyVisitor(record_bytes))
+    # The encoding is checked only when the record fails: a record that passes is byte for
+    # byte what `build_record` makes of its replay (`check_content`), so canonical and free
+    # of unknown fields; one that fails is refused as not canonical first (`decode_canonical`:
+    # the same code as when that check came first). Unknown fields change nothing read.
+    rec = decode_record(record_bytes)
+    timed = rec.rules.HasField("time_control")
+    visitor = _TimedVerifyVisitor(record_bytes) if timed else _VerifyVisitor(record_bytes)
+    try:
+        return replay(rec, visitor)
+    except RecordError:
+        decode_canonical(record_bytes)
+        raise
 
 
 class _VerifyVisitor(BaseVisitor[int]):

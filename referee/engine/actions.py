@@ -42,6 +42,7 @@ __all__ = [
     "action_to_json",
     "check_action",
     "encode",
+    "first_out_of_range",
     "kind_of",
     "parse_action",
     "pass_action",
@@ -117,6 +118,18 @@ def action_error(action: int) -> InvalidAction | None:
     if kind == PASS and not (payload & 63) < (payload >> 6 & 63) < (payload >> 12) < 52:
         return InvalidAction(f"{action} is not an action (a pass gives three cards)")
     return None
+
+
+def first_out_of_range(actions: list[int], pack: int, in_range: frozenset[int]) -> int:
+    """The index of the first of `actions` that is not in `in_range`, the actions in the
+    range of a game played with `pack` (records/strict.py `actions_in_range`); -1 when all
+    are. A card play of the pack is taken by a test of its bit, the others looked up."""
+    for i, action in enumerate(actions):
+        if 0 <= action < 416 and not action & 7 and pack >> (action >> 3) & 1:
+            continue  # PLAY of a card of the pack
+        if action not in in_range:
+            return i
+    return -1
 
 
 def check_action(action: object) -> None:

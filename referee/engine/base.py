@@ -569,7 +569,8 @@ class Hand(ABC):
         return tuple(self.match.scores)
 
     def score(self, seat: int, kind: str, delta: Score, rule: str, note: str = "") -> None:
-        line = ScoreLine(seat, kind, delta, rule, note, self.cursor)
+        # tuple.__new__: the class's own __new__ is Python code, a frame per line.
+        line = tuple.__new__(ScoreLine, (seat, kind, delta, rule, note, self.cursor))
         self.lines.append(line)
         if self.log_events:
             self.events.append(line)
@@ -888,8 +889,13 @@ class Match(ABC):
         scores = self.scores
         lines = hand.lines if scored else []
         for line in lines:
-            before = scores[line.seat]
-            scores[line.seat] = tuple(a + b for a, b in zip(before, line.delta, strict=True))
+            seat = line.seat
+            before = scores[seat]
+            delta = line.delta
+            if len(before) == 1 and len(delta) == 1:  # one unit: no generator per line
+                scores[seat] = (before[0] + delta[0],)
+            else:
+                scores[seat] = tuple([a + b for a, b in zip(before, delta, strict=True)])
         self.results.append(
             HandResult(
                 hand.number,
