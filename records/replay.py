@@ -79,6 +79,9 @@ class BaseVisitor(Generic[T]):
     without it)."""
 
     replays: ClassVar[bool] = True  # False: walked through the record without the engine
+    # True: the record is compared with its rebuild at the end (verify), which covers the
+    # fields `check_fields` leaves to it (`rebuilt`).
+    rebuilds: ClassVar[bool] = False
 
     rec: pb.GameRecord
     match: Match
@@ -165,7 +168,7 @@ def replay(
     seed: bytes | None = None
     visitor.rec = rec
     try:
-        match, units, actions = _checked_match(rec)
+        match, units, actions = _checked_match(rec, type(visitor).rebuilds)
     except RecordError as exc:
         visitor.handle_error(exc, None)
         return visitor.result()  # a lenient visitor: nothing can be replayed
@@ -338,8 +341,10 @@ def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
     return match, units
 
 
-def _checked_match(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...], list[list[int]]]:
-    """`match_for_record`, and each hand's actions as a list (`check_fields`)."""
+def _checked_match(
+    rec: pb.GameRecord, rebuilt: bool = False
+) -> tuple[Match, tuple[str, ...], list[list[int]]]:
+    """`match_for_record`, and each hand's actions as a list (`check_fields`, `rebuilt`)."""
     rules, units = _record_rules(rec.rules.SerializeToString(deterministic=True))
     if len(rec.seats) != rules.players:
         raise RecordError("seats", f"{len(rec.seats)} seats for {rules.players} players")
@@ -348,7 +353,7 @@ def _checked_match(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...], list[lis
         match = new_match(rules, start, log_events=False)
     except RulesError as exc:
         raise RecordError("start", f"the start scores do not hold: {exc}") from None
-    return match, units, check_fields(rec, match, units)
+    return match, units, check_fields(rec, match, units, rebuilt)
 
 
 @functools.lru_cache(maxsize=256)

@@ -312,10 +312,16 @@ def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
 
 
 def _hand(
-    hand: pb.HandRecord, number: int, players: int, pack: int, units: tuple[str, ...], h: int
+    hand: pb.HandRecord,
+    number: int,
+    players: int,
+    pack: int,
+    units: tuple[str, ...],
+    h: int,
+    rebuilt: bool,
 ) -> list[int]:
-    """One hand's fields; its actions, as a list. The happy path builds no text: a message
-    is made for a fault."""
+    """One hand's fields (with `rebuilt`, not its scores: see `check_fields`); its actions,
+    as a list. The happy path builds no text: a message is made for a fault."""
     if hand.number != number:
         raise RecordError("hand-number", f"numbered {hand.number}, expected {number}", hand=h)
     if hand.dealer >= players:
@@ -339,6 +345,8 @@ def _hand(
     if a >= 0:
         _action(actions[a], pack, h, a + 1)
         raise AssertionError(f"action {actions[a]} is out of range")  # _action raised
+    if rebuilt:
+        return actions
     # The units a score may not hold (the seats and actions of the score lines are compared
     # with the rules' own lines after the replay: `score-lines`).
     foreign, none = _foreign_units(units)
@@ -378,11 +386,19 @@ def _line_fault(hand: pb.HandRecord, units: tuple[str, ...], h: int) -> None:
         _score(line.delta, units, f"hands[{h - 1}].lines[{i}].delta", h)
 
 
-def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> list[list[int]]:
+def check_fields(
+    rec: pb.GameRecord, match: Match, units: tuple[str, ...], rebuilt: bool = False
+) -> list[list[int]]:
     """Every field of a record against its game (`match`: a new match of its rules), before
     any of it is replayed; `RecordError` at the first fault. The rules and start are checked
     already (`check_rules_fields`, `check_start`). Returns each hand's actions as a list
-    (read from the record once: the replay takes them)."""
+    (read from the record once: the replay takes them).
+
+    `rebuilt`: the record is then compared with its rebuild (`check_content`: verify), so
+    the fields the engine never reads and the rebuild makes afresh, never copies (the score
+    lines' and scores' units, the scores after each hand, the outcome's winners, resignation
+    and scores), are left to that comparison; whoever then finds a fault runs the full
+    checks first, for the same code (records/verify.py)."""
     players = match.players
     pack = match.pack
     teams = [match.team_of(s) for s in range(players)]
@@ -409,9 +425,22 @@ def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> li
             )
     first = rec.start.hand_number
     actions = [
-        _hand(hand, first + h - 1, players, pack, units, h) for h, hand in enumerate(rec.hands, 1)
+        _hand(hand, first + h - 1, players, pack, units, h, rebuilt)
+        for h, hand in enumerate(rec.hands, 1)
     ]
     out = rec.outcome
+    if not rebuilt:
+        _outcome(out, players, units)
+    _text(out.reason, "outcome.reason")
+    p = rec.provenance
+    _text(p.source, "provenance.source")
+    _text(p.reference, "provenance.reference")
+    _text(p.played_at, "provenance.played_at")
+    check_timing(rec, players)
+    return actions
+
+
+def _outcome(out: pb.Outcome, players: int, units: tuple[str, ...]) -> None:
     winners = list(out.winners)
     if winners != sorted(set(winners)) or (winners and winners[-1] >= players):
         raise RecordError(
@@ -426,13 +455,6 @@ def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> li
     for s, score in enumerate(out.scores):
         if foreign(score) != none:
             _score(score, units, f"outcome.scores[{s}]")
-    _text(out.reason, "outcome.reason")
-    p = rec.provenance
-    _text(p.source, "provenance.source")
-    _text(p.reference, "provenance.reference")
-    _text(p.played_at, "provenance.played_at")
-    check_timing(rec, players)
-    return actions
 
 
 # --- the content: exactly what a replay gives -----------------------------------------------
