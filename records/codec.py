@@ -313,7 +313,7 @@ def _deal_to_pb(deal: Deal, deck: Sequence[int] | None, out: pb.Deal) -> None:
 
 def deal_from_pb(deal: pb.Deal) -> Deal:
     return Deal(
-        tuple(deal.hands),
+        tuple(deal.hands[:]),  # a slice: one call of C
         deal.retourne if deal.HasField("retourne") else -1,
         tuple(deal.talon),
     )

@@ -224,8 +224,9 @@ def _replay_hands(
     """Replay every hand (`hand_actions`: each hand's actions, as `check_fields` gives them);
     True when a fault stopped the replay (a lenient visitor)."""
     per_action = _per_action(visitor)
-    last = len(rec.hands)
-    for h, hand in enumerate(rec.hands, 1):
+    hands = rec.hands[:]  # a list in one call of C
+    last = len(hands)
+    for h, hand in enumerate(hands, 1):
         if not as_recorded and match.finished:
             break  # under changed options the match may end sooner
         try:

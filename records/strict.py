@@ -267,7 +267,7 @@ def _cards_in_pack(cards: bytes, pack: int, where: str, h: int) -> None:
 
 def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
     where = "hands[{}].deal".format  # the place, made into text only for a fault
-    masks = deal.hands
+    masks = deal.hands[:]  # slices of repeated fields: a list in one call of C
     if len(masks) != players:
         raise RecordError(
             "deal:deal-hands",
@@ -402,7 +402,7 @@ def check_fields(
     players = match.players
     pack = match.pack
     teams = [match.team_of(s) for s in range(players)]
-    for s, seat in enumerate(rec.seats):
+    for s, seat in enumerate(rec.seats[:]):
         if len(seat.name) > MAX_NAME:  # the place is made into text only for a fault
             _text(seat.name, f"seats[{s}].name", MAX_NAME)
         if seat.team != teams[s]:
@@ -426,7 +426,7 @@ def check_fields(
     first = rec.start.hand_number
     actions = [
         _hand(hand, first + h - 1, players, pack, units, h, rebuilt)
-        for h, hand in enumerate(rec.hands, 1)
+        for h, hand in enumerate(rec.hands[:], 1)
     ]
     out = rec.outcome
     if not rebuilt:
@@ -472,9 +472,9 @@ def rebuild_record(rec: pb.GameRecord, match: Match) -> pb.GameRecord:
         source = pb.DealSource(algorithm=d.algorithm, commitment=d.commitment, seed=d.seed)
     built = build_record(
         match,
-        [s.name for s in rec.seats],
+        [s.name for s in rec.seats[:]],
         Provenance(p.source, p.reference, p.played_at),
-        [h.deal.deck or None for h in rec.hands],
+        [h.deal.deck or None for h in rec.hands[:]],
         source,
         record_timing(rec),
     )

@@ -30,6 +30,7 @@ from tapis_cartes.referee.engine.base import (
     Hand,
     HandResult,
     Match,
+    PhaseEnum,
     PhaseRule,
     Rules,
     Start,
@@ -97,7 +98,7 @@ def lead_mask(qs_counts_as_heart_for_lead: bool) -> int:
     return allowed & ~(1 << QUEEN_SPADES) if qs_counts_as_heart_for_lead else allowed
 
 
-class Phase(Enum):
+class Phase(PhaseEnum):
     PASS = "pass"
     PLAY = "play"
     OVER = "over"
@@ -192,21 +193,6 @@ class DamePiqueHand(Hand):
                     self.events.append(CardsPassed(s, (s + off) % 4, passed, passed.bit_count()))
                 self.hands_changed()
             self._start_play()
-
-    def apply_run(self, seats: list[int], actions: list[int], start: int) -> int:
-        # The passes (four at most) are each checked in full; then the card play's run.
-        end = start
-        n = len(actions)
-        match = self.match
-        while self._phase is Phase.PASS and end < n:
-            seat, action = seats[end], actions[end]
-            if action & 7 != PASS or match.refusal(seat, action) is not None:
-                break
-            self._pass_apply(seat, action)
-            self.actions.append(action)
-            self.action_seats.append(seat)
-            end += 1
-        return super().apply_run(seats, actions, end)
 
     # -- the card play (the base's loop, with these hooks) --------------------------------
 
