@@ -632,18 +632,32 @@ class Hand(ABC):
 # --- a match ------------------------------------------------------------------------------
 
 
-@dataclass
 class HandResult:
-    """A hand as it was played: enough to rebuild it, plus what it scored."""
+    """A hand as it was played: enough to rebuild it, plus what it scored. (A plain class:
+    a dataclass's generated `__init__` is Python code, run once a hand.)"""
 
-    number: int
-    dealer: int
-    deal: Deal
-    actions: list[int]
-    action_seats: list[int]
-    lines: list[ScoreLine]
-    scores_after: tuple[Score, ...]
-    hand: Hand
+    def __init__(
+        self,
+        number: int,
+        dealer: int,
+        deal: Deal,
+        actions: list[int],
+        action_seats: list[int],
+        lines: list[ScoreLine],
+        scores_after: tuple[Score, ...],
+        hand: Hand,
+    ) -> None:
+        self.number = number
+        self.dealer = dealer
+        self.deal = deal
+        self.actions = actions
+        self.action_seats = action_seats
+        self.lines = lines
+        self.scores_after = scores_after
+        self.hand = hand
+
+    def __repr__(self) -> str:
+        return f"HandResult(number={self.number}, dealer={self.dealer}, lines={self.lines})"
 
     @property
     def tricks(self) -> list[PlayedTrick]:
