@@ -212,10 +212,11 @@ def check_start(start: pb.Start, units: tuple[str, ...], players: int) -> None:
 
 @functools.lru_cache(maxsize=16)
 def actions_in_range(pack: int) -> frozenset[int]:
-    """Every action in the range of a game played with `pack`: the well-formed actions
-    (`check_action`) whose cards are all of the pack (plays, pillages and passes of three of
-    its cards; bids, vole and abandon answers, a pillage's stop, a resignation). A hand's
-    actions are checked against it in one set operation (22,219 actions for 52 cards)."""
+    """Every action in the range of a game played with `pack`, enumerated: the well-formed
+    actions (`check_action`) whose cards are all of the pack (plays, pillages and passes of
+    three of its cards; bids, vole and abandon answers, a pillage's stop, a resignation);
+    22,219 actions for 52 cards. A hand's actions are checked one by one (`in_range`, in
+    the compiled engine): this set is the range written out, for tests and tools."""
     cards = list(iter_cards(pack))
     out = {encode(PLAY, c) for c in cards} | {encode(PILLE, c) for c in cards}
     out.update(pass_choices(pack))
@@ -341,7 +342,7 @@ def _hand(
         raise RecordError(
             "action:bad-seat", f"seat {seats[a]} does not exist", hand=h, action=a + 1
         )
-    a = first_out_of_range(actions, pack, actions_in_range(pack))
+    a = first_out_of_range(actions, pack)
     if a >= 0:
         _action(actions[a], pack, h, a + 1)
         raise AssertionError(f"action {actions[a]} is out of range")  # _action raised

@@ -43,6 +43,7 @@ __all__ = [
     "check_action",
     "encode",
     "first_out_of_range",
+    "in_range",
     "kind_of",
     "parse_action",
     "pass_action",
@@ -120,14 +121,25 @@ def action_error(action: int) -> InvalidAction | None:
     return None
 
 
-def first_out_of_range(actions: list[int], pack: int, in_range: frozenset[int]) -> int:
-    """The index of the first of `actions` that is not in `in_range`, the actions in the
-    range of a game played with `pack` (records/strict.py `actions_in_range`); -1 when all
-    are. A card play of the pack is taken by a test of its bit, the others looked up."""
+def in_range(action: int, pack: int) -> bool:
+    """Whether the int `action` is in the range of a game played with `pack`: a well-formed
+    action (`action_error`) whose cards are all of the pack."""
+    if 0 <= action < 416 and not action & 7:
+        return pack >> (action >> 3) & 1 != 0  # PLAY: the quick case
+    if action_error(action) is not None:
+        return False
+    kind, payload = action & 7, action >> 3
+    if kind == PASS:
+        return pass_cards(action) & ~pack == 0
+    if kind == PILLE and payload != PILLE_STOP:
+        return pack >> payload & 1 != 0
+    return True
+
+
+def first_out_of_range(actions: list[int], pack: int) -> int:
+    """The index of the first of `actions` not `in_range` of `pack`; -1 when all are."""
     for i, action in enumerate(actions):
-        if 0 <= action < 416 and not action & 7 and pack >> (action >> 3) & 1:
-            continue  # PLAY of a card of the pack
-        if action not in in_range:
+        if not in_range(action, pack):
             return i
     return -1
 
