@@ -48,7 +48,6 @@ from tapis_cartes.records.export import (
     envelopes_to_json,
     transcript_text,
 )
-from tapis_cartes.records.html import replay_data, replay_page
 from tapis_cartes.records.render import render_record
 from tapis_cartes.records.replay import match_for_record
 from tapis_cartes.records.rescore import changes_text, rescored
@@ -408,6 +407,8 @@ def cmd_import_json(args: argparse.Namespace) -> int:
 
 def cmd_html(args: argparse.Namespace) -> int:
     """One self-contained page that replays every record of the file (records/html.py)."""
+    from tapis_cartes.records.html import replay_data, replay_page  # (only this command)
+
     keys = keys_given(args)
     loaded = _load([args.record])
     try:

@@ -211,7 +211,7 @@ def check_timing(rec: pb.GameRecord, players: int) -> None:
     exactly what it was allowed, a forfeit not last. What needs the match (who may act, the
     default action) is checked during verify's replay (records/verify.py)."""
     if not rec.rules.HasField("time_control"):
-        for h, hand in enumerate(rec.hands, 1):
+        for h, hand in enumerate(rec.hands[:], 1):
             if len(hand.elapsed_ms) or len(hand.timeouts):
                 raise RecordError(
                     "clock", "the hand has elapsed times or timeouts but no time control", hand=h

@@ -161,20 +161,15 @@ def build_record(
     than building each message from keywords and copying it in); the bytes are the same."""
     rules = match.rules
     units = find_game(rules.game).units
-    fill = _score_filler(units)
     rec = pb.GameRecord()
-    rec.format_version = FORMAT_VERSION
-    rec.rules.CopyFrom(_rules_pb(rules))
+    # The version, rules, seats and start, serialized once per distinct value (a corpus's
+    # records share them), merged in one call: the same message.
+    teams = tuple([match.team_of(s) for s in range(len(names))])
+    rec.MergeFromString(
+        _head_fields(rules, tuple(names), teams, match.first_hand_number, match.start_scores)
+    )
     if timing is not None:
         rec.rules.time_control.CopyFrom(timing.control.to_pb())
-    for s, n in enumerate(names):
-        seat = rec.seats.add()
-        seat.name = n
-        seat.team = match.team_of(s)
-    start = rec.start
-    start.hand_number = match.first_hand_number
-    for score in match.start_scores:
-        fill(start.scores.add(), score)
     if deal_source is not None:
         rec.deal_source.CopyFrom(deal_source)
     hands = rec.hands
@@ -209,8 +204,7 @@ def build_record(
     outcome = rec.outcome
     outcome.finished = match.finished
     outcome.winners.extend(match.winners)
-    for score in match.scores:
-        fill(outcome.scores.add(), score)
+    outcome.MergeFromString(_outcome_scores(tuple(match.scores), units))
     outcome.reason = match.end_reason
     if match.resigned is not None:
         outcome.resigned = match.resigned
@@ -227,6 +221,41 @@ def build_record(
 
 _LINES = pb.HandRecord.DESCRIPTOR.fields_by_name["lines"].number << 3 | 2  # tag: length-delimited
 _SCORES_AFTER = pb.HandRecord.DESCRIPTOR.fields_by_name["scores_after"].number << 3 | 2
+
+
+@functools.lru_cache(maxsize=1024)
+def _head_fields(
+    rules: Rules,
+    names: tuple[str, ...],
+    teams: tuple[int, ...],
+    first_hand_number: int,
+    start_scores: tuple[tuple[int, ...], ...],
+) -> bytes:
+    """The bytes of a `GameRecord` holding only the format version, the rules, the seats
+    (names, teams) and the start."""
+    fill = _score_filler(find_game(rules.game).units)
+    rec = pb.GameRecord()
+    rec.format_version = FORMAT_VERSION
+    rec.rules.CopyFrom(_rules_pb(rules))
+    for name, team in zip(names, teams, strict=True):
+        seat = rec.seats.add()
+        seat.name = name
+        seat.team = team
+    start = rec.start
+    start.hand_number = first_hand_number
+    for score in start_scores:
+        fill(start.scores.add(), score)
+    return rec.SerializeToString(deterministic=True)
+
+
+@functools.lru_cache(maxsize=8192)
+def _outcome_scores(scores: tuple[tuple[int, ...], ...], units: tuple[str, ...]) -> bytes:
+    """The bytes of an `Outcome` holding only these final scores."""
+    fill = _score_filler(units)
+    out = pb.Outcome()
+    for score in scores:
+        fill(out.scores.add(), score)
+    return out.SerializeToString(deterministic=True)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -284,7 +313,7 @@ def _deal_to_pb(deal: Deal, deck: Sequence[int] | None, out: pb.Deal) -> None:
 
 def deal_from_pb(deal: pb.Deal) -> Deal:
     return Deal(
-        tuple(deal.hands),
+        tuple(deal.hands[:]),  # a slice: one call of C
         deal.retourne if deal.HasField("retourne") else -1,
         tuple(deal.talon),
     )

@@ -26,10 +26,13 @@ import functools
 import signal
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from typing import Any, Protocol, TypeVar
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tapis_cartes.referee.errors import ExecutorError
+
+if TYPE_CHECKING:  # imported where a pool is made: `verify` on one process never loads it
+    from concurrent.futures import ProcessPoolExecutor
 
 __all__ = [
     "DaskExecutor",
@@ -67,6 +70,7 @@ class LocalPoolExecutor:
 
     def map_tasks(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
         import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
         ctx = multiprocessing.get_context("spawn")
         pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_ignore_interrupt)

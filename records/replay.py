@@ -79,6 +79,9 @@ class BaseVisitor(Generic[T]):
     without it)."""
 
     replays: ClassVar[bool] = True  # False: walked through the record without the engine
+    # True: the record is compared with its rebuild at the end (verify), which covers the
+    # fields `check_fields` leaves to it (`rebuilt`).
+    rebuilds: ClassVar[bool] = False
 
     rec: pb.GameRecord
     match: Match
@@ -165,7 +168,7 @@ def replay(
     seed: bytes | None = None
     visitor.rec = rec
     try:
-        match, units = match_for_record(rec)
+        match, units, actions = _checked_match(rec, type(visitor).rebuilds)
     except RecordError as exc:
         visitor.handle_error(exc, None)
         return visitor.result()  # a lenient visitor: nothing can be replayed
@@ -186,7 +189,7 @@ def replay(
     visitor.begin_record()
     if not visitor.replays:
         _walk(rec, visitor)
-    elif _replay_hands(rec, match, visitor, seed, changes is None):
+    elif _replay_hands(rec, actions, match, visitor, seed, changes is None):
         return visitor.result()
     visitor.end_record()
     return visitor.result()
@@ -212,15 +215,18 @@ def _walk(rec: pb.GameRecord, visitor: BaseVisitor[T]) -> None:
 
 def _replay_hands(
     rec: pb.GameRecord,
+    hand_actions: list[list[int]],
     match: Match,
     visitor: BaseVisitor[T],
     seed: bytes | None,
     as_recorded: bool,
 ) -> bool:
-    """Replay every hand; True when a fault stopped the replay (a lenient visitor)."""
+    """Replay every hand (`hand_actions`: each hand's actions, as `check_fields` gives them);
+    True when a fault stopped the replay (a lenient visitor)."""
     per_action = _per_action(visitor)
-    last = len(rec.hands)
-    for h, hand in enumerate(rec.hands, 1):
+    hands = rec.hands[:]  # a list in one call of C
+    last = len(hands)
+    for h, hand in enumerate(hands, 1):
         if not as_recorded and match.finished:
             break  # under changed options the match may end sooner
         try:
@@ -234,7 +240,7 @@ def _replay_hands(
             visitor.handle_error(RecordError(code, f"{exc.reason} [{exc.rule}]", hand=h), exc)
             return True
         seats = hand.seats
-        actions = hand.actions
+        actions = hand_actions[h - 1]
         if len(seats) != len(actions):
             message = f"{len(actions)} actions but {len(seats)} seats"
             visitor.handle_error(RecordError("actions", message, hand=h), None)
@@ -332,6 +338,14 @@ def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
     its game's range reaches the engine); `RecordError` when they do not hold. Every command
     that reads a record's content goes through here first. The rules and the start are
     checked once per distinct value (keyed by their canonical bytes), not once per record."""
+    match, units, _ = _checked_match(rec)
+    return match, units
+
+
+def _checked_match(
+    rec: pb.GameRecord, rebuilt: bool = False
+) -> tuple[Match, tuple[str, ...], list[list[int]]]:
+    """`match_for_record`, and each hand's actions as a list (`check_fields`, `rebuilt`)."""
     rules, units = _record_rules(rec.rules.SerializeToString(deterministic=True))
     if len(rec.seats) != rules.players:
         raise RecordError("seats", f"{len(rec.seats)} seats for {rules.players} players")
@@ -340,8 +354,7 @@ def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
         match = new_match(rules, start, log_events=False)
     except RulesError as exc:
         raise RecordError("start", f"the start scores do not hold: {exc}") from None
-    check_fields(rec, match, units)
-    return match, units
+    return match, units, check_fields(rec, match, units, rebuilt)
 
 
 @functools.lru_cache(maxsize=256)

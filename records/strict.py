@@ -65,6 +65,7 @@ from tapis_cartes.referee.engine.actions import (
     VOLE_WORDS,
     check_action,
     encode,
+    first_out_of_range,
     pass_cards,
     pass_choices,
 )
@@ -211,10 +212,11 @@ def check_start(start: pb.Start, units: tuple[str, ...], players: int) -> None:
 
 @functools.lru_cache(maxsize=16)
 def actions_in_range(pack: int) -> frozenset[int]:
-    """Every action in the range of a game played with `pack`: the well-formed actions
-    (`check_action`) whose cards are all of the pack (plays, pillages and passes of three of
-    its cards; bids, vole and abandon answers, a pillage's stop, a resignation). A hand's
-    actions are checked against it in one set operation (22,219 actions for 52 cards)."""
+    """Every action in the range of a game played with `pack`, enumerated: the well-formed
+    actions (`check_action`) whose cards are all of the pack (plays, pillages and passes of
+    three of its cards; bids, vole and abandon answers, a pillage's stop, a resignation);
+    22,219 actions for 52 cards. A hand's actions are checked one by one (`in_range`, in
+    the compiled engine): this set is the range written out, for tests and tools."""
     cards = list(iter_cards(pack))
     out = {encode(PLAY, c) for c in cards} | {encode(PILLE, c) for c in cards}
     out.update(pass_choices(pack))
@@ -266,7 +268,7 @@ def _cards_in_pack(cards: bytes, pack: int, where: str, h: int) -> None:
 
 def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
     where = "hands[{}].deal".format  # the place, made into text only for a fault
-    masks = deal.hands
+    masks = deal.hands[:]  # slices of repeated fields: a list in one call of C
     if len(masks) != players:
         raise RecordError(
             "deal:deal-hands",
@@ -311,9 +313,16 @@ def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
 
 
 def _hand(
-    hand: pb.HandRecord, number: int, players: int, pack: int, units: tuple[str, ...], h: int
-) -> None:
-    """One hand's fields. The happy path builds no text: a message is made for a fault."""
+    hand: pb.HandRecord,
+    number: int,
+    players: int,
+    pack: int,
+    units: tuple[str, ...],
+    h: int,
+    rebuilt: bool,
+) -> list[int]:
+    """One hand's fields (with `rebuilt`, not its scores: see `check_fields`); its actions,
+    as a list. The happy path builds no text: a message is made for a fault."""
     if hand.number != number:
         raise RecordError("hand-number", f"numbered {hand.number}, expected {number}", hand=h)
     if hand.dealer >= players:
@@ -324,7 +333,7 @@ def _hand(
         )
     _deal(hand.deal, players, pack, h)
     seats = hand.seats
-    actions = hand.actions
+    actions = hand.actions[:]  # a list, in one call of C (quicker than iterating the field)
     n = len(actions)
     if len(seats) != n:
         raise RecordError("actions", f"{n} actions but {len(seats)} seats", hand=h)
@@ -333,11 +342,12 @@ def _hand(
         raise RecordError(
             "action:bad-seat", f"seat {seats[a]} does not exist", hand=h, action=a + 1
         )
-    valid = actions_in_range(pack)
-    if not valid.issuperset(actions):
-        a = next(i for i, action in enumerate(actions, 1) if action not in valid)
-        _action(actions[a - 1], pack, h, a)
-        raise AssertionError(f"action {actions[a - 1]} is out of range")  # _action raised
+    a = first_out_of_range(actions, pack)
+    if a >= 0:
+        _action(actions[a], pack, h, a + 1)
+        raise AssertionError(f"action {actions[a]} is out of range")  # _action raised
+    if rebuilt:
+        return actions
     # The units a score may not hold (the seats and actions of the score lines are compared
     # with the rules' own lines after the replay: `score-lines`).
     foreign, none = _foreign_units(units)
@@ -354,6 +364,7 @@ def _hand(
             if foreign(score) != none:
                 for s, each in enumerate(after):
                     _score(each, units, f"hands[{h - 1}].scores_after[{s}]", h)
+    return actions
 
 
 @functools.cache
@@ -376,14 +387,23 @@ def _line_fault(hand: pb.HandRecord, units: tuple[str, ...], h: int) -> None:
         _score(line.delta, units, f"hands[{h - 1}].lines[{i}].delta", h)
 
 
-def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> None:
+def check_fields(
+    rec: pb.GameRecord, match: Match, units: tuple[str, ...], rebuilt: bool = False
+) -> list[list[int]]:
     """Every field of a record against its game (`match`: a new match of its rules), before
     any of it is replayed; `RecordError` at the first fault. The rules and start are checked
-    already (`check_rules_fields`, `check_start`)."""
+    already (`check_rules_fields`, `check_start`). Returns each hand's actions as a list
+    (read from the record once: the replay takes them).
+
+    `rebuilt`: the record is then compared with its rebuild (`check_content`: verify), so
+    the fields the engine never reads and the rebuild makes afresh, never copies (the score
+    lines' and scores' units, the scores after each hand, the outcome's winners, resignation
+    and scores), are left to that comparison; whoever then finds a fault runs the full
+    checks first, for the same code (records/verify.py)."""
     players = match.players
     pack = match.pack
     teams = [match.team_of(s) for s in range(players)]
-    for s, seat in enumerate(rec.seats):
+    for s, seat in enumerate(rec.seats[:]):
         if len(seat.name) > MAX_NAME:  # the place is made into text only for a fault
             _text(seat.name, f"seats[{s}].name", MAX_NAME)
         if seat.team != teams[s]:
@@ -405,9 +425,23 @@ def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> No
                 "commitment", f"deal_source.{name} has {len(value)} bytes, not {SEED_SIZE}"
             )
     first = rec.start.hand_number
-    for h, hand in enumerate(rec.hands, 1):
-        _hand(hand, first + h - 1, players, pack, units, h)
+    actions = [
+        _hand(hand, first + h - 1, players, pack, units, h, rebuilt)
+        for h, hand in enumerate(rec.hands[:], 1)
+    ]
     out = rec.outcome
+    if not rebuilt:
+        _outcome(out, players, units)
+    _text(out.reason, "outcome.reason")
+    p = rec.provenance
+    _text(p.source, "provenance.source")
+    _text(p.reference, "provenance.reference")
+    _text(p.played_at, "provenance.played_at")
+    check_timing(rec, players)
+    return actions
+
+
+def _outcome(out: pb.Outcome, players: int, units: tuple[str, ...]) -> None:
     winners = list(out.winners)
     if winners != sorted(set(winners)) or (winners and winners[-1] >= players):
         raise RecordError(
@@ -422,12 +456,6 @@ def check_fields(rec: pb.GameRecord, match: Match, units: tuple[str, ...]) -> No
     for s, score in enumerate(out.scores):
         if foreign(score) != none:
             _score(score, units, f"outcome.scores[{s}]")
-    _text(out.reason, "outcome.reason")
-    p = rec.provenance
-    _text(p.source, "provenance.source")
-    _text(p.reference, "provenance.reference")
-    _text(p.played_at, "provenance.played_at")
-    check_timing(rec, players)
 
 
 # --- the content: exactly what a replay gives -----------------------------------------------
@@ -438,12 +466,17 @@ def rebuild_record(rec: pb.GameRecord, match: Match) -> pb.GameRecord:
     fields: its seat names, provenance, packs and deal source, its clocks (checked by
     `check_timing`) and, for a match not finished, its reason."""
     p = rec.provenance
+    source = None
+    if rec.HasField("deal_source"):
+        # Field by field, never a copy: an unknown field of the record is never rebuilt.
+        d = rec.deal_source
+        source = pb.DealSource(algorithm=d.algorithm, commitment=d.commitment, seed=d.seed)
     built = build_record(
         match,
-        [s.name for s in rec.seats],
+        [s.name for s in rec.seats[:]],
         Provenance(p.source, p.reference, p.played_at),
-        [h.deal.deck or None for h in rec.hands],
-        rec.deal_source if rec.HasField("deal_source") else None,
+        [h.deal.deck or None for h in rec.hands[:]],
+        source,
         record_timing(rec),
     )
     if not match.finished:

@@ -40,6 +40,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from tapis_cartes.records.clocks import AUTOPLAY_RULE, FORFEIT_RULE
 from tapis_cartes.records.codec import (
     RecordFileError,
+    decode_record,
     file_chunks,
     iter_frames,
     parse_envelope,
@@ -192,16 +193,29 @@ def verify_record(record_bytes: bytes) -> int:
     """Verify the bytes of a record (no envelope, no signature): they decode, are canonical,
     every field fits its game, the replay holds and gives exactly these bytes. Returns the
     number of hands; `RecordError` at the first fault."""
-    rec = decode_canonical(record_bytes)
-    if rec.rules.HasField("time_control"):
-        return replay(rec, _TimedVerifyVisitor(record_bytes))
-    return replay(rec, _VerifyVisitor(record_bytes))
+    # The encoding, and the fields the rebuild covers (`check_fields`, `rebuilt`), are checked
+    # only when the record fails: a record that passes is byte for byte what `build_record`
+    # makes of its replay (`check_content`), so canonical, free of unknown fields and with
+    # those fields right; one that fails is refused for its first fault in the order of the
+    # full checks (`decode_canonical`, then `match_for_record`): the same code as when every
+    # check came first. Unknown fields change nothing read.
+    rec = decode_record(record_bytes)
+    timed = rec.rules.HasField("time_control")
+    visitor = _TimedVerifyVisitor(record_bytes) if timed else _VerifyVisitor(record_bytes)
+    try:
+        return replay(rec, visitor)
+    except RecordError:
+        decode_canonical(record_bytes)
+        match_for_record(rec)
+        raise
 
 
 class _VerifyVisitor(BaseVisitor[int]):
     """Verify's replay: strict, every action at once; at the end the bytes a genuine replay
     gives, and where they differ the precise comparisons first (score lines, scores,
     outcome) for their messages, then the first differing field. The number of hands."""
+
+    rebuilds = True
 
     def __init__(self, record_bytes: bytes) -> None:
         self.record_bytes = record_bytes

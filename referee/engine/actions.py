@@ -42,6 +42,8 @@ __all__ = [
     "action_to_json",
     "check_action",
     "encode",
+    "first_out_of_range",
+    "in_range",
     "kind_of",
     "parse_action",
     "pass_action",
@@ -117,6 +119,29 @@ def action_error(action: int) -> InvalidAction | None:
     if kind == PASS and not (payload & 63) < (payload >> 6 & 63) < (payload >> 12) < 52:
         return InvalidAction(f"{action} is not an action (a pass gives three cards)")
     return None
+
+
+def in_range(action: int, pack: int) -> bool:
+    """Whether the int `action` is in the range of a game played with `pack`: a well-formed
+    action (`action_error`) whose cards are all of the pack."""
+    if 0 <= action < 416 and not action & 7:
+        return pack >> (action >> 3) & 1 != 0  # PLAY: the quick case
+    if action_error(action) is not None:
+        return False
+    kind, payload = action & 7, action >> 3
+    if kind == PASS:
+        return pass_cards(action) & ~pack == 0
+    if kind == PILLE and payload != PILLE_STOP:
+        return pack >> payload & 1 != 0
+    return True
+
+
+def first_out_of_range(actions: list[int], pack: int) -> int:
+    """The index of the first of `actions` not `in_range` of `pack`; -1 when all are."""
+    for i, action in enumerate(actions):
+        if not in_range(action, pack):
+            return i
+    return -1
 
 
 def check_action(action: object) -> None:

@@ -67,6 +67,7 @@ __all__ = [
     "Match",
     "MatchOver",
     "Note",
+    "PhaseEnum",
     "PhaseRule",
     "Rules",
     "ScoreLine",
@@ -296,6 +297,14 @@ class PhaseRule(NamedTuple):
 _NO_PHASES: Final[dict[Enum, PhaseRule]] = {}  # a hand's phase table until its game sets it
 
 
+class PhaseEnum(Enum):
+    """The base of each game's `Phase`: members hashed by identity, in C (an Enum's own hash
+    is Python code, and the phase table is read at every action). Members are singletons
+    compared by identity, so the hash agrees with equality."""
+
+    __hash__ = object.__hash__
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)  # game modules need not be compiled
 class Hand(ABC):
     """One deal played out. The base keeps the trick in progress and plays the cards; a
@@ -303,7 +312,10 @@ class Hand(ABC):
     hooks of its card play."""
 
     def __init__(self, match: Match, number: int, dealer: int, deal: Deal) -> None:
-        self.match = match
+        # The match's scores (its list, which it keeps up to date), not the match: a hand holds
+        # no reference back to its match, so a finished match and its hands are freed when
+        # dropped, without the cycle collector (a third of a verify's time once).
+        self.match_scores = match.scores
         self.rules = match.rules
         self.number = number
         self.dealer = dealer
@@ -566,10 +578,11 @@ class Hand(ABC):
         return {}
 
     def _view_scores(self) -> tuple[Score, ...]:
-        return tuple(self.match.scores)
+        return tuple(self.match_scores)
 
     def score(self, seat: int, kind: str, delta: Score, rule: str, note: str = "") -> None:
-        line = ScoreLine(seat, kind, delta, rule, note, self.cursor)
+        # tuple.__new__: the class's own __new__ is Python code, a frame per line.
+        line = tuple.__new__(ScoreLine, (seat, kind, delta, rule, note, self.cursor))
         self.lines.append(line)
         if self.log_events:
             self.events.append(line)
@@ -619,18 +632,32 @@ class Hand(ABC):
 # --- a match ------------------------------------------------------------------------------
 
 
-@dataclass
 class HandResult:
-    """A hand as it was played: enough to rebuild it, plus what it scored."""
+    """A hand as it was played: enough to rebuild it, plus what it scored. (A plain class:
+    a dataclass's generated `__init__` is Python code, run once a hand.)"""
 
-    number: int
-    dealer: int
-    deal: Deal
-    actions: list[int]
-    action_seats: list[int]
-    lines: list[ScoreLine]
-    scores_after: tuple[Score, ...]
-    hand: Hand
+    def __init__(
+        self,
+        number: int,
+        dealer: int,
+        deal: Deal,
+        actions: list[int],
+        action_seats: list[int],
+        lines: list[ScoreLine],
+        scores_after: tuple[Score, ...],
+        hand: Hand,
+    ) -> None:
+        self.number = number
+        self.dealer = dealer
+        self.deal = deal
+        self.actions = actions
+        self.action_seats = action_seats
+        self.lines = lines
+        self.scores_after = scores_after
+        self.hand = hand
+
+    def __repr__(self) -> str:
+        return f"HandResult(number={self.number}, dealer={self.dealer}, lines={self.lines})"
 
     @property
     def tricks(self) -> list[PlayedTrick]:
@@ -888,8 +915,13 @@ class Match(ABC):
         scores = self.scores
         lines = hand.lines if scored else []
         for line in lines:
-            before = scores[line.seat]
-            scores[line.seat] = tuple(a + b for a, b in zip(before, line.delta, strict=True))
+            seat = line.seat
+            before = scores[seat]
+            delta = line.delta
+            if len(before) == 1 and len(delta) == 1:  # one unit: no generator per line
+                scores[seat] = (before[0] + delta[0],)
+            else:
+                scores[seat] = tuple([a + b for a, b in zip(before, delta, strict=True)])
         self.results.append(
             HandResult(
                 hand.number,

@@ -30,6 +30,7 @@ from tapis_cartes.referee.engine.base import (
     Hand,
     HandResult,
     Match,
+    PhaseEnum,
     PhaseRule,
     Rules,
     Start,
@@ -97,7 +98,7 @@ def lead_mask(qs_counts_as_heart_for_lead: bool) -> int:
     return allowed & ~(1 << QUEEN_SPADES) if qs_counts_as_heart_for_lead else allowed
 
 
-class Phase(Enum):
+class Phase(PhaseEnum):
     PASS = "pass"
     PLAY = "play"
     OVER = "over"
@@ -146,7 +147,11 @@ class DamePiqueHand(Hand):
 
     def _start_play(self) -> None:
         self._phase = Phase.PLAY
-        self.turn = next(s for s in range(4) if self.held[s] >> TWO_CLUBS & 1)
+        held = self.held
+        turn = 0
+        while not held[turn] >> TWO_CLUBS & 1:  # the deal holds 2C (check_cards)
+            turn += 1
+        self.turn = turn
 
     # -- the exchange (DP.PASS) -----------------------------------------------------------
 
@@ -188,21 +193,6 @@ class DamePiqueHand(Hand):
                     self.events.append(CardsPassed(s, (s + off) % 4, passed, passed.bit_count()))
                 self.hands_changed()
             self._start_play()
-
-    def apply_run(self, seats: list[int], actions: list[int], start: int) -> int:
-        # The passes (four at most) are each checked in full; then the card play's run.
-        end = start
-        n = len(actions)
-        match = self.match
-        while self._phase is Phase.PASS and end < n:
-            seat, action = seats[end], actions[end]
-            if action & 7 != PASS or match.refusal(seat, action) is not None:
-                break
-            self._pass_apply(seat, action)
-            self.actions.append(action)
-            self.action_seats.append(seat)
-            end += 1
-        return super().apply_run(seats, actions, end)
 
     # -- the card play (the base's loop, with these hooks) --------------------------------
 
@@ -251,8 +241,9 @@ class DamePiqueHand(Hand):
     def _score(self) -> None:
         self._phase = Phase.OVER
         self.over = True
-        points = [_points(t) for t in self.taken]
-        shooter = next((s for s in range(4) if points[s] == 26), -1)
+        taken = self.taken
+        points = [_points(taken[0]), _points(taken[1]), _points(taken[2]), _points(taken[3])]
+        shooter = points.index(26) if 26 in points else -1
         if shooter >= 0:
             # DP.VOLTE: all 13 hearts and Q♠ to one seat.
             add = self.opts.moon_mode is MoonMode.ADD_TO_OTHERS
@@ -261,7 +252,7 @@ class DamePiqueHand(Hand):
                 self.score(s, "volte", (delta,), "DP.VOLTE", f"seat {shooter} took all 26")
             return
         for s in range(4):
-            self.score(s, "penalty", (points[s],), "DP.SCORE", _points_note(self.taken[s]))
+            self.score(s, "penalty", (points[s],), "DP.SCORE", _points_note(taken[s]))
 
     def describe(self) -> list[str]:
         return [f"exchange: {self.pass_name}" if self.pass_offset else "no exchange"]
@@ -305,12 +296,20 @@ PHASES: dict[Enum, PhaseRule] = {
 }
 
 
-def _points_note(taken: int) -> str:
-    hearts = (taken & HEARTS_MASK).bit_count()
+def _note(hearts: int, queen: bool) -> str:
     parts = [f"{hearts} heart{'s' if hearts != 1 else ''}"] if hearts else []
-    if taken >> QUEEN_SPADES & 1:
+    if queen:
         parts.append("QS")
     return ", ".join(parts)
+
+
+# The note of each penalty: by hearts taken (0..13), then 14 more with Q♠.
+_NOTES: Final = tuple(_note(h, False) for h in range(14)) + tuple(_note(h, True) for h in range(14))
+
+
+def _points_note(taken: int) -> str:
+    """`3 hearts, QS`: what a seat's penalty is made of (DP.SCORE)."""
+    return _NOTES[(taken & HEARTS_MASK).bit_count() + 14 * (taken >> QUEEN_SPADES & 1)]
 
 
 class DamePiqueMatch(Match):

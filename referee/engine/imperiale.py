@@ -79,6 +79,7 @@ from tapis_cartes.referee.engine.base import (
     Hand,
     HandResult,
     Match,
+    PhaseEnum,
     PhaseRule,
     Rules,
     Start,
@@ -249,7 +250,7 @@ FIXED = {
 }
 
 
-class Phase(Enum):
+class Phase(PhaseEnum):
     ANNOUNCE = "announce"  # E1-E5 (moderne steps 1-3), scored as the hand is dealt
     PLAY = "play"
     OVER = "over"

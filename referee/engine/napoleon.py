@@ -46,6 +46,7 @@ from tapis_cartes.referee.engine.base import (
     Hand,
     HandResult,
     Match,
+    PhaseEnum,
     PhaseRule,
     Rules,
     Start,
@@ -120,7 +121,7 @@ def _pack_name(players: int, short_deck: bool) -> str:
     return f"the {4 * (players + 3)}-card short pack ({lowest} and up)"
 
 
-class Phase(Enum):
+class Phase(PhaseEnum):
     BID = "bid"
     PLAY = "play"
     OVER = "over"

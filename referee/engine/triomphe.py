@@ -81,6 +81,7 @@ from tapis_cartes.referee.engine.base import (
     Hand,
     HandResult,
     Match,
+    PhaseEnum,
     PhaseRule,
     Rules,
     Start,
@@ -145,7 +146,7 @@ def _order_text(order: RankOrder) -> str:
     return " ".join(RANK_NAMES[r] for r in ranks)
 
 
-class Phase(Enum):
+class Phase(PhaseEnum):
     PILLAGE = "pillage"  # TRI.PILLE: the robber takes face-up trumps or stops
     PLAY = "play"  # cards (and, before a side's first card, the abandon offer)
     ANSWER = "answer"  # TRI.ABANDON: the other side accepts or refuses the offer

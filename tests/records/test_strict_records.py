@@ -48,6 +48,8 @@ from tapis_cartes.referee.engine.actions import (
     PLAY,
     check_action,
     encode,
+    first_out_of_range,
+    in_range,
     pass_cards,
 )
 from tapis_cartes.referee.engine.cards import iter_cards
@@ -287,6 +289,8 @@ def test_the_range_of_a_pack_is_check_action_and_the_pack(game: str, players: in
         except InvalidAction:
             ok = False
         assert (action in valid) == ok, action
+        assert in_range(action, pack) == ok, action
+    assert first_out_of_range([*samples[:3], -1, 2**53], pack) == 3
 
 
 # --- one encoding ---------------------------------------------------------------------------
@@ -341,6 +345,26 @@ def test_a_card_id_of_2_34_in_a_32_bit_varint_is_not_canonical(
     with pytest.raises(RecordError) as exc:
         verify_record(encode_wire(fields))
     assert exc.value.code == "record-unknown-field"
+
+
+def test_an_unknown_field_in_any_message_is_refused(records: list[tuple[str, bytes]]) -> None:
+    """Verify checks the encoding only when a record fails (a record that passes is the
+    bytes of its rebuild): an unknown field in a free field's message (the deal source, the
+    provenance, a seat) or a replayed one (a hand, its deal, the rules) is still refused as
+    unknown, not copied into the rebuild."""
+    data = next(d for _, d in records if decode_record(d).HasField("deal_source"))
+    assert verify_record(data)
+    # (the path of field numbers down to the message; 5 deal source, 8 provenance, 3 a
+    # seat, 6 a hand, 6/3 its deal, 2 the rules, 7 the outcome)
+    for path in ((5,), (8,), (3,), (6,), (6, 3), (2,), (7,)):
+        fields = parse_wire(data)
+        where = fields
+        for number in path:
+            where = next(f for f in where if f.number == number).value
+        where.append(Wire(99, 0, 1))
+        with pytest.raises(RecordError) as exc:
+            verify_record(encode_wire(fields))
+        assert exc.value.code == "record-unknown-field", path
 
 
 # --- mutants: never a crash, bounded memory, nothing accepted that a replay would not give ---
