@@ -296,17 +296,6 @@ class Store:
 
         await self.write(write)
 
-    async def append_action(
-        self,
-        table_id: str,
-        index: int,
-        seat: int,
-        action: int,
-        elapsed_ms: int = 0,
-        timeout: bool = False,
-    ) -> None:
-        await self.queue_action(table_id, index, seat, action, elapsed_ms, timeout)
-
     def queue_action(
         self,
         table_id: str,

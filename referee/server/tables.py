@@ -1082,7 +1082,7 @@ class Referee:
         """Store a legal action, apply it, publish its events (and the record if it ends the
         match), restart the clocks. Under the table's lock."""
         current = len(table.actions)
-        await _stored(self.store.append_action(table.id, current, seat, action, elapsed, timeout))
+        await _stored(self.store.queue_action(table.id, current, seat, action, elapsed, timeout))
         first = len(table.events)
         try:
             events = table.apply(seat, action, elapsed, timeout)
