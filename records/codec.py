@@ -16,6 +16,7 @@ import hashlib
 import io
 import operator
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ __all__ = [
     "decode_record",
     "envelope",
     "file_chunks",
+    "file_name",
     "read_envelopes",
     "read_frames",
     "record_id",
@@ -428,6 +430,19 @@ def parse_envelope(frame: bytes, name: str, index: int) -> pb.RecordEnvelope:
     return env
 
 
+# A POSIX path that `Path` leaves as it is: components neither empty nor ".", at most one
+# leading slash.
+_PLAIN_PATH = re.compile(r"/?(?!\.(?:/|\Z))[^/]+(?:/(?!\.(?:/|\Z))[^/]+)*\Z")
+
+
+def file_name(path: str | Path) -> str:
+    """A file as messages name it, `str(Path(path))`: a plain path string is that already
+    (returned as it is, without building a `Path`: once a file of `verify DIR/*`)."""
+    if isinstance(path, str) and os.name == "posix" and _PLAIN_PATH.match(path):
+        return path
+    return str(Path(path))
+
+
 def file_chunks(
     path: str | Path, size: int, name: str | None = None
 ) -> Iterator[tuple[int, tuple[bytes, ...]]]:
@@ -436,7 +451,7 @@ def file_chunks(
     file cannot be read to its end, `RecordFileError` (`unreadable`, `not-a-record-file`,
     `truncated`) is raised after the chunks of the whole records before the damage. `name`:
     the file as messages name it (default `str(Path(path))`)."""
-    p = str(Path(path)) if name is None else name
+    p = file_name(path) if name is None else name
     try:
         f = open(path, "rb")  # noqa: SIM115 (closed below)
         total = os.fstat(f.fileno()).st_size

@@ -42,6 +42,7 @@ from tapis_cartes.records.codec import (
     RecordFileError,
     decode_record,
     file_chunks,
+    file_name,
     iter_frames,
     parse_envelope,
     record_id,
@@ -397,7 +398,7 @@ def verify_files(
     def tasks() -> Iterator[VerifyTask]:
         # Pulled by the executor as it has room; a file problem is a task too, in its place.
         for file, path in enumerate(paths):
-            name = str(Path(path))
+            name = file_name(path)
             index = 1  # the next record
             try:
                 for first, frames in file_chunks(path, size, name):

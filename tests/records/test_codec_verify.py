@@ -3,6 +3,7 @@ records, and a decoder/verifier that never crashes on mutated input."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from tapis_cartes.records.codec import (
     decode_record,
     encode_file,
     envelope,
+    file_name,
     iter_frames,
     read_envelopes,
     record_id,
@@ -207,3 +209,14 @@ def test_mutated_files_never_crash(data: st.DataObject) -> None:
             continue
         result = verify_envelope(env)
         assert result.ok or result.error is not None
+
+
+def test_a_file_is_named_as_its_path_names_it() -> None:
+    """`file_name` (a plain path string as it is, without building a `Path`) is
+    `str(Path(path))` for every path of up to five pieces of slashes, dots and names."""
+    pieces = ["a", "/", ".", "..", "b.c", "//", "./", " "]
+    for k in range(1, 6):
+        for parts in itertools.product(pieces, repeat=k):
+            path = "".join(parts)
+            assert file_name(path) == str(Path(path)), path
+            assert file_name(Path(path)) == str(Path(path)), path
