@@ -56,10 +56,25 @@ def store_shard(db: sqlite_utils.Database, rows: Sequence[tuple[Any, ...]]) -> N
         )
 
 
-def _shards(rowids: Sequence[int], size: int, base: Callable[[int, int], Shard]) -> list[Shard]:
-    return [
-        base(rowids[i], rowids[min(i + size, len(rowids)) - 1]) for i in range(0, len(rowids), size)
-    ]
+# A shard holds at most MAX_SHARD records, and at least MIN_SHARD while that many are left.
+MAX_SHARD, MIN_SHARD = 500, 50
+
+
+def _shards(
+    rowids: Sequence[int], size: int | None, workers: int, base: Callable[[int, int], Shard]
+) -> list[Shard]:
+    """The shards of `rowids`: of `size` records each when given; else a quarter of what is
+    left per worker, at most MAX_SHARD records and at least MIN_SHARD (fewer in a small
+    archive: 4 shards a worker at least), so that the last shards are small and the workers
+    finish together."""
+    out = []
+    i, n, share = 0, len(rowids), 4 * max(1, workers)
+    least = min(MIN_SHARD, -(-n // share))
+    while i < n:
+        step = size or min(MAX_SHARD, max(least, -(-(n - i) // share)))
+        out.append(base(rowids[i], rowids[min(i + step, n) - 1]))
+        i += step
+    return out
 
 
 def _pending(
@@ -117,15 +132,15 @@ def rescore(
         total = int(db.execute(f"SELECT count(*) FROM records WHERE {where}", params).fetchone()[0])
         pending = _pending(db, where, params, run_id if continued else None)
         resumed = total - len(pending)
-        size = shard_size or max(1, min(500, -(-len(pending) // (4 * max(1, workers)))))
         frozen = tuple(sorted(changes.items()))
         path = str(Path(db_path).resolve())
         shards = _shards(
             pending,
-            size,
+            shard_size,
+            workers,
             lambda lo, hi: Shard(path, run_id, lo, hi, game_name, frozen),
         )
-        executor = executor or make_executor("local", workers)
+        executor = executor or make_executor("local", workers, caller_works=True)
         done = resumed
         if progress is not None:
             progress(done, total)
