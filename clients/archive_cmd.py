@@ -218,8 +218,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     bar = Progress("re-scoring", not args.json)
     try:
-        # This process, the one writer, is one of the workers (it stores little).
-        executor = make_executor(args.engine, workers, args.scheduler, caller_works=True)
+        executor = make_executor(args.engine, workers, args.scheduler)
         summary = rescore(
             args.db, changes, args.game, executor, workers=workers, progress=bar.update
         )

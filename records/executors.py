@@ -5,8 +5,7 @@ An `Executor` runs a function over tasks and yields each task with its result as
 so an interrupted job keeps everything stored so far.
 
 - `SerialExecutor`: in this process, one task after another.
-- `LocalPoolExecutor(workers, caller_works)`: a local process pool (fresh interpreters,
-  `spawn`), or with `caller_works` the caller and a pool of one process fewer; at most
+- `LocalPoolExecutor(workers)`: a local process pool (fresh interpreters, `spawn`); at most
   two tasks queued per worker, so a long job holds little memory. The workers ignore Ctrl-C
   (SIGINT, which a terminal sends to them too, even while they start): the caller is
   interrupted, at a point where the pool is not halfway through its own bookkeeping; a job
@@ -64,54 +63,34 @@ class SerialExecutor:
 
 
 class LocalPoolExecutor:
-    """A local process pool (fresh interpreters: `spawn`), at most 2 tasks queued per worker.
-    With `caller_works`, the calling process is one of the `workers`: the pool has one
-    process fewer, and the caller runs a task itself whenever no result waits to be taken
-    (a machine with as many cores as workers then runs one process per core, the caller's
-    own work, storing results, included; and it starts one interpreter fewer)."""
+    """A local process pool (fresh interpreters: `spawn`), at most 2 tasks queued per worker."""
 
-    def __init__(self, workers: int, caller_works: bool = False) -> None:
+    def __init__(self, workers: int) -> None:
         self.workers = max(1, workers)
-        self.caller_works = caller_works
 
     def map_tasks(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        processes = self.workers - 1 if self.caller_works else self.workers
-        if processes < 1:
-            yield from SerialExecutor().map_tasks(fn, tasks)
-            return
         ctx = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_ignore_interrupt)
+        pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_ignore_interrupt)
         todo = iter(tasks)
         running: dict[Future[R], T] = {}
-        left = True  # whether `todo` may have tasks left
-
-        def take() -> list[T]:
-            """The next task, as a list of one; [] when there is none left."""
-            nonlocal left
-            for task in todo:
-                return [task]
-            left = False
-            return []
 
         def submit_next() -> None:
-            for task in take():
+            task = next(todo, None)
+            if task is not None:
                 with _interrupt_blocked():  # a submit may start a worker
                     running[pool.submit(fn, task)] = task
 
         try:
             with _InterruptDeferred():
-                for _ in range(2 * processes):
+                for _ in range(2 * self.workers):
                     submit_next()
-            while running or (self.caller_works and left):
-                mine: list[T] = []
+            while running:
                 with _InterruptDeferred() as interrupt:
-                    done = {fut for fut in running if fut.done()} if self.caller_works else set()
-                    if not done and self.caller_works:
-                        mine = take()
-                    while running and not done and not mine:  # polled: a Ctrl-C stops it
+                    done: set[Future[R]] = set()
+                    while not done:  # polled: a Ctrl-C noted meanwhile stops the wait
                         done, _ = wait(running, timeout=0.1, return_when=FIRST_COMPLETED)
                         interrupt.raise_if_seen()
                     finished = []
@@ -120,8 +99,6 @@ class LocalPoolExecutor:
                         submit_next()
                 for task, fut in finished:
                     yield task, fut.result()
-                for task in mine:  # run here, as the serial executor would
-                    yield task, fn(task)
         except BaseException:  # Ctrl-C, a task's error, or the caller stopped (GeneratorExit)
             _stop_now(pool)
             raise
@@ -287,15 +264,12 @@ def map_in_order(
             close()  # stop a pool's workers now, not when collected
 
 
-def make_executor(
-    engine: str, workers: int = 1, scheduler: str | None = None, caller_works: bool = False
-) -> Executor:
-    """The executor for `--engine local|dask` (local: in this process for one worker; with
-    `caller_works`, this process is one of the workers: `LocalPoolExecutor`)."""
+def make_executor(engine: str, workers: int = 1, scheduler: str | None = None) -> Executor:
+    """The executor for `--engine local|dask` (local: in this process for one worker)."""
     if engine == "local":
         if scheduler is not None:
             raise ExecutorError("--scheduler is for --engine dask")
-        return SerialExecutor() if workers <= 1 else LocalPoolExecutor(workers, caller_works)
+        return SerialExecutor() if workers <= 1 else LocalPoolExecutor(workers)
     if engine == "dask":
         return DaskExecutor(scheduler, workers)
     raise ExecutorError(f"unknown engine {engine!r}; expected local or dask")

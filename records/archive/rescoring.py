@@ -140,7 +140,7 @@ def rescore(
             workers,
             lambda lo, hi: Shard(path, run_id, lo, hi, game_name, frozen),
         )
-        executor = executor or make_executor("local", workers, caller_works=True)
+        executor = executor or make_executor("local", workers)
         done = resumed
         if progress is not None:
             progress(done, total)

@@ -54,19 +54,6 @@ def test_a_finished_job_gives_every_result_in_order_like_the_serial_one() -> Non
     assert pool == serial == tasks
 
 
-def test_a_pool_whose_caller_works_runs_tasks_in_both_and_gives_every_result() -> None:
-    tasks = [0.01 * (i % 3) for i in range(40)]
-    got = list(LocalPoolExecutor(2, caller_works=True).map_tasks(_pid_after, tasks))
-    assert sorted(t for t, _ in got) == sorted(tasks)
-    # one pool process (it takes the first tasks, queued before the caller takes any) and
-    # the caller itself
-    assert len({pid for _, pid in got}) == 2 and os.getpid() in {pid for _, pid in got}
-    serial = [
-        t for t, _ in map_in_order(LocalPoolExecutor(1, caller_works=True), _pid_after, tasks)
-    ]
-    assert serial == tasks  # one worker: the caller alone, in order
-
-
 STORM = textwrap.dedent(
     """
     import os, random, signal, sys, threading
