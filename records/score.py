@@ -4,10 +4,12 @@ options changed), with the first score line that differs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tapis_cartes.records.codec import score_from_pb, score_getter
+from tapis_cartes.records.codec import score_from_pb
 from tapis_cartes.records.replay import BaseVisitor, replay
 from tapis_cartes.referee.engine import (
     IllegalAction,
@@ -48,6 +50,14 @@ class _ChangedVisitor(BaseVisitor[Match]):
     """The replay under changed options: the match; a fault is `NotReplayable`, with the rule
     that refused (the engine's), the option that does not hold, or the record's fault."""
 
+    # Every field the engine reads is checked before the replay (records/strict.py: nothing
+    # out of its game's range reaches the engine, whoever changed the record). The fields it
+    # never reads, which `check_fields` leaves to verify's rebuild (the score lines' and
+    # scores' units, the scores after each hand, the outcome), are not checked again here:
+    # the report quotes them as the record has them (`first_diff`, the old scores and
+    # winners); verifying them is `tapis record verify`'s job, and `archive add` did.
+    rebuilds = True
+
     def handle_error(self, error: RecordError, cause: TapisError | None) -> None:
         if isinstance(cause, IllegalAction):
             raise NotReplayable(cause.rule, f"hand {error.hand}: {cause}") from None
@@ -66,26 +76,39 @@ def first_diff(
     units: tuple[str, ...], rec: pb.GameRecord, new: Sequence[Sequence[ScoreLine]]
 ) -> dict[str, Any] | None:
     """The first score line, hand by hand, that is not the same after re-scoring."""
-    get = score_getter(units)
+    key = _line_key(units)
     hands = rec.hands
     for h in range(max(len(hands), len(new))):
         old_lines = hands[h].lines if h < len(hands) else ()
         new_lines = new[h] if h < len(new) else ()
-        for i in range(max(len(old_lines), len(new_lines))):
-            o = old_lines[i] if i < len(old_lines) else None
-            n = new_lines[i] if i < len(new_lines) else None
-            old = None if o is None else (o.seat, o.kind, get(o.delta), o.rule)
-            if n is not None and old == (n.seat, n.kind, n.delta, n.rule):
-                continue
-            return {
-                "hand": h + 1,
-                "line": i + 1,
-                "old_rule": old[3] if old else "",
-                "new_rule": n.rule if n else "",
-                "old": [old[0], old[1], list(old[2])] if old else None,
-                "new": [n.seat, n.kind, list(n.delta)] if n else None,
-            }
+        # A hand's lines as flat tuples (seat, kind, each unit, rule), compared at once: the
+        # record's read in C (`key`), the line that differs looked for only when one does.
+        old_keys = list(map(key, old_lines))
+        new_keys = [(n[0], n[1], *n[2], n[3]) for n in new_lines]  # seat, kind, delta, rule
+        if old_keys == new_keys:
+            continue
+        i = next(
+            (i for i, (o, n) in enumerate(zip(old_keys, new_keys, strict=False)) if o != n),
+            min(len(old_keys), len(new_keys)),
+        )
+        o = old_keys[i] if i < len(old_keys) else None
+        n = new_lines[i] if i < len(new_lines) else None
+        return {
+            "hand": h + 1,
+            "line": i + 1,
+            "old_rule": o[-1] if o else "",
+            "new_rule": n.rule if n else "",
+            "old": [o[0], o[1], list(o[2:-1])] if o else None,
+            "new": [n.seat, n.kind, list(n.delta)] if n else None,
+        }
     return None
+
+
+@functools.cache
+def _line_key(units: tuple[str, ...]) -> Callable[[pb.ScoreLine], tuple[Any, ...]]:
+    """A function from a record's score line to (seat, kind, its delta in each of `units`,
+    rule): one C call."""
+    return operator.attrgetter("seat", "kind", *(f"delta.{u}" for u in units), "rule")
 
 
 def _units(rec: pb.GameRecord) -> tuple[str, ...]:

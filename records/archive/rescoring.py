@@ -2,16 +2,14 @@
 under its own rules with some options changed (the deals and actions are kept;
 records/rescore.py re-scores one record) and stores the new scores and winners in
 `rescore_runs` / `rescore_results`. The work is split in shards of rowid ranges that the
-tasks read themselves (read-only); an executor runs them (in this process, on a local
-process pool, or on Dask) and the caller, the one writer, stores each shard's results in its
-own transaction. An interrupted run is continued by the same call.
+tasks read themselves (read-only; records/archive/shards.py); an executor runs them (in this
+process, on a local process pool, or on Dask) and the caller, the one writer, stores each
+shard's results in its own transaction. An interrupted run is continued by the same call.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,77 +17,14 @@ import sqlite_utils
 
 from tapis_cartes.records.archive.query import where_sql
 from tapis_cartes.records.archive.schema import ArchiveError, now, open_archive, to_json
+from tapis_cartes.records.archive.shards import NOT_DONE, Shard, run_shard
 from tapis_cartes.records.archive.summary import summarize
-from tapis_cartes.records.codec import decode_record
 from tapis_cartes.records.executors import Executor, make_executor
-from tapis_cartes.records.rescore import Rescored, RescoreSummary, rescore_record
+from tapis_cartes.records.rescore import RescoreSummary
 from tapis_cartes.referee.engine import RulesError, find_game, make_rules
 from tapis_cartes.referee.engine.options import Option
-from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["Shard", "check_changes", "rescore", "run_shard", "store_shard"]
-
-
-def _result_row(run_id: int, r: Rescored) -> tuple[Any, ...]:
-    """A `rescore_results` row (made by the task, so the writer only inserts)."""
-    return (
-        run_id,
-        r.record_id,
-        r.status,
-        r.rule,
-        r.detail,
-        to_json(r.old_scores),
-        None if r.new_scores is None else to_json(r.new_scores),
-        to_json(r.old_winners),
-        None if r.new_winners is None else to_json(r.new_winners),
-        None if r.first_diff is None else to_json(r.first_diff),
-        int(r.old_finished),
-        None if r.new_finished is None else int(r.new_finished),
-    )
-
-
-@dataclass(frozen=True)
-class Shard:
-    """A task: the pending records of one run with rowid in [lo, hi] (and the game filter)."""
-
-    db_path: str
-    run_id: int
-    lo: int
-    hi: int
-    game: str
-    changes: tuple[tuple[str, Option], ...]
-
-
-def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
-    """Read the shard's records from the archive (read-only), re-score them, and return the
-    `rescore_results` rows."""
-    uri = Path(shard.db_path).as_uri() + "?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True, timeout=30)
-        try:
-            where, params = where_sql(shard.game or None)
-            rows = conn.execute(
-                f"SELECT record_id, envelope FROM records WHERE {where} "
-                "AND rowid BETWEEN ? AND ? AND record_id NOT IN "
-                "(SELECT record_id FROM rescore_results WHERE run_id = ?) ORDER BY rowid",
-                [*params, shard.lo, shard.hi, shard.run_id],
-            ).fetchall()
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        import socket
-
-        raise ArchiveError(
-            f"{socket.gethostname()} cannot read the archive {shard.db_path}: {exc} "
-            "(every worker must see the archive at this path)"
-        ) from None
-    changes = dict(shard.changes)
-    out = []
-    for rid, env_bytes in rows:
-        env = pb.RecordEnvelope.FromString(env_bytes)
-        rescored = rescore_record(rid, decode_record(env.record), changes)
-        out.append(_result_row(shard.run_id, rescored))
-    return out
 
 
 def _run_for(db: sqlite_utils.Database, options: str, game: str) -> tuple[int, bool]:
@@ -121,10 +56,38 @@ def store_shard(db: sqlite_utils.Database, rows: Sequence[tuple[Any, ...]]) -> N
         )
 
 
-def _shards(rowids: Sequence[int], size: int, base: Callable[[int, int], Shard]) -> list[Shard]:
-    return [
-        base(rowids[i], rowids[min(i + size, len(rowids)) - 1]) for i in range(0, len(rowids), size)
-    ]
+# A shard holds at most MAX_SHARD records, and at least MIN_SHARD while that many are left.
+MAX_SHARD, MIN_SHARD = 500, 50
+
+
+def _shards(
+    rowids: Sequence[int], size: int | None, workers: int, base: Callable[[int, int], Shard]
+) -> list[Shard]:
+    """The shards of `rowids`: of `size` records each when given; else a quarter of what is
+    left per worker, at most MAX_SHARD records and at least MIN_SHARD (fewer in a small
+    archive: 4 shards a worker at least), so that the last shards are small and the workers
+    finish together."""
+    out = []
+    i, n, share = 0, len(rowids), 4 * max(1, workers)
+    least = min(MIN_SHARD, -(-n // share))
+    while i < n:
+        step = size or min(MAX_SHARD, max(least, -(-(n - i) // share)))
+        out.append(base(rowids[i], rowids[min(i + step, n) - 1]))
+        i += step
+    return out
+
+
+def _pending(
+    db: sqlite_utils.Database, where: str, params: list[Any], run_id: int | None
+) -> list[int]:
+    """The rowids of the selected records still to re-score in run `run_id` (None: a new run,
+    every selected record), ascending. Read from an index, sorted here: ordered by rowid,
+    SQLite would read the records table itself, envelopes and all."""
+    if run_id is None:
+        sql, args = f"SELECT rowid FROM records WHERE {where}", params
+    else:
+        sql, args = f"SELECT rowid FROM records WHERE {where} AND {NOT_DONE}", [*params, run_id]
+    return sorted(r[0] for r in db.execute(sql, args))
 
 
 def check_changes(
@@ -164,24 +127,17 @@ def rescore(
                 raise ArchiveError(str(exc)) from None
         check_changes(db, changes, game_name or None)
         options = to_json(dict(changes))
-        run_id, _ = _run_for(db, options, game_name)
+        run_id, continued = _run_for(db, options, game_name)
         where, params = where_sql(game_name or None)
         total = int(db.execute(f"SELECT count(*) FROM records WHERE {where}", params).fetchone()[0])
-        pending = [
-            int(r[0])
-            for r in db.execute(
-                f"SELECT rowid FROM records WHERE {where} AND record_id NOT IN "
-                "(SELECT record_id FROM rescore_results WHERE run_id = ?) ORDER BY rowid",
-                [*params, run_id],
-            )
-        ]
+        pending = _pending(db, where, params, run_id if continued else None)
         resumed = total - len(pending)
-        size = shard_size or max(1, min(500, -(-len(pending) // (4 * max(1, workers)))))
         frozen = tuple(sorted(changes.items()))
         path = str(Path(db_path).resolve())
         shards = _shards(
             pending,
-            size,
+            shard_size,
+            workers,
             lambda lo, hi: Shard(path, run_id, lo, hi, game_name, frozen),
         )
         executor = executor or make_executor("local", workers)

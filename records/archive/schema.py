@@ -16,11 +16,12 @@ import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from tapis_cartes.referee.errors import ArchiveError
+
+if TYPE_CHECKING:  # imported where an archive is opened: a re-scoring worker never loads it
+    import sqlite_utils
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -47,6 +48,8 @@ def open_archive(path: str | Path, create: bool = True) -> sqlite_utils.Database
     """The archive at `path`, its tables made if missing; `ArchiveError` if it does not exist
     (or is not an archive: another SQLite file, an empty file) and `create` is false, or if it
     is not an SQLite file."""
+    import sqlite_utils
+
     p = Path(path)
     if not create and not p.is_file():
         raise ArchiveError(f"{p}: no such archive")

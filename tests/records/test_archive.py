@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -243,6 +244,25 @@ def test_rescore_not_replayable_is_counted_with_its_rule(archive: Path, tmp_path
     assert bad.returncode == 2 and "unknown option 'no_such_option'" in bad.stderr
     bad = tapis("archive", "rescore", db, "--set", "end_threshold")
     assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
+
+
+def test_rescore_of_a_record_whose_bytes_were_changed_in_the_file(
+    archive: Path, tmp_path: Path
+) -> None:
+    """An archive is a file anyone may change: a stored envelope that no longer decodes, or
+    whose record does not, is not replayable; the run goes on."""
+    db = copy_of(archive, tmp_path)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE records SET envelope = ? WHERE rowid = 1", [b"\xff" * 9])
+        record = pb.RecordEnvelope(record=b"\x08\x01\x12").SerializeToString()
+        conn.execute("UPDATE records SET envelope = ? WHERE rowid = 2", [record])
+    conn.close()
+    done = tapis("archive", "rescore", db, *SET, "--workers", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert (got["scored"], got["not_replayable"]) == (N - 2, 2)
+    assert got["refusals"] == {"record:decode": 2}
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

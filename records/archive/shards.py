@@ -1,0 +1,111 @@
+"""The task of a re-scoring run (records/archive/rescoring.py), as a worker runs it: `Shard`,
+the pending records of a run in a range of rowids, and `run_shard`, which reads them from the
+archive (read-only), re-scores them and returns their `rescore_results` rows. A worker
+imports this module alone: plain `sqlite3`, no sqlite-utils (nor what it loads), so that a
+worker process starts quickly.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from tapis_cartes.records.archive.schema import to_json
+from tapis_cartes.records.codec import decode_record
+from tapis_cartes.records.rescore import Rescored, rescore_record
+from tapis_cartes.referee.engine import RecordError
+from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.errors import ArchiveError
+from tapis_cartes.v1 import record_pb2 as pb
+
+__all__ = ["NOT_DONE", "Shard", "result_row", "run_shard"]
+
+# A record without a result in the run (`?`: the run id): looked up in the results' primary
+# key, record by record. (`record_id NOT IN (SELECT ...)` would build the list of the run's
+# results afresh for each shard: a cost that grows with the results stored so far.)
+NOT_DONE = (
+    "NOT EXISTS (SELECT 1 FROM rescore_results r "
+    "WHERE r.run_id = ? AND r.record_id = records.record_id)"
+)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A task: the pending records of one run with rowid in [lo, hi] (and the game filter:
+    a canonical game name, or "" for every game)."""
+
+    db_path: str
+    run_id: int
+    lo: int
+    hi: int
+    game: str
+    changes: tuple[tuple[str, Option], ...]
+
+
+def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
+    """Read the shard's records from the archive (read-only), re-score them, and return the
+    `rescore_results` rows."""
+    uri = Path(shard.db_path).as_uri() + "?mode=ro"
+    game, params = ("game = ?", [shard.game]) if shard.game else ("1", [])
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=30)
+        try:
+            rows = conn.execute(
+                f"SELECT record_id, envelope FROM records WHERE {game} "
+                f"AND rowid BETWEEN ? AND ? AND {NOT_DONE} ORDER BY rowid",
+                [*params, shard.lo, shard.hi, shard.run_id],
+            ).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        import socket
+
+        raise ArchiveError(
+            f"{socket.gethostname()} cannot read the archive {shard.db_path}: {exc} "
+            "(every worker must see the archive at this path)"
+        ) from None
+    changes = dict(shard.changes)
+    run_id = shard.run_id
+    return [result_row(run_id, _rescored(rid, env, changes)) for rid, env in rows]
+
+
+def _rescored(rid: str, envelope: bytes, changes: dict[str, Option]) -> Rescored:
+    """One stored record re-scored; not replayable (rule `record:decode`, ...) when its
+    stored bytes no longer decode (the archive is a file anyone may have changed)."""
+    try:
+        rec = decode_record(pb.RecordEnvelope.FromString(envelope).record)
+    except (DecodeError, RecordError) as exc:
+        code = exc.code if isinstance(exc, RecordError) else "decode"
+        detail = str(exc) if isinstance(exc, RecordError) else "the envelope does not decode"
+        return Rescored(rid, "not-replayable", f"record:{code}", detail, [], None, [], None, None)
+    return rescore_record(rid, rec, changes)
+
+
+def _ints_json(value: list[int] | list[list[int]]) -> str:
+    """The archive's JSON (`schema.to_json`) of a list of ints, or of lists of ints (scores,
+    winners), made by `repr` in C: the same text without its spaces. Anything else (it never
+    is) goes through `json`."""
+    text = repr(value).replace(" ", "")
+    return to_json(value) if text.strip("[]-0123456789,") else text
+
+
+def result_row(run_id: int, r: Rescored) -> tuple[Any, ...]:
+    """A `rescore_results` row (made by the task, so the writer only inserts)."""
+    return (
+        run_id,
+        r.record_id,
+        r.status,
+        r.rule,
+        r.detail,
+        _ints_json(r.old_scores),
+        None if r.new_scores is None else _ints_json(r.new_scores),
+        _ints_json(r.old_winners),
+        None if r.new_winners is None else _ints_json(r.new_winners),
+        None if r.first_diff is None else to_json(r.first_diff),
+        int(r.old_finished),
+        None if r.new_finished is None else int(r.new_finished),
+    )
