@@ -79,9 +79,10 @@ class BaseVisitor(Generic[T]):
     without it)."""
 
     replays: ClassVar[bool] = True  # False: walked through the record without the engine
-    # True: the record is compared with its rebuild at the end (verify), which covers the
-    # fields `check_fields` leaves to it (`rebuilt`).
-    rebuilds: ClassVar[bool] = False
+    # True: only the fields the engine reads are checked before the replay (`check_fields`,
+    # `engine_only`); the others are the visitor's: verify compares the record with its
+    # rebuild at the end, a re-score quotes them as the record has them.
+    engine_fields_only: ClassVar[bool] = False
 
     rec: pb.GameRecord
     match: Match
@@ -168,7 +169,7 @@ def replay(
     seed: bytes | None = None
     visitor.rec = rec
     try:
-        match, units, actions = _checked_match(rec, type(visitor).rebuilds)
+        match, units, actions = _checked_match(rec, type(visitor).engine_fields_only)
     except RecordError as exc:
         visitor.handle_error(exc, None)
         return visitor.result()  # a lenient visitor: nothing can be replayed
@@ -343,9 +344,9 @@ def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
 
 
 def _checked_match(
-    rec: pb.GameRecord, rebuilt: bool = False
+    rec: pb.GameRecord, engine_only: bool = False
 ) -> tuple[Match, tuple[str, ...], list[list[int]]]:
-    """`match_for_record`, and each hand's actions as a list (`check_fields`, `rebuilt`)."""
+    """`match_for_record`, and each hand's actions as a list (`check_fields`, `engine_only`)."""
     rules, units = _record_rules(rec.rules.SerializeToString(deterministic=True))
     if len(rec.seats) != rules.players:
         raise RecordError("seats", f"{len(rec.seats)} seats for {rules.players} players")
@@ -354,7 +355,7 @@ def _checked_match(
         match = new_match(rules, start, log_events=False)
     except RulesError as exc:
         raise RecordError("start", f"the start scores do not hold: {exc}") from None
-    return match, units, check_fields(rec, match, units, rebuilt)
+    return match, units, check_fields(rec, match, units, engine_only)
 
 
 @functools.lru_cache(maxsize=256)

@@ -56,7 +56,7 @@ class _ChangedVisitor(BaseVisitor[Match]):
     # scores' units, the scores after each hand, the outcome), are not checked again here:
     # the report quotes them as the record has them (`first_diff`, the old scores and
     # winners); verifying them is `tapis record verify`'s job, and `archive add` did.
-    rebuilds = True
+    engine_fields_only = True
 
     def handle_error(self, error: RecordError, cause: TapisError | None) -> None:
         if isinstance(cause, IllegalAction):

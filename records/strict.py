@@ -319,9 +319,9 @@ def _hand(
     pack: int,
     units: tuple[str, ...],
     h: int,
-    rebuilt: bool,
+    engine_only: bool,
 ) -> list[int]:
-    """One hand's fields (with `rebuilt`, not its scores: see `check_fields`); its actions,
+    """One hand's fields (with `engine_only`, not its scores: see `check_fields`); its actions,
     as a list. The happy path builds no text: a message is made for a fault."""
     if hand.number != number:
         raise RecordError("hand-number", f"numbered {hand.number}, expected {number}", hand=h)
@@ -346,7 +346,7 @@ def _hand(
     if a >= 0:
         _action(actions[a], pack, h, a + 1)
         raise AssertionError(f"action {actions[a]} is out of range")  # _action raised
-    if rebuilt:
+    if engine_only:
         return actions
     # The units a score may not hold (the seats and actions of the score lines are compared
     # with the rules' own lines after the replay: `score-lines`).
@@ -388,22 +388,22 @@ def _line_fault(hand: pb.HandRecord, units: tuple[str, ...], h: int) -> None:
 
 
 def check_fields(
-    rec: pb.GameRecord, match: Match, units: tuple[str, ...], rebuilt: bool = False
+    rec: pb.GameRecord, match: Match, units: tuple[str, ...], engine_only: bool = False
 ) -> list[list[int]]:
     """Every field of a record against its game (`match`: a new match of its rules), before
     any of it is replayed; `RecordError` at the first fault. The rules and start are checked
     already (`check_rules_fields`, `check_start`). Returns each hand's actions as a list
     (read from the record once: the replay takes them).
 
-    `rebuilt`: the record is then compared with its rebuild (`check_content`: verify), so
-    the fields the engine never reads and the rebuild makes afresh, never copies (the seats'
-    teams, the score lines' and scores' units, the scores after each hand, the outcome's
-    winners, resignation and scores, and an untimed record's clocks: none), are left to that
-    comparison; whoever then finds a fault runs the full checks first, for the same code
-    (records/verify.py)."""
+    `engine_only`: only the fields the engine reads are checked. Those it never reads (the
+    seats' teams, the score lines' and scores' units, the scores after each hand, the
+    outcome's winners, resignation and scores, and an untimed record's clocks: none) are left
+    to whoever needs them: verify compares the record with its rebuild (`check_content`),
+    which makes them afresh, never copies them, and where it finds a fault runs the full
+    checks first, for the same code (records/verify.py); a re-score quotes them as they are."""
     players = match.players
     pack = match.pack
-    teams = None if rebuilt else [match.team_of(s) for s in range(players)]
+    teams = None if engine_only else [match.team_of(s) for s in range(players)]
     for s, seat in enumerate(rec.seats[:]):
         if len(seat.name) > MAX_NAME:  # the place is made into text only for a fault
             _text(seat.name, f"seats[{s}].name", MAX_NAME)
@@ -428,18 +428,18 @@ def check_fields(
                 )
     first = rec.start.hand_number
     actions = [
-        _hand(hand, first + h - 1, players, pack, units, h, rebuilt)
+        _hand(hand, first + h - 1, players, pack, units, h, engine_only)
         for h, hand in enumerate(rec.hands[:], 1)
     ]
     out = rec.outcome
-    if not rebuilt:
+    if not engine_only:
         _outcome(out, players, units)
     _text(out.reason, "outcome.reason")
     p = rec.provenance
     _text(p.source, "provenance.source")
     _text(p.reference, "provenance.reference")
     _text(p.played_at, "provenance.played_at")
-    if not rebuilt or rec.rules.HasField("time_control"):
+    if not engine_only or rec.rules.HasField("time_control"):
         check_timing(rec, players)
     return actions
 

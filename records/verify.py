@@ -216,7 +216,7 @@ class _VerifyVisitor(BaseVisitor[int]):
     gives, and where they differ the precise comparisons first (score lines, scores,
     outcome) for their messages, then the first differing field. The number of hands."""
 
-    rebuilds = True
+    engine_fields_only = True
 
     def __init__(self, record_bytes: bytes) -> None:
         self.record_bytes = record_bytes
