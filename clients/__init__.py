@@ -5,8 +5,9 @@ loaded when first used (the command line does not load the SDK it does not need)
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from tapis_cartes.lazy import load
 
 if TYPE_CHECKING:
     from tapis_cartes.clients.arena import play_match
@@ -61,7 +62,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _FROM.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    return load(__name__, name, _FROM)

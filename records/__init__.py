@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tapis_cartes.lazy import load
+
 if TYPE_CHECKING:
     from tapis_cartes.records.library import (
         Hand,
@@ -45,8 +47,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from tapis_cartes.records import library
-
-        return getattr(library, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return load(__name__, name, dict.fromkeys(__all__, "library"))

@@ -15,8 +15,9 @@ one of its names is first used: a re-scoring worker loads only `shards`):
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from tapis_cartes.lazy import load
 
 if TYPE_CHECKING:
     from tapis_cartes.records.archive.add import (
@@ -88,11 +89,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _FROM.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if "." not in module:
-        module = f"{__name__}.{module}"
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return load(__name__, name, _FROM)
