@@ -69,7 +69,7 @@ from tapis_cartes.referee.engine.actions import (
     pass_cards,
     pass_choices,
 )
-from tapis_cartes.referee.engine.cards import card_str, iter_cards
+from tapis_cartes.referee.engine.cards import card_str, distinct_mask, iter_cards
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.v1 import record_pb2 as pb
@@ -299,8 +299,9 @@ def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
         _cards_in_pack(talon, pack, f"{where(h - 1)}.talon", h)
     deck = deal.deck
     if deck:
-        _cards_in_pack(deck, pack, f"{where(h - 1)}.deck", h)
-        if len(set(deck)) != len(deck):
+        mask = distinct_mask(deck)  # -1: a card twice, or no card
+        if mask < 0 or mask & ~pack:  # which fault, looked for only when there is one
+            _cards_in_pack(deck, pack, f"{where(h - 1)}.deck", h)
             raise RecordError(
                 "deal:duplicate-card", f"{where(h - 1)}.deck: a card appears twice", hand=h
             )

@@ -41,6 +41,7 @@ __all__ = [
     "card_str",
     "cards_of",
     "deck_of_ranks",
+    "distinct_mask",
     "iter_cards",
     "mask_of",
     "mask_str",
@@ -138,6 +139,18 @@ def mask_of(cards: Iterable[int]) -> int:
     for c in cards:
         m |= 1 << c
     return m
+
+
+def distinct_mask(cards: bytes) -> int:
+    """The mask of `cards` (one card id a byte), or -1 when one is no card (52 or more) or
+    appears twice: one pass of native code (a record's pack of 52 cards, checked once a
+    hand)."""
+    mask = 0
+    for c in cards:
+        if c >= 52 or mask >> c & 1:
+            return -1
+        mask |= 1 << c
+    return mask
 
 
 def iter_cards(mask: int) -> Iterator[int]:

@@ -28,6 +28,7 @@ from tapis_cartes.referee.engine.cards import (
     card_str,
     cards_of,
     deck_of_ranks,
+    distinct_mask,
     iter_cards,
     mask_of,
     mask_str,
@@ -192,6 +193,16 @@ def test_mask_of_and_iter_cards() -> None:
     assert mask_of(cs + cs) == m  # a set: duplicates collapse
     assert mask_of(iter_cards(FULL_DECK)) == FULL_DECK
     assert cards_of(FULL_DECK) == list(range(52))
+
+
+def test_distinct_mask_refuses_a_card_twice_or_no_card() -> None:
+    cs = [parse_card(t) for t in ("QH", "2S", "AC", "10D")]
+    assert distinct_mask(bytes(cs)) == mask_of(cs)
+    assert distinct_mask(bytes(range(52))) == FULL_DECK
+    assert distinct_mask(b"") == 0
+    assert distinct_mask(bytes(cs + cs[:1])) == -1  # a card twice
+    assert distinct_mask(bytes([*cs, 52])) == -1  # no card
+    assert distinct_mask(bytes([255])) == -1
 
 
 def test_mask_str_orders_by_suit_then_strength() -> None:
