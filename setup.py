@@ -52,6 +52,7 @@ COMPILED = [
     "referee/engine/napoleon.py",
     "referee/engine/triomphe.py",
     "referee/engine/imperiale.py",
+    "referee/engine/wire.py",
 ]
 STAMP = "referee/engine/_compiled.json"
 

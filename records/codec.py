@@ -33,6 +33,7 @@ from tapis_cartes.records.clocks import (
     iter_hand_timing,
 )
 from tapis_cartes.referee.engine import Deal, Match, RecordError, Rules, ScoreLine, Start, find_game
+from tapis_cartes.referee.engine.base import HandResult
 from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.referee.errors import OutputError, RecordFileError
 from tapis_cartes.v1 import record_pb2 as pb
@@ -54,9 +55,11 @@ __all__ = [
     "envelope",
     "file_chunks",
     "file_name",
+    "hand_scores",
     "read_envelopes",
     "read_frames",
     "record_id",
+    "record_shell",
     "rules_to_pb",
     "score_from_pb",
     "score_getter",
@@ -182,12 +185,7 @@ def build_record(
         _deal_to_pb(result.deal, decks[i] if i < len(decks) else None, hand.deal)
         hand.seats = bytes(result.action_seats)
         hand.actions.extend(result.actions)
-        # The score lines and scores, each serialized once per distinct value (most repeat
-        # from hand to hand), merged into the hand in one call: the same message.
-        hand.MergeFromString(
-            b"".join([_line_field(line, units) for line in result.lines])
-            + b"".join([_score_field(score, units) for score in result.scores_after])
-        )
+        hand.MergeFromString(hand_scores(result, units))
     live = match.hand
     if live is not None and not live.over:
         # A hand in progress (a stopped table): its deal and actions so far, no scores yet.
@@ -203,22 +201,76 @@ def build_record(
         for hand, (elapsed, timeouts) in zip(hands, iter_hand_timing(timing, sizes), strict=True):
             hand.elapsed_ms.extend(elapsed)
             hand.timeouts.extend(timeouts)
-    outcome = rec.outcome
+    _fill_outcome(rec.outcome, match, units, timing, lambda: sum(len(h.actions) for h in hands))
+    _fill_provenance(rec.provenance, provenance)
+    return rec
+
+
+def record_shell(
+    match: Match,
+    names: Sequence[str],
+    provenance: Provenance,
+    deal_source: pb.DealSource | None = None,
+    reason: str | None = None,
+) -> tuple[bytes, bytes]:
+    """The bytes `build_record` writes before an untimed match's hands (the format version,
+    rules, seats, start and deal source) and after them (the outcome and provenance): with
+    each hand's bytes between, the record's (fields are written in number order). `reason`:
+    the outcome's reason, when a record gives it (why a stopped match stopped)."""
+    rules = match.rules
+    units = find_game(rules.game).units
+    teams = tuple([match.team_of(s) for s in range(len(names))])
+    head = _head_fields(rules, tuple(names), teams, match.first_hand_number, match.start_scores)
+    if deal_source is not None:
+        source = pb.GameRecord()
+        source.deal_source.CopyFrom(deal_source)
+        head += source.SerializeToString(deterministic=True)
+    tail = pb.GameRecord()
+    _fill_outcome(tail.outcome, match, units, None, lambda: 0)
+    if reason is not None:
+        tail.outcome.reason = reason
+    _fill_provenance(tail.provenance, provenance)
+    return head, tail.SerializeToString(deterministic=True)
+
+
+def hand_scores(result: HandResult, units: tuple[str, ...]) -> bytes:
+    """A hand's score lines and scores after it as fields of its `HandRecord` (what follows
+    its actions in an untimed record): each serialized once per distinct value (most repeat
+    from hand to hand), so merged into the hand in one call (the same message)."""
+    return b"".join([_line_field(line, units) for line in result.lines]) + b"".join(
+        [_score_field(score, units) for score in result.scores_after]
+    )
+
+
+def _fill_outcome(
+    outcome: pb.Outcome,
+    match: Match,
+    units: tuple[str, ...],
+    timing: Timing | None,
+    actions: Callable[[], int],
+) -> None:
+    """Set an empty `Outcome` to the match's (`actions()`: how many actions the record
+    holds, asked only of a resignation in a timed match)."""
     outcome.finished = match.finished
     outcome.winners.extend(match.winners)
     outcome.MergeFromString(_outcome_scores(tuple(match.scores), units))
     outcome.reason = match.end_reason
     if match.resigned is not None:
         outcome.resigned = match.resigned
-        last = sum(len(h.actions) for h in hands) - 1
-        if timing is not None and timing.control.policy == FORFEIT and last in timing.timeouts:
+        if (
+            timing is not None
+            and timing.control.policy == FORFEIT
+            and actions() - 1 in timing.timeouts
+        ):
             outcome.reason = forfeit_reason(match.resigned)
             outcome.rule = FORFEIT_RULE
-    prov = rec.provenance
+
+
+def _fill_provenance(prov: pb.Provenance, provenance: Provenance) -> None:
+    """Set a `Provenance` (present, even when every field is empty)."""
     prov.source = provenance.source
     prov.reference = provenance.reference
     prov.played_at = provenance.played_at
-    return rec
 
 
 _LINES = pb.HandRecord.DESCRIPTOR.fields_by_name["lines"].number << 3 | 2  # tag: length-delimited

@@ -42,6 +42,8 @@ from tapis_cartes.records.codec import (
     build_record,
     canonical_bytes,
     decode_record,
+    hand_scores,
+    record_shell,
 )
 from tapis_cartes.referee.engine import (
     GAMES,
@@ -72,6 +74,7 @@ from tapis_cartes.referee.engine.actions import (
 from tapis_cartes.referee.engine.cards import card_str, distinct_mask, iter_cards
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.engine.wire import hand_prefix, hand_spans
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
@@ -81,6 +84,7 @@ __all__ = [
     "check_fields",
     "check_rules_fields",
     "check_start",
+    "content_holds",
     "decode_canonical",
     "first_difference",
     "rebuild_record",
@@ -465,20 +469,26 @@ def _outcome(out: pb.Outcome, players: int, units: tuple[str, ...]) -> None:
 # --- the content: exactly what a replay gives -----------------------------------------------
 
 
-def rebuild_record(rec: pb.GameRecord, match: Match) -> pb.GameRecord:
-    """What `build_record` makes of `match` (the replay of `rec`) with the record's own free
-    fields: its seat names, provenance, packs and deal source, its clocks (checked by
-    `check_timing`) and, for a match not finished, its reason."""
+def _free_fields(rec: pb.GameRecord) -> tuple[list[str], Provenance, pb.DealSource | None]:
+    """A record's seat names, provenance and deal source: what its rebuild takes from it."""
     p = rec.provenance
     source = None
     if rec.HasField("deal_source"):
         # Field by field, never a copy: an unknown field of the record is never rebuilt.
         d = rec.deal_source
         source = pb.DealSource(algorithm=d.algorithm, commitment=d.commitment, seed=d.seed)
+    return [s.name for s in rec.seats[:]], Provenance(p.source, p.reference, p.played_at), source
+
+
+def rebuild_record(rec: pb.GameRecord, match: Match) -> pb.GameRecord:
+    """What `build_record` makes of `match` (the replay of `rec`) with the record's own free
+    fields: its seat names, provenance, packs and deal source, its clocks (checked by
+    `check_timing`) and, for a match not finished, its reason."""
+    names, provenance, source = _free_fields(rec)
     built = build_record(
         match,
-        [s.name for s in rec.seats[:]],
-        Provenance(p.source, p.reference, p.played_at),
+        names,
+        provenance,
         [h.deal.deck or None for h in rec.hands[:]],
         source,
         record_timing(rec),
@@ -486,6 +496,53 @@ def rebuild_record(rec: pb.GameRecord, match: Match) -> pb.GameRecord:
     if not match.finished:
         built.outcome.reason = rec.outcome.reason  # why a stopped match stopped: free text
     return built
+
+
+def content_holds(rec: pb.GameRecord, match: Match, record_bytes: bytes) -> bool:
+    """The quick way to what `check_content` checks: True only when `record_bytes` are
+    exactly what `rebuild_record` makes of `match` (the replay of `rec`, decoded from them);
+    False when they are not, or when this cannot tell (a timed record, a hand in progress).
+    The rebuild is not made: the record's bytes are read before its hands, after them (each
+    compared with `record_shell`'s) and hand by hand against the replay's hands, in native
+    code (referee/engine/wire.py), each hand's score lines and scores compared as bytes."""
+    results = match.results
+    if rec.rules.HasField("time_control") or len(rec.hands) != len(results):
+        return False
+    spans = hand_spans(record_bytes)
+    if len(spans) != 2 + 2 * len(results):
+        return False
+    names, provenance, source = _free_fields(rec)
+    reason = None if match.finished else rec.outcome.reason
+    head, tail = record_shell(match, names, provenance, source, reason)
+    if not (
+        spans[0] == len(head)
+        and record_bytes.startswith(head)
+        and spans[1] == len(record_bytes) - len(tail)
+        and record_bytes.endswith(tail)
+    ):
+        return False
+    units = find_game(match.rules.game).units
+    for i, result in enumerate(results):
+        start, end = spans[2 + 2 * i], spans[3 + 2 * i]
+        deal = result.deal
+        at = hand_prefix(
+            record_bytes,
+            start,
+            end,
+            result.number,
+            result.dealer,
+            deal.hands,
+            deal.retourne,
+            bytes(deal.talon),
+            bytes(result.action_seats),
+            result.actions,
+        )
+        if at < 0:
+            return False
+        scores = hand_scores(result, units)
+        if end - at != len(scores) or not record_bytes.startswith(scores, at):
+            return False
+    return True
 
 
 def check_content(

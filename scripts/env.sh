@@ -12,7 +12,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 STAMP="$VENV/.tapis-installed"
 EXTRAS="${TAPIS_EXTRAS-dev}"
-WANT="$(cd "$ROOT" && cat pyproject.toml setup.py referee/engine/{cards,shuffle,actions,tricks,base,dame_de_pique,napoleon,triomphe,imperiale}.py | sha256sum | cut -d' ' -f1)${TAPIS_PURE_PYTHON:-}"
+WANT="$(cd "$ROOT" && cat pyproject.toml setup.py referee/engine/{cards,shuffle,actions,tricks,base,dame_de_pique,napoleon,triomphe,imperiale,wire}.py | sha256sum | cut -d' ' -f1)${TAPIS_PURE_PYTHON:-}"
 # An install with the dev extras also serves; one without them does not run the tests.
 HAVE="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$HAVE" != "$WANT:$EXTRAS" ] && [ "$HAVE" != "$WANT:dev" ]; then

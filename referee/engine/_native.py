@@ -31,6 +31,7 @@ _MODULES = (
     "napoleon",
     "triomphe",
     "imperiale",
+    "wire",
 )
 
 
