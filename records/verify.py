@@ -18,9 +18,10 @@ action; 1-based).
 
 `verify_file` and `verify_data` stream a record file: one result per record, and the
 problems of the file itself (codes `file:...`) as results too, after the records before them.
-`verify_files` does the same for several files, verifying chunks of records as tasks of an
-executor (records/executors.py: here, or on a local process pool) and giving the results in
-file and record order whatever order the chunks complete in.
+`verify_files` does the same for several files, verifying chunks of records (those of small
+files batched together) as tasks of an executor (records/executors.py: here, or on a local
+process pool) and giving the results in file and record order whatever order the chunks
+complete in.
 
 The replay is records/replay.py's, with verify's visitor: the one replay of a record that
 verify, annotate, score, rescore, show and export share (`match_for_record`,
