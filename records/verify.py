@@ -183,14 +183,15 @@ def verify_envelope(env: pb.RecordEnvelope, keys: Keys = ()) -> VerifyResult:
 
 def _verify_envelope(env: pb.RecordEnvelope, ring: dict[str, TrustedKey]) -> VerifyResult:
     """`verify_envelope` with the keys by key id (`keyring`)."""
-    rid = record_id(env.record)
+    record = env.record  # a copy at each access
+    rid = record_id(record)
     kid = env.key_id
     try:
         state, signer = _check_signature(env, ring)
     except SignatureError as exc:
         return VerifyResult(rid, 0, exc, exc.state, kid)
     try:
-        hands = verify_record(env.record)
+        hands = verify_record(record)
     except RecordError as exc:
         return VerifyResult(rid, 0, exc, state, kid, signer)
     return VerifyResult(rid, hands, None, state, kid, signer)
