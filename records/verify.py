@@ -292,8 +292,9 @@ def _verify_frame(frame: bytes, ring: dict[str, TrustedKey], name: str, index: i
         env = parse_envelope(frame, name, index)
     except RecordFileError as exc:
         return _file_result(exc)
-    # The envelope as Tapis would store it: without the fields it does not know. Where that
-    # is not the frame, the frame is parsed again to tell an unknown field from an encoding.
+    # The envelope as Tapis would store it: without the fields it does not know. Only where
+    # that is not the frame is it parsed again, to tell an unknown field from an encoding
+    # that is not canonical.
     env.DiscardUnknownFields()
     stored = env.SerializeToString(deterministic=True)
     if stored != frame:
@@ -400,9 +401,9 @@ def _verify_tasks(tasks: tuple[VerifyTask, ...]) -> list[list[tuple[int | None, 
 
 
 def _batched(tasks: Iterable[VerifyTask], size: int) -> Iterator[tuple[VerifyTask, ...]]:
-    """The tasks in batches of at most `size` records (a file problem counts as one), a task
-    of more alone: the small files of `verify DIR/*` go to the executor together, not one
-    task each."""
+    """The tasks (chunks of at most `size` records) in batches of at most `size` records, a
+    file problem counting as one: the small files of `verify DIR/*` go to the executor
+    together, not one task each."""
     batch: list[VerifyTask] = []
     records = 0
     for task in tasks:
