@@ -403,7 +403,9 @@ def _verify_tasks(tasks: tuple[VerifyTask, ...]) -> list[list[tuple[int | None, 
 def _batched(tasks: Iterable[VerifyTask], size: int) -> Iterator[tuple[VerifyTask, ...]]:
     """The tasks (chunks of at most `size` records) in batches of at most `size` records, a
     file problem counting as one: the small files of `verify DIR/*` go to the executor
-    together, not one task each."""
+    together, not one task each. Even in one process that pays: the files of a batch are
+    read one after another, then their records verified one after another, and the replays
+    run faster away from the system calls (about a fifth less time a one-hand file)."""
     batch: list[VerifyTask] = []
     records = 0
     for task in tasks:
