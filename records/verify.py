@@ -405,7 +405,7 @@ def _batched(tasks: Iterable[VerifyTask], size: int) -> Iterator[tuple[VerifyTas
     file problem counting as one: the small files of `verify DIR/*` go to the executor
     together, not one task each. Even in one process that pays: the files of a batch are
     read one after another, then their records verified one after another, and the replays
-    run faster away from the system calls (about a fifth less time a one-hand file)."""
+    run faster away from the system calls (about a tenth less time a one-hand file)."""
     batch: list[VerifyTask] = []
     records = 0
     for task in tasks:
