@@ -220,13 +220,15 @@ def _show_result(
     """One result for a person: a file problem on stderr, an invalid record (and with
     `verbose` a valid one) on stdout."""
     error = result.error
+    if error is None and not verbose:
+        return
     if error is not None and _is_file_error(result):
         _err(str(error))
         return
     where = _where(path, index or 1, 2 if several else 1)
     if error is not None:
         print(f"{where}: INVALID: {error} ({error.code})")
-    elif verbose:
+    else:
         print(f"{where}: valid ({result.record_id[:16]}){_signature_note(result)}")
 
 

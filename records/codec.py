@@ -17,6 +17,7 @@ import io
 import operator
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -495,6 +496,39 @@ def file_name(path: str | Path) -> str:
     return str(Path(path))
 
 
+# A record file up to this size is read in one call: `verify DIR/*` reads a small file per
+# record, and a buffered file costs several system calls more. A larger one is streamed.
+_READ_WHOLE = 1 << 20
+_READ_ONLY = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+
+
+def _open_record_file(path: str | Path) -> tuple[BinaryIO, int]:
+    """A file to read and its size in bytes: a regular file of at most `_READ_WHOLE` bytes
+    read into memory at once, any other file read as a stream (`OSError` when it cannot be
+    opened)."""
+    fd = os.open(path, _READ_ONLY)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_size <= _READ_WHOLE:
+            data = _read_up_to(fd, st.st_size)
+        else:
+            return open(fd, "rb"), st.st_size  # the file owns fd from here: closed with it
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    return io.BytesIO(data), st.st_size
+
+
+def _read_up_to(fd: int, size: int) -> bytes:
+    """`size` bytes of `fd`, fewer only at its end (one `os.read` may give fewer)."""
+    parts = []
+    while size > 0 and (part := os.read(fd, size)):
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
+
+
 def file_chunks(
     path: str | Path, size: int, name: str | None = None
 ) -> Iterator[tuple[int, tuple[bytes, ...]]]:
@@ -505,8 +539,7 @@ def file_chunks(
     the file as messages name it (default `str(Path(path))`)."""
     p = file_name(path) if name is None else name
     try:
-        f = open(path, "rb")  # noqa: SIM115 (closed below)
-        total = os.fstat(f.fileno()).st_size
+        f, total = _open_record_file(path)
     except OSError as exc:
         raise RecordFileError("unreadable", f"{p}: {exc.strerror or exc}") from None
     frames: list[bytes] = []

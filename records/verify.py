@@ -18,9 +18,10 @@ action; 1-based).
 
 `verify_file` and `verify_data` stream a record file: one result per record, and the
 problems of the file itself (codes `file:...`) as results too, after the records before them.
-`verify_files` does the same for several files, verifying chunks of records as tasks of an
-executor (records/executors.py: here, or on a local process pool) and giving the results in
-file and record order whatever order the chunks complete in.
+`verify_files` does the same for several files, verifying chunks of records (those of small
+files batched together) as tasks of an executor (records/executors.py: here, or on a local
+process pool) and giving the results in file and record order whatever order the chunks
+complete in.
 
 The replay is records/replay.py's, with verify's visitor: the one replay of a record that
 verify, annotate, score, rescore, show and export share (`match_for_record`,
@@ -177,14 +178,20 @@ def verify_envelope(env: pb.RecordEnvelope, keys: Keys = ()) -> VerifyResult:
     """Verify one envelope's record; never raises for a bad record (the result says).
     With `keys` (public keys, or `TrustedKey`s to name the signer), the record must carry a
     valid signature by one of them, found by the envelope's key id."""
-    rid = record_id(env.record)
+    return _verify_envelope(env, keyring(keys))
+
+
+def _verify_envelope(env: pb.RecordEnvelope, ring: dict[str, TrustedKey]) -> VerifyResult:
+    """`verify_envelope` with the keys by key id (`keyring`)."""
+    record = env.record  # a copy at each access
+    rid = record_id(record)
     kid = env.key_id
     try:
-        state, signer = _check_signature(env, keyring(keys))
+        state, signer = _check_signature(env, ring)
     except SignatureError as exc:
         return VerifyResult(rid, 0, exc, exc.state, kid)
     try:
-        hands = verify_record(env.record)
+        hands = verify_record(record)
     except RecordError as exc:
         return VerifyResult(rid, 0, exc, state, kid, signer)
     return VerifyResult(rid, hands, None, state, kid, signer)
@@ -277,17 +284,23 @@ def verify_frame(
     """Verify one frame of a record file (the bytes of an envelope). An envelope that does
     not parse is `file:bad-envelope`; one with an unknown field, or not stored as Tapis
     writes it (deterministic serialization), is refused before its signature is looked at."""
+    return _verify_frame(frame, keyring(keys), name, index)
+
+
+def _verify_frame(frame: bytes, ring: dict[str, TrustedKey], name: str, index: int) -> VerifyResult:
+    """`verify_frame` with the keys by key id (`keyring`)."""
     try:
         env = parse_envelope(frame, name, index)
     except RecordFileError as exc:
         return _file_result(exc)
-    clean = pb.RecordEnvelope()
-    clean.CopyFrom(env)
-    clean.DiscardUnknownFields()
-    stored = clean.SerializeToString(deterministic=True)
+    # The envelope as Tapis would store it: without the fields it does not know. Only where
+    # that is not the frame is it parsed again, to tell an unknown field from an encoding
+    # that is not canonical.
+    env.DiscardUnknownFields()
+    stored = env.SerializeToString(deterministic=True)
     if stored != frame:
         rid = record_id(env.record)
-        if env.SerializeToString(deterministic=True) != stored:
+        if parse_envelope(frame, name, index).SerializeToString(deterministic=True) != stored:
             error = RecordError(
                 "envelope-unknown-field",
                 "the envelope has a field this Tapis does not know",
@@ -299,18 +312,18 @@ def verify_frame(
                 "(fields repeated, out of order or not minimally encoded)",
             )
         return VerifyResult(rid, 0, error, "", env.key_id)
-    return verify_envelope(env, keys)
+    return _verify_envelope(env, ring)
 
 
 def _file_result(exc: RecordFileError) -> VerifyResult:
     return VerifyResult("", 0, RecordFileError(f"file:{exc.code}", exc.message), "")
 
 
-def _verify_one(frame: bytes, ring: Keys, name: str, index: int) -> VerifyResult:
+def _verify_one(frame: bytes, ring: dict[str, TrustedKey], name: str, index: int) -> VerifyResult:
     """`verify_frame`, and a failure of the verifier itself reported as a result (code
     `internal`), never a traceback for a record."""
     try:
-        return verify_frame(frame, ring, name, index)
+        return _verify_frame(frame, ring, name, index)
     except Exception as exc:  # a bug in Tapis
         return VerifyResult("", 0, internal_error(exc), "")
 
@@ -331,7 +344,7 @@ def verify_data(
     whole file is not a record file, else the index of the record it hits. After an envelope
     that does not parse the next records are still read (their framing is intact); after a
     truncated frame nothing more can be."""
-    ring = list(keyring(keys).values())
+    ring = keyring(keys)
     frames = iter_frames(data, name)
     index = 0
     while True:
@@ -376,10 +389,35 @@ def verify_task(task: VerifyTask) -> list[tuple[int | None, VerifyResult]]:
     process)."""
     if task.problem is not None:
         return [(task.at, task.problem)]
+    ring = keyring(task.keys)
     return [
-        (index, _verify_one(frame, task.keys, task.name, index))
+        (index, _verify_one(frame, ring, task.name, index))
         for index, frame in enumerate(task.frames, task.first)
     ]
+
+
+def _verify_tasks(tasks: tuple[VerifyTask, ...]) -> list[list[tuple[int | None, VerifyResult]]]:
+    """`verify_task` of each task (a batch run by an executor, in any process)."""
+    return [verify_task(task) for task in tasks]
+
+
+def _batched(tasks: Iterable[VerifyTask], size: int) -> Iterator[tuple[VerifyTask, ...]]:
+    """The tasks (chunks of at most `size` records) in batches of at most `size` records, a
+    file problem counting as one: the small files of `verify DIR/*` go to the executor
+    together, not one task each. Even in one process that pays: the files of a batch are
+    read one after another, then their records verified one after another, and the replays
+    run faster away from the system calls (about a tenth less time a one-hand file)."""
+    batch: list[VerifyTask] = []
+    records = 0
+    for task in tasks:
+        weight = len(task.frames) or 1
+        if batch and records + weight > size:
+            yield tuple(batch)
+            batch, records = [], 0
+        batch.append(task)
+        records += weight
+    if batch:
+        yield tuple(batch)
 
 
 def verify_files(
@@ -390,9 +428,9 @@ def verify_files(
 ) -> Generator[tuple[int, int | None, VerifyResult], None, None]:
     """(file, index, result) per record of each record file, `file` being its position in
     `paths`: the results of `verify_file`, file after file, in that order. The records are
-    verified in chunks of `chunk` (default `VERIFY_CHUNK`), tasks of `executor` (default:
-    here, one after another), the results given in the order of the tasks
-    (`map_in_order`)."""
+    verified in chunks of `chunk` (default `VERIFY_CHUNK`), the chunks of small files
+    batched up to that many records, tasks of `executor` (default: here, one after another),
+    the results given in the order of the tasks (`map_in_order`)."""
     ring = tuple(keyring(keys).values())
     size = max(1, chunk or VERIFY_CHUNK)
 
@@ -409,11 +447,12 @@ def verify_files(
                 hit = index if exc.code == "truncated" else None
                 yield VerifyTask(file, name, index, (), (), _file_result(exc), hit)
 
-    done = map_in_order(executor or SerialExecutor(), verify_task, tasks())
+    done = map_in_order(executor or SerialExecutor(), _verify_tasks, _batched(tasks(), size))
     try:
-        for task, found in done:
-            for index, result in found:
-                yield task.file, index, result
+        for batch, found in done:
+            for task, results in zip(batch, found, strict=True):
+                for index, result in results:
+                    yield task.file, index, result
     finally:
         done.close()  # stop a pool's workers now, not when collected
 

@@ -17,11 +17,13 @@ from tapis_cartes.records.codec import (
     decode_record,
     encode_file,
     envelope,
+    file_chunks,
     file_name,
     iter_frames,
     read_envelopes,
     record_id,
     write_envelopes,
+    write_frames,
 )
 from tapis_cartes.records.transcript import import_transcript
 from tapis_cartes.records.verify import verify_envelope
@@ -74,6 +76,28 @@ def test_record_file_errors(tmp_path: Path) -> None:
     with pytest.raises(RecordFileError) as exc:
         read_envelopes(tmp_path / "missing.tapis")
     assert exc.value.code == "unreadable"
+
+
+# A file of at most 1 MiB is read in one call, a larger one as a stream (records/codec.py).
+@pytest.mark.parametrize("frame_size", [100, 300_000], ids=["read-whole", "streamed"])
+def test_file_chunks_of_a_file_read_whole_or_streamed(tmp_path: Path, frame_size: int) -> None:
+    frames = [bytes([i]) * (frame_size + i) for i in range(10)]
+    path = tmp_path / "frames.tapis"
+    write_frames(path, frames)
+    chunks = list(file_chunks(path, 3))
+    assert [first for first, _ in chunks] == [1, 4, 7, 10]
+    assert [f for _, chunk in chunks for f in chunk] == frames
+    cut = tmp_path / "cut.tapis"
+    cut.write_bytes(path.read_bytes()[:-1])
+    got: list[bytes] = []
+    with pytest.raises(RecordFileError) as exc:
+        for _, chunk in file_chunks(cut, 3):
+            got.extend(chunk)
+    assert got == frames[:9]
+    assert exc.value.code == "truncated" and f"{cut}: record 10 claims" in str(exc.value)
+    with pytest.raises(RecordFileError) as exc:
+        list(file_chunks(tmp_path, 3))  # a folder
+    assert exc.value.code == "unreadable" and str(exc.value).startswith(f"{tmp_path}: ")
 
 
 def _tampered(mutate: object) -> pb.RecordEnvelope:
