@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from mypy_extensions import i64
+
 __all__ = ["HANDS", "hand_prefix", "hand_spans"]
 
 HANDS: Final = 6  # GameRecord.hands
@@ -30,30 +32,33 @@ _HAND_KEY: Final = HANDS << 3 | 2
 
 
 class _Reader:
-    """A position in `data`, never past `end`; `bad` once something is not canonical."""
+    """A position in `data`, never past `end`; `bad` once something is not canonical.
+    (Native 64-bit ints: no int object is made per byte.)"""
 
-    def __init__(self, data: bytes, pos: int, end: int) -> None:
+    def __init__(self, data: bytes, pos: i64, end: i64) -> None:
         self.data = data
-        self.pos = pos
-        self.end = end
+        self.pos: i64 = pos
+        self.end: i64 = end
         self.bad = False
 
-    def varint(self) -> int:
-        """The canonical varint at the position (at most 10 bytes, no high zero byte); -1
-        and `bad` when there is none."""
+    def varint(self) -> i64:
+        """The canonical varint at the position (no high zero byte), below 2**63 (nothing a
+        hand holds is larger: a larger one is told as none); -1 and `bad` when there is
+        none."""
         data = self.data
         pos = self.pos
-        value = 0
-        shift = 0
-        while pos < self.end and shift < 70:
-            b = data[pos]
+        end = self.end
+        value: i64 = 0
+        shift: i64 = 0
+        while pos < end and shift < 63:
+            b: i64 = data[pos]
             pos += 1
-            value |= (b & 0x7F) << shift
             if b < 0x80:
                 if b == 0 and shift > 0:
                     break  # a high zero byte: not the canonical form
                 self.pos = pos
-                return value
+                return value | b << shift
+            value |= (b & 0x7F) << shift
             shift += 7
         self.bad = True
         return -1
