@@ -44,7 +44,10 @@ process:
    latency runs from the client's writing of a submission to its reading of the answer, so
    it holds the client's own delays (one asyncio process for every bot, on the cores the
    server uses): "the client's event loop late by" bounds them. Nothing is subtracted: it
-   is never less than the real submit-to-answer time.
+   is never less than the real submit-to-answer time. Last, what the referee's store said
+   when it stopped (its "referee stopped" log line, `Store.commit_stats`): its commits over
+   the whole run and how long they took, the transaction and its COMMIT alone (the log
+   synced to the disk), since each acknowledgement waits for the commit holding its action.
 3. Memory: a fresh `tapis serve`; its VmRSS once it serves, then after ``--idle-tables``
    CreateTable calls of Dame de Pique with all four seats open (WAITING) and a short settle.
    The target is (RSS after - RSS before) / N <= 20 KB per table.
@@ -75,6 +78,7 @@ import contextlib
 import cProfile
 import functools
 import io
+import json
 import os
 import platform
 import pstats
@@ -858,6 +862,17 @@ class Throughput:
     one_call_paced: Run | None  # the same for the bots on PlaySeat (--play-seat)
     sizes: dict[str, int]
     profile: Path | None
+    store: dict[str, Any] | None = None  # the referee's last log line: its commits
+
+
+def store_stats(log: Path) -> dict[str, Any] | None:
+    """What the referee's "referee stopped" log line says of its store (`Store.commit_stats`:
+    commits, writes, how long a commit took), if it says it."""
+    for line in reversed(log.read_text(errors="replace").splitlines()):
+        if line.startswith("{") and '"referee stopped"' in line:
+            fields: dict[str, Any] = json.loads(line)
+            return fields
+    return None
 
 
 async def throughput_phase(args: argparse.Namespace, tmp: Path) -> Throughput:
@@ -973,6 +988,7 @@ async def throughput_phase(args: argparse.Namespace, tmp: Path) -> Throughput:
         one_call_paced,
         sizes,
         profile,
+        store_stats(referee.log),
     )
 
 
@@ -1303,6 +1319,23 @@ def run_all(args: argparse.Namespace) -> int:
             f"{row[3]:>{widths[3]}}  {row[4]:>{widths[4]}}  {row[5]:<{widths[5]}}  "
             f"{row[6]}".rstrip()
         )
+    store = result.store
+    if store is not None and "commit_ms" in store:
+        # What the disk adds to an acknowledgement: each waits for the commit holding its
+        # action (and, arriving during one, for that one first).
+        print(
+            f"  the referee's store, whole run: {store['commits']:,} commits of "
+            f"{store['writes']:,} writes; ms p50 / p90 / p99 / max:"
+        )
+        for key, what in (
+            ("transaction_ms", "a transaction, BEGIN to the end of COMMIT"),
+            ("commit_ms", "its COMMIT alone (the log written and synced to the disk)"),
+        ):
+            took = store[key]
+            print(
+                f"    {what}: {took['p50']:.2f} / {took['p90']:.2f} / {took['p99']:.2f} / "
+                f"{took['max']:.2f}"
+            )
     if (
         paced is not None
         and echo is not None

@@ -93,7 +93,8 @@ class RunningServer:
         await self.server.stop(grace)
         await self.referee.close()  # changes under way (their callers gone or not) finish
         self.store.close()
-        log.info("referee stopped", extra={"fields": {"port": self.port}})
+        fields = {"port": self.port, **self.store.commit_stats()}
+        log.info("referee stopped", extra={"fields": fields})
 
 
 async def create_server(

@@ -15,6 +15,7 @@ up to the current schema when opened (columns and tables added, nothing removed)
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import fcntl
 import json
@@ -33,6 +34,7 @@ from tapis_cartes.referee.errors import StoreError, StoreLocked
 __all__ = ["REQUEST_MEMORY", "Request", "Store", "StoreError", "StoreLocked", "StoredTable"]
 
 REQUEST_MEMORY = 24 * 3600.0  # seconds a client's request id is remembered
+COMMIT_SAMPLES = 65536  # the durations of the latest commits kept (`commit_stats`)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tables (
@@ -149,6 +151,12 @@ class Store:
         self._thread.start()
         self.commits = 0  # number of commits (for tests and benchmarks)
         self.writes = 0
+        # How long the latest transactions took, BEGIN to the end of COMMIT, and their COMMIT
+        # alone (the log written and synced to the disk), in seconds: appended by the writer
+        # thread only.
+        self._took: collections.deque[tuple[float, float]] = collections.deque(
+            maxlen=COMMIT_SAMPLES
+        )
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -193,30 +201,51 @@ class Store:
         gives the interpreter back and waits to take it again); if one fails, none of them
         is kept and each is committed on its own instead, so only the failing ones fail."""
         try:
+            began = time.perf_counter()
             conn.execute("BEGIN IMMEDIATE")
             for write in writes:
                 write(conn)
+            committing = time.perf_counter()
             conn.execute("COMMIT")
         except Exception:
             _rollback(conn)
         else:
-            self.commits += 1
-            self.writes += len(writes)
+            self._committed(began, committing, len(writes))
             return [None] * len(writes)
         results: list[BaseException | None] = []
         for write in writes:
             try:
+                began = time.perf_counter()
                 conn.execute("BEGIN IMMEDIATE")
                 write(conn)
+                committing = time.perf_counter()
                 conn.execute("COMMIT")
             except Exception as exc:  # the write's own failure, given to its caller
                 _rollback(conn)
                 results.append(exc)
             else:
-                self.commits += 1
-                self.writes += 1
+                self._committed(began, committing, 1)
                 results.append(None)
         return results
+
+    def _committed(self, began: float, committing: float, writes: int) -> None:
+        done = time.perf_counter()
+        self._took.append((done - began, done - committing))
+        self.commits += 1
+        self.writes += writes
+
+    def commit_stats(self) -> dict[str, Any]:
+        """Commits and writes so far, and how long the latest (up to `COMMIT_SAMPLES`) took:
+        `transaction_ms`, BEGIN to the end of COMMIT (waits for the interpreter included),
+        and `commit_ms`, the COMMIT alone (the log written and synced to the disk), each at
+        the 50th, 90th, 99th percentile and the longest, in milliseconds: what the store adds
+        to an acknowledgement."""
+        took = list(self._took)  # a copy: the writer may append meanwhile
+        stats: dict[str, Any] = {"commits": self.commits, "writes": self.writes}
+        if took:
+            stats["transaction_ms"] = _percentiles(sorted(t for t, _ in took))
+            stats["commit_ms"] = _percentiles(sorted(c for _, c in took))
+        return stats
 
     async def write(self, write: Write) -> None:
         """Run `write` in the writer's transaction; return once it is committed."""
@@ -454,6 +483,16 @@ def _lock(path: str) -> int:
             f"{path}: the store is in use by another referee (one referee owns a store)"
         ) from None
     return fd
+
+
+def _percentiles(ordered: list[float]) -> dict[str, float]:
+    """Seconds, in order, as milliseconds at the 50th, 90th, 99th percentile and the
+    longest."""
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 3)
+
+    return {"p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": at(1)}
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

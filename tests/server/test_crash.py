@@ -4,6 +4,7 @@ and every game still finishes with a record that verifies."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from pathlib import Path
 
@@ -98,6 +99,18 @@ def test_sigkill_at_random_points_loses_no_acknowledged_action(tmp_path: Path) -
                 for index, pair in acked[table_id].items():
                     assert recorded[index] == pair, (table_id, index)
         assert server.terminate() == 0  # graceful shutdown on SIGTERM
+        # Its last words: the commits since it started, and how long they took.
+        log = (tmp_path / f"server-{server.starts - 1}.log").read_text()
+        (stopped,) = [
+            json.loads(line)
+            for line in log.splitlines()
+            if line.startswith("{") and json.loads(line)["event"] == "referee stopped"
+        ]
+        assert stopped["commits"] > 0 and stopped["writes"] >= stopped["commits"], stopped
+        for key in ("transaction_ms", "commit_ms"):
+            took = stopped[key]
+            assert 0 < took["p50"] <= took["p90"] <= took["p99"] <= took["max"], stopped
+        assert stopped["commit_ms"]["max"] <= stopped["transaction_ms"]["max"], stopped
 
     try:
         asyncio.run(main())

@@ -83,6 +83,13 @@ def test_writes_alone_or_few_are_committed(tmp_path: Path, n: int) -> None:
     assert conn.execute("SELECT count(*) FROM actions").fetchone() == (n,)
     conn.close()
     assert store.commits == n
+    stats = store.commit_stats()
+    assert stats["commits"] == stats["writes"] == n
+    for key in ("transaction_ms", "commit_ms"):
+        took = stats[key]  # one commit: its duration at every percentile
+        assert 0 < took["p50"] <= took["p90"] <= took["p99"] <= took["max"]
+        assert n > 1 or took["p50"] == took["max"]
+    assert stats["commit_ms"]["max"] <= stats["transaction_ms"]["max"]
 
 
 # The schema of the stores written before closed tables and request ids (kept to test that
