@@ -165,19 +165,11 @@ def build_record(
     `verify` builds the record of every match it replays to compare it with the stored
     bytes, so the messages are filled in place, field by field (upb: several times quicker
     than building each message from keywords and copying it in); the bytes are the same."""
-    rules = match.rules
-    units = find_game(rules.game).units
+    units = find_game(match.rules.game).units
     rec = pb.GameRecord()
-    # The version, rules, seats and start, serialized once per distinct value (a corpus's
-    # records share them), merged in one call: the same message.
-    teams = tuple([match.team_of(s) for s in range(len(names))])
-    rec.MergeFromString(
-        _head_fields(rules, tuple(names), teams, match.first_hand_number, match.start_scores)
-    )
+    rec.MergeFromString(_record_head(match, names, deal_source))
     if timing is not None:
         rec.rules.time_control.CopyFrom(timing.control.to_pb())
-    if deal_source is not None:
-        rec.deal_source.CopyFrom(deal_source)
     hands = rec.hands
     for i, result in enumerate(match.results):
         hand = hands.add()
@@ -202,13 +194,36 @@ def build_record(
         for hand, (elapsed, timeouts) in zip(hands, iter_hand_timing(timing, sizes), strict=True):
             hand.elapsed_ms.extend(elapsed)
             hand.timeouts.extend(timeouts)
-    _fill_outcome(rec.outcome, match, units, timing, lambda: sum(len(h.actions) for h in hands))
+    # A seat that lost on time: the record's last action was made on time, as a forfeit.
+    forfeit = (
+        timing is not None
+        and timing.control.policy == FORFEIT
+        and sum(len(h.actions) for h in hands) - 1 in timing.timeouts
+    )
+    _fill_outcome(rec.outcome, match, units, forfeit)
     _fill_provenance(rec.provenance, provenance)
     return rec
 
 
+def _record_head(match: Match, names: Sequence[str], deal_source: pb.DealSource | None) -> bytes:
+    """The bytes of a `GameRecord` holding only the format version, the rules (untimed), the
+    seats, the start and the deal source: the fields before its hands."""
+    # Serialized once per distinct value (a corpus's records share them), the deal source
+    # apart: merged or written as they are, the same message.
+    teams = tuple([match.team_of(s) for s in range(len(names))])
+    head = _head_fields(
+        match.rules, tuple(names), teams, match.first_hand_number, match.start_scores
+    )
+    if deal_source is None:
+        return head
+    source = pb.GameRecord()
+    source.deal_source.CopyFrom(deal_source)
+    return head + source.SerializeToString(deterministic=True)
+
+
 def record_shell(
     match: Match,
+    units: tuple[str, ...],
     names: Sequence[str],
     provenance: Provenance,
     deal_source: pb.DealSource | None = None,
@@ -216,22 +231,15 @@ def record_shell(
 ) -> tuple[bytes, bytes]:
     """The bytes `build_record` writes before an untimed match's hands (the format version,
     rules, seats, start and deal source) and after them (the outcome and provenance): with
-    each hand's bytes between, the record's (fields are written in number order). `reason`:
-    the outcome's reason, when a record gives it (why a stopped match stopped)."""
-    rules = match.rules
-    units = find_game(rules.game).units
-    teams = tuple([match.team_of(s) for s in range(len(names))])
-    head = _head_fields(rules, tuple(names), teams, match.first_hand_number, match.start_scores)
-    if deal_source is not None:
-        source = pb.GameRecord()
-        source.deal_source.CopyFrom(deal_source)
-        head += source.SerializeToString(deterministic=True)
+    each hand's bytes between, the record's (fields are written in number order). `units`:
+    the game's; `reason`: the outcome's reason, when a record gives it (why a stopped match
+    stopped)."""
     tail = pb.GameRecord()
-    _fill_outcome(tail.outcome, match, units, None, lambda: 0)
+    _fill_outcome(tail.outcome, match, units, False)
     if reason is not None:
         tail.outcome.reason = reason
     _fill_provenance(tail.provenance, provenance)
-    return head, tail.SerializeToString(deterministic=True)
+    return _record_head(match, names, deal_source), tail.SerializeToString(deterministic=True)
 
 
 def hand_scores(result: HandResult, units: tuple[str, ...]) -> bytes:
@@ -243,26 +251,16 @@ def hand_scores(result: HandResult, units: tuple[str, ...]) -> bytes:
     )
 
 
-def _fill_outcome(
-    outcome: pb.Outcome,
-    match: Match,
-    units: tuple[str, ...],
-    timing: Timing | None,
-    actions: Callable[[], int],
-) -> None:
-    """Set an empty `Outcome` to the match's (`actions()`: how many actions the record
-    holds, asked only of a resignation in a timed match)."""
+def _fill_outcome(outcome: pb.Outcome, match: Match, units: tuple[str, ...], forfeit: bool) -> None:
+    """Set an empty `Outcome` to the match's (`forfeit`: its last action was made on time as
+    a forfeit, CLOCK.FORFEIT)."""
     outcome.finished = match.finished
     outcome.winners.extend(match.winners)
     outcome.MergeFromString(_outcome_scores(tuple(match.scores), units))
     outcome.reason = match.end_reason
     if match.resigned is not None:
         outcome.resigned = match.resigned
-        if (
-            timing is not None
-            and timing.control.policy == FORFEIT
-            and actions() - 1 in timing.timeouts
-        ):
+        if forfeit:
             outcome.reason = forfeit_reason(match.resigned)
             outcome.rule = FORFEIT_RULE
 

@@ -498,9 +498,12 @@ def rebuild_record(rec: pb.GameRecord, match: Match) -> pb.GameRecord:
     return built
 
 
-def content_holds(rec: pb.GameRecord, match: Match, record_bytes: bytes) -> bool:
+def content_holds(
+    rec: pb.GameRecord, match: Match, units: tuple[str, ...], record_bytes: bytes
+) -> bool:
     """The quick way to what `check_content` checks: True only when `record_bytes` are
-    exactly what `rebuild_record` makes of `match` (the replay of `rec`, decoded from them);
+    exactly what `rebuild_record` makes of `match` (the replay of `rec`, decoded from them;
+    `units`: its game's);
     False when they are not, or when this cannot tell (a timed record, a hand in progress).
     The rebuild is not made: the record's bytes are read before its hands, after them (each
     compared with `record_shell`'s) and hand by hand against the replay's hands, in native
@@ -513,7 +516,7 @@ def content_holds(rec: pb.GameRecord, match: Match, record_bytes: bytes) -> bool
         return False
     names, provenance, source = _free_fields(rec)
     reason = None if match.finished else rec.outcome.reason
-    head, tail = record_shell(match, names, provenance, source, reason)
+    head, tail = record_shell(match, units, names, provenance, source, reason)
     if not (
         spans[0] == len(head)
         and record_bytes.startswith(head)
@@ -521,7 +524,6 @@ def content_holds(rec: pb.GameRecord, match: Match, record_bytes: bytes) -> bool
         and record_bytes.endswith(tail)
     ):
         return False
-    units = find_game(match.rules.game).units
     for i, result in enumerate(results):
         start, end = spans[2 + 2 * i], spans[3 + 2 * i]
         deal = result.deal

@@ -230,7 +230,7 @@ class _VerifyVisitor(BaseVisitor[int]):
 
     def end_record(self) -> None:
         rec, match, units = self.rec, self.match, self.units
-        if not content_holds(rec, match, self.record_bytes):  # the quick way, else the rebuild
+        if not content_holds(rec, match, units, self.record_bytes):  # quick, else the rebuild
             check_content(rec, match, self.record_bytes, lambda: compare_record(rec, match, units))
 
     def result(self) -> int:

@@ -40,7 +40,13 @@ def now() -> str:
 
 
 def to_json(value: Any) -> str:
-    """The JSON text the archive stores (compact, keys sorted)."""
+    """The JSON text the archive stores (compact, keys sorted). A list of ints, or of lists
+    of ints (scores, winners: most of what a re-score stores, four a record), is written by
+    `repr` in C: the same text, without its spaces."""
+    if isinstance(value, list):
+        text = repr(value).replace(" ", "")
+        if not text.strip("[]-0123456789,"):  # anything else keeps a character of its own
+            return text
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 

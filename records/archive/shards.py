@@ -85,14 +85,6 @@ def _rescored(rid: str, envelope: bytes, changes: dict[str, Option]) -> Rescored
     return rescore_record(rid, rec, changes)
 
 
-def _ints_json(value: list[int] | list[list[int]]) -> str:
-    """The archive's JSON (`schema.to_json`) of a list of ints, or of lists of ints (scores,
-    winners), made by `repr` in C: the same text without its spaces. Anything else (it never
-    is) goes through `json`."""
-    text = repr(value).replace(" ", "")
-    return to_json(value) if text.strip("[]-0123456789,") else text
-
-
 def result_row(run_id: int, r: Rescored) -> tuple[Any, ...]:
     """A `rescore_results` row (made by the task, so the writer only inserts)."""
     return (
@@ -101,10 +93,10 @@ def result_row(run_id: int, r: Rescored) -> tuple[Any, ...]:
         r.status,
         r.rule,
         r.detail,
-        _ints_json(r.old_scores),
-        None if r.new_scores is None else _ints_json(r.new_scores),
-        _ints_json(r.old_winners),
-        None if r.new_winners is None else _ints_json(r.new_winners),
+        to_json(r.old_scores),
+        None if r.new_scores is None else to_json(r.new_scores),
+        to_json(r.old_winners),
+        None if r.new_winners is None else to_json(r.new_winners),
         None if r.first_diff is None else to_json(r.first_diff),
         int(r.old_finished),
         None if r.new_finished is None else int(r.new_finished),

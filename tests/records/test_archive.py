@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tapis_cartes.clients.corpus import make_corpus
+from tapis_cartes.records.archive.schema import to_json
 from tapis_cartes.records.codec import (
     MAGIC,
     decode_record,
@@ -372,3 +373,14 @@ def test_an_archive_of_an_earlier_schema_is_migrated_and_keeps_its_records(
     conn.close()
     newer = tapis("archive", "query", old)
     assert newer.returncode == 2 and "newer than this Tapis" in newer.stderr
+
+
+@pytest.mark.parametrize(
+    "value",
+    [[1, -2, 10**20], [[3, 0], [-4, 5]], [], [[]], ["12"], [True], [1.5], [None], {"b": [1]}, 7],
+)
+def test_the_archive_json_of_int_lists_is_json_itself(value: object) -> None:
+    """`to_json` writes a list of ints (or of lists of ints) by `repr`: the same text as
+    `json.dumps`, and anything else by `json.dumps`."""
+    want = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    assert to_json(value) == want
