@@ -37,7 +37,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Generic, TypeVar
 
-from tapis_cartes.records.codec import deal_from_pb, score_from_pb, start_from_pb
+from tapis_cartes.records.codec import score_from_pb, start_from_pb
 from tapis_cartes.records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
 from tapis_cartes.records.strict import check_fields, check_rules_fields, check_start
 from tapis_cartes.referee.engine import (
@@ -57,6 +57,7 @@ from tapis_cartes.referee.engine import (
 )
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.engine.wire import HandFields
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
@@ -87,6 +88,7 @@ class BaseVisitor(Generic[T]):
     rec: pb.GameRecord
     match: Match
     units: tuple[str, ...]
+    fields: list[HandFields]  # the fields the engine reads of each hand (`hand_fields`)
 
     def begin_record(self) -> None:
         """Every field is checked, the match made (no hand started)."""
@@ -162,18 +164,24 @@ class LenientVisitor(BaseVisitor[Match | None]):
 
 
 def replay(
-    rec: pb.GameRecord, visitor: BaseVisitor[T], changes: Mapping[str, Option] | None = None
+    rec: pb.GameRecord,
+    visitor: BaseVisitor[T],
+    changes: Mapping[str, Option] | None = None,
+    hands: list[HandFields] | None = None,
 ) -> T:
     """Drive the engine through `rec` and tell `visitor` (see the module's docstring); with
-    `changes`, under the record's options changed by them. Returns `visitor.result()`."""
+    `changes`, under the record's options changed by them. `hands`: the fields of its hands
+    the engine reads, when the caller read them from the record's bytes (`hand_fields`; `rec`
+    may then be decoded without its hands, for a visitor not told them). Returns
+    `visitor.result()`."""
     seed: bytes | None = None
     visitor.rec = rec
     try:
-        match, units, actions = _checked_match(rec, type(visitor).engine_fields_only)
+        match, units, hands = _checked_match(rec, type(visitor).engine_fields_only, hands)
     except RecordError as exc:
         visitor.handle_error(exc, None)
         return visitor.result()  # a lenient visitor: nothing can be replayed
-    visitor.match, visitor.units = match, units
+    visitor.match, visitor.units, visitor.fields = match, units, hands
     if changes is not None:
         try:
             rules = _changed_rules(match.rules, tuple((k, type(v), v) for k, v in changes.items()))
@@ -190,10 +198,21 @@ def replay(
     visitor.begin_record()
     if not visitor.replays:
         _walk(rec, visitor)
-    elif _replay_hands(rec, actions, match, visitor, seed, changes is None):
+    elif _replay_hands(rec, hands, match, visitor, seed, changes is None):
         return visitor.result()
     visitor.end_record()
     return visitor.result()
+
+
+def _told_hands(visitor: BaseVisitor[T]) -> bool:
+    """Whether `visitor` is told each hand (`begin_hand`, `end_hand`)."""
+    kind = type(visitor)
+    return (
+        kind.begin_hand is not BaseVisitor.begin_hand or kind.end_hand is not BaseVisitor.end_hand
+    )
+
+
+_NO_HAND = pb.HandRecord()  # what a visitor not told the hands is handed (it ignores it)
 
 
 def _per_action(visitor: BaseVisitor[T]) -> bool:
@@ -216,38 +235,41 @@ def _walk(rec: pb.GameRecord, visitor: BaseVisitor[T]) -> None:
 
 def _replay_hands(
     rec: pb.GameRecord,
-    hand_actions: list[list[int]],
+    hands: list[HandFields],
     match: Match,
     visitor: BaseVisitor[T],
     seed: bytes | None,
     as_recorded: bool,
 ) -> bool:
-    """Replay every hand (`hand_actions`: each hand's actions, as `check_fields` gives them);
-    True when a fault stopped the replay (a lenient visitor)."""
+    """Replay every hand (`hands`: the fields of each, as `check_fields` checked them); True
+    when a fault stopped the replay (a lenient visitor)."""
     per_action = _per_action(visitor)
-    hands = rec.hands[:]  # a list in one call of C
+    # The decoded hands only for a visitor that is told them (a list in one call of C).
+    told = _told_hands(visitor)
+    decoded = rec.hands[:] if told else []
     last = len(hands)
-    for h, hand in enumerate(hands, 1):
+    for h, fields in enumerate(hands, 1):
         if not as_recorded and match.finished:
             break  # under changed options the match may end sooner
         try:
             if as_recorded:
-                deal = _recorded_deal(rec, match, seed, hand, h, visitor)
+                deal = _recorded_deal(rec, match, seed, fields, h, visitor)
             else:
-                deal = deal_from_pb(hand.deal)
-            match.start_hand(hand.dealer, deal)
+                deal = Deal(fields.masks, fields.retourne, tuple(fields.talon))
+            match.start_hand(fields.dealer, deal)
         except IllegalAction as exc:
             code = f"deal:{exc.code}"
             visitor.handle_error(RecordError(code, f"{exc.reason} [{exc.rule}]", hand=h), exc)
             return True
-        seats = hand.seats
-        actions = hand_actions[h - 1]
+        seats = fields.seats
+        actions = fields.actions
         if len(seats) != len(actions):
             message = f"{len(actions)} actions but {len(seats)} seats"
             visitor.handle_error(RecordError("actions", message, hand=h), None)
             return True
         current = match.hand
         assert current is not None
+        hand = decoded[h - 1] if told else _NO_HAND
         visitor.begin_hand(h, hand)
         try:
             if per_action:
@@ -281,7 +303,7 @@ def _recorded_deal(
     rec: pb.GameRecord,
     match: Match,
     seed: bytes | None,
-    hand: pb.HandRecord,
+    hand: HandFields,
     h: int,
     visitor: BaseVisitor[T],
 ) -> Deal:
@@ -295,9 +317,9 @@ def _recorded_deal(
     if hand.number != match.hand_number:
         message = f"numbered {hand.number}, expected {match.hand_number}"
         visitor.handle_error(RecordError("hand-number", message, hand=h), None)
-    deal = deal_from_pb(hand.deal)
-    if hand.deal.deck:
-        dealt = match.deal_deck(hand.dealer, list(hand.deal.deck))
+    deal = Deal(hand.masks, hand.retourne, tuple(hand.talon))
+    if hand.deck:
+        dealt = match.deal_deck(hand.dealer, list(hand.deck))
         if dealt != deal:
             error = RecordError("deal", "the deal is not what the pack gives", hand=h)
             visitor.handle_error(error, None)
@@ -344,9 +366,10 @@ def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
 
 
 def _checked_match(
-    rec: pb.GameRecord, engine_only: bool = False
-) -> tuple[Match, tuple[str, ...], list[list[int]]]:
-    """`match_for_record`, and each hand's actions as a list (`check_fields`, `engine_only`)."""
+    rec: pb.GameRecord, engine_only: bool = False, hands: list[HandFields] | None = None
+) -> tuple[Match, tuple[str, ...], list[HandFields]]:
+    """`match_for_record`, and the fields of each hand the engine reads (`check_fields`,
+    `engine_only`; `hands`: as `hand_fields` read them, else read here)."""
     rules, units = _record_rules(rec.rules.SerializeToString(deterministic=True))
     if len(rec.seats) != rules.players:
         raise RecordError("seats", f"{len(rec.seats)} seats for {rules.players} players")
@@ -355,7 +378,7 @@ def _checked_match(
         match = new_match(rules, start, log_events=False)
     except RulesError as exc:
         raise RecordError("start", f"the start scores do not hold: {exc}") from None
-    return match, units, check_fields(rec, match, units, engine_only)
+    return match, units, check_fields(rec, match, units, engine_only, hands)
 
 
 @functools.lru_cache(maxsize=256)
@@ -398,7 +421,7 @@ def _checked_seed(rec: pb.GameRecord) -> bytes | None:
 
 
 def _check_seeded_deal(
-    rec: pb.GameRecord, match: Match, seed: bytes, hand: pb.HandRecord, h: int
+    rec: pb.GameRecord, match: Match, seed: bytes, hand: HandFields, h: int
 ) -> None:
     """Every deal of a refereed record comes from the seed (records/dealing.py)."""
     if (
@@ -407,7 +430,7 @@ def _check_seeded_deal(
         and hand.dealer != first_dealer(seed, match.first_dealers())
     ):
         raise RecordError("deal-seed", "the first dealer is not the one the seed draws", hand=h)
-    if list(hand.deal.deck) != shuffled_pack(seed, hand.number, match.pack):
+    if list(hand.deck) != shuffled_pack(seed, hand.number, match.pack):
         raise RecordError("deal-seed", "the pack is not the one the seed gives", hand=h)
 
 

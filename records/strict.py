@@ -74,7 +74,7 @@ from tapis_cartes.referee.engine.actions import (
 from tapis_cartes.referee.engine.cards import card_str, distinct_mask, iter_cards
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option
-from tapis_cartes.referee.engine.wire import hand_prefix, hand_spans
+from tapis_cartes.referee.engine.wire import HandFields, read_hands
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
@@ -87,6 +87,7 @@ __all__ = [
     "content_holds",
     "decode_canonical",
     "first_difference",
+    "hand_fields",
     "rebuild_record",
 ]
 
@@ -270,9 +271,9 @@ def _cards_in_pack(cards: bytes, pack: int, where: str, h: int) -> None:
         )
 
 
-def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
+def _deal(hand: HandFields, players: int, pack: int, h: int) -> None:
     where = "hands[{}].deal".format  # the place, made into text only for a fault
-    masks = deal.hands[:]  # slices of repeated fields: a list in one call of C
+    masks = hand.masks
     if len(masks) != players:
         raise RecordError(
             "deal:deal-hands",
@@ -290,18 +291,17 @@ def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
             "this game's pack",
             hand=h,
         )
-    if deal.HasField("retourne"):
-        retourne = deal.retourne
-        if not (retourne < 52 and pack >> retourne & 1):
-            raise RecordError(
-                "deal:card-not-in-pack",
-                f"{where(h - 1)}.retourne: {card_str(retourne)} is not in this game's pack",
-                hand=h,
-            )
-    talon = deal.talon
+    retourne = hand.retourne
+    if retourne >= 0 and not (retourne < 52 and pack >> retourne & 1):
+        raise RecordError(
+            "deal:card-not-in-pack",
+            f"{where(h - 1)}.retourne: {card_str(retourne)} is not in this game's pack",
+            hand=h,
+        )
+    talon = hand.talon
     if talon:
         _cards_in_pack(talon, pack, f"{where(h - 1)}.talon", h)
-    deck = deal.deck
+    deck = hand.deck
     if deck:
         mask = distinct_mask(deck)  # -1: a card twice, or no card
         if mask < 0 or mask & ~pack:  # which fault, looked for only when there is one
@@ -317,28 +317,20 @@ def _deal(deal: pb.Deal, players: int, pack: int, h: int) -> None:
             )
 
 
-def _hand(
-    hand: pb.HandRecord,
-    number: int,
-    players: int,
-    pack: int,
-    units: tuple[str, ...],
-    h: int,
-    engine_only: bool,
-) -> list[int]:
-    """One hand's fields (with `engine_only`, not its scores: see `check_fields`); its actions,
-    as a list. The happy path builds no text: a message is made for a fault."""
-    if hand.number != number:
-        raise RecordError("hand-number", f"numbered {hand.number}, expected {number}", hand=h)
-    if hand.dealer >= players:
+def _hand(fields: HandFields, number: int, players: int, pack: int, h: int) -> None:
+    """The fields of a hand the engine reads (as `hand_fields` gives them). The happy path
+    builds no text: a message is made for a fault."""
+    if fields.number != number:
+        raise RecordError("hand-number", f"numbered {fields.number}, expected {number}", hand=h)
+    if fields.dealer >= players:
         raise RecordError(
             "deal:bad-dealer",
-            f"hands[{h - 1}].dealer: dealer {hand.dealer} is not a seat (0..{players - 1})",
+            f"hands[{h - 1}].dealer: dealer {fields.dealer} is not a seat (0..{players - 1})",
             hand=h,
         )
-    _deal(hand.deal, players, pack, h)
-    seats = hand.seats
-    actions = hand.actions[:]  # a list, in one call of C (quicker than iterating the field)
+    _deal(fields, players, pack, h)
+    seats = fields.seats
+    actions = fields.actions
     n = len(actions)
     if len(seats) != n:
         raise RecordError("actions", f"{n} actions but {len(seats)} seats", hand=h)
@@ -351,8 +343,10 @@ def _hand(
     if a >= 0:
         _action(actions[a], pack, h, a + 1)
         raise AssertionError(f"action {actions[a]} is out of range")  # _action raised
-    if engine_only:
-        return actions
+
+
+def _hand_scores(hand: pb.HandRecord, players: int, units: tuple[str, ...], h: int) -> None:
+    """The units of a hand's score lines and scores after it."""
     # The units a score may not hold (the seats and actions of the score lines are compared
     # with the rules' own lines after the replay: `score-lines`).
     foreign, none = _foreign_units(units)
@@ -369,7 +363,6 @@ def _hand(
             if foreign(score) != none:
                 for s, each in enumerate(after):
                     _score(each, units, f"hands[{h - 1}].scores_after[{s}]", h)
-    return actions
 
 
 @functools.cache
@@ -392,13 +385,46 @@ def _line_fault(hand: pb.HandRecord, units: tuple[str, ...], h: int) -> None:
         _score(line.delta, units, f"hands[{h - 1}].lines[{i}].delta", h)
 
 
+def hand_fields(rec: pb.GameRecord, record_bytes: bytes | None = None) -> list[HandFields]:
+    """The fields the engine reads of each hand of `rec`: read from `record_bytes` (the bytes
+    `rec` is decoded from) where they hold them canonically, natively and with no protobuf
+    object per hand (referee/engine/wire.py `read_hands`: then the values are the decoder's),
+    else from the decoded record."""
+    if record_bytes is not None:
+        hands = read_hands(record_bytes)
+        if hands is not None and len(hands) == len(rec.hands):
+            return hands
+    return [_fields_of(hand) for hand in rec.hands[:]]  # a slice: a list in one call of C
+
+
+def _fields_of(hand: pb.HandRecord) -> HandFields:
+    deal = hand.deal
+    retourne = deal.retourne if deal.HasField("retourne") else -1
+    # Slices of repeated fields: a list in one call of C.
+    masks = tuple(deal.hands[:])
+    return HandFields(
+        hand.number,
+        hand.dealer,
+        masks,
+        retourne,
+        deal.talon,
+        deal.deck,
+        hand.seats,
+        hand.actions[:],
+    )
+
+
 def check_fields(
-    rec: pb.GameRecord, match: Match, units: tuple[str, ...], engine_only: bool = False
-) -> list[list[int]]:
+    rec: pb.GameRecord,
+    match: Match,
+    units: tuple[str, ...],
+    engine_only: bool = False,
+    hands: list[HandFields] | None = None,
+) -> list[HandFields]:
     """Every field of a record against its game (`match`: a new match of its rules), before
     any of it is replayed; `RecordError` at the first fault. The rules and start are checked
-    already (`check_rules_fields`, `check_start`). Returns each hand's actions as a list
-    (read from the record once: the replay takes them).
+    already (`check_rules_fields`, `check_start`). `hands`: the fields of its hands the engine
+    reads (`hand_fields`, made here if not given), returned for the replay to take.
 
     `engine_only`: only the fields the engine reads are checked. Those it never reads (the
     seats' teams, the score lines' and scores' units, the scores after each hand, the
@@ -432,10 +458,13 @@ def check_fields(
                     "commitment", f"deal_source.{name} has {len(value)} bytes, not {SEED_SIZE}"
                 )
     first = rec.start.hand_number
-    actions = [
-        _hand(hand, first + h - 1, players, pack, units, h, engine_only)
-        for h, hand in enumerate(rec.hands[:], 1)
-    ]
+    if hands is None:
+        hands = hand_fields(rec)
+    scored = None if engine_only else rec.hands[:]
+    for h, fields in enumerate(hands, 1):
+        _hand(fields, first + h - 1, players, pack, h)
+        if scored is not None:
+            _hand_scores(scored[h - 1], players, units, h)
     out = rec.outcome
     if not engine_only:
         _outcome(out, players, units)
@@ -446,7 +475,7 @@ def check_fields(
     _text(p.played_at, "provenance.played_at")
     if not engine_only or rec.rules.HasField("time_control"):
         check_timing(rec, players)
-    return actions
+    return hands
 
 
 def _outcome(out: pb.Outcome, players: int, units: tuple[str, ...]) -> None:
@@ -499,50 +528,53 @@ def rebuild_record(rec: pb.GameRecord, match: Match) -> pb.GameRecord:
 
 
 def content_holds(
-    rec: pb.GameRecord, match: Match, units: tuple[str, ...], record_bytes: bytes
+    rec: pb.GameRecord,
+    match: Match,
+    units: tuple[str, ...],
+    record_bytes: bytes,
+    hands: list[HandFields],
 ) -> bool:
     """The quick way to what `check_content` checks: True only when `record_bytes` are
     exactly what `rebuild_record` makes of `match` (the replay of `rec`, decoded from them;
-    `units`: its game's);
-    False when they are not, or when this cannot tell (a timed record, a hand in progress).
-    The rebuild is not made: the record's bytes are read before its hands, after them (each
-    compared with `record_shell`'s) and hand by hand against the replay's hands, in native
-    code (referee/engine/wire.py), each hand's score lines and scores compared as bytes."""
+    `units`: its game's; `hands`: its hands' fields, as `hand_fields` read them); False when
+    they are not, or when this cannot tell (a timed record, a hand in progress, hands not read
+    from the bytes). The rebuild is not made: the record's bytes before its hands and after
+    them are compared with `record_shell`'s; each hand's number, dealer, deal, seats and
+    actions, read from the bytes in their canonical encoding, with the replay's, and the
+    bytes after them with its score lines and scores (`hand_scores`)."""
     results = match.results
-    if rec.rules.HasField("time_control") or len(rec.hands) != len(results):
-        return False
-    spans = hand_spans(record_bytes)
-    if len(spans) != 2 + 2 * len(results):
+    if (
+        rec.rules.HasField("time_control")
+        or not results
+        or len(hands) != len(results)
+        or any(fields.lines_at < 0 for fields in hands)
+    ):
         return False
     names, provenance, source = _free_fields(rec)
     reason = None if match.finished else rec.outcome.reason
     head, tail = record_shell(match, units, names, provenance, source, reason)
-    if not (
-        spans[0] == len(head)
+    if not (  # the hands are one run of fields (`read_hands`): between these
+        hands[0].key_at == len(head)
         and record_bytes.startswith(head)
-        and spans[1] == len(record_bytes) - len(tail)
+        and hands[-1].end == len(record_bytes) - len(tail)
         and record_bytes.endswith(tail)
     ):
         return False
-    for i, result in enumerate(results):
-        start, end = spans[2 + 2 * i], spans[3 + 2 * i]
+    for fields, result in zip(hands, results, strict=True):
         deal = result.deal
-        at = hand_prefix(
-            record_bytes,
-            start,
-            end,
-            result.number,
-            result.dealer,
-            deal.hands,
-            deal.retourne,
-            bytes(deal.talon),
-            bytes(result.action_seats),
-            result.actions,
-        )
-        if at < 0:
+        if not (
+            fields.number == result.number
+            and fields.dealer == result.dealer
+            and fields.masks == deal.hands
+            and fields.retourne == deal.retourne
+            and fields.talon == bytes(deal.talon)
+            and fields.seats == bytes(result.action_seats)
+            and fields.actions == result.actions
+        ):
             return False
         scores = hand_scores(result, units)
-        if end - at != len(scores) or not record_bytes.startswith(scores, at):
+        at = fields.lines_at
+        if fields.end - at != len(scores) or not record_bytes.startswith(scores, at):
             return False
     return True
 

@@ -61,6 +61,7 @@ from tapis_cartes.records.strict import check_content, content_holds, decode_can
 from tapis_cartes.referee.engine import RecordError
 from tapis_cartes.referee.engine.actions import RESIGN, action_str, encode
 from tapis_cartes.referee.engine.errors import quoted
+from tapis_cartes.referee.engine.wire import read_hands
 from tapis_cartes.referee.errors import SignatureError
 from tapis_cartes.v1 import record_pb2 as pb
 
@@ -207,15 +208,27 @@ def verify_record(record_bytes: bytes) -> int:
     # those fields right; one that fails is refused for its first fault in the order of the
     # full checks (`decode_canonical`, then `match_for_record`): the same code as when every
     # check came first. Unknown fields change nothing read.
-    rec = decode_record(record_bytes)
+    hands = read_hands(record_bytes)
+    if hands is not None:
+        # The hands read from the bytes (the fields the engine reads): the record is decoded
+        # without them, unless its visitor is told them (a timed record) or it fails.
+        rec = decode_record(record_bytes[: hands[0].key_at] + record_bytes[hands[-1].end :])
+    if hands is None or rec.rules.HasField("time_control"):
+        rec = decode_record(record_bytes)
     timed = rec.rules.HasField("time_control")
     visitor = _TimedVerifyVisitor(record_bytes) if timed else _VerifyVisitor(record_bytes)
     try:
-        return replay(rec, visitor)
+        return replay(rec, visitor, hands=hands)
     except RecordError:
         decode_canonical(record_bytes)
-        match_for_record(rec)
+        match_for_record(_decoded(rec, record_bytes))
         raise
+
+
+def _decoded(rec: pb.GameRecord, record_bytes: bytes) -> pb.GameRecord:
+    """The record `record_bytes` decode to, hands and all (`rec`: as decoded by
+    `verify_record`, perhaps without its hands)."""
+    return rec if rec.hands else decode_record(record_bytes)
 
 
 class _VerifyVisitor(BaseVisitor[int]):
@@ -229,12 +242,14 @@ class _VerifyVisitor(BaseVisitor[int]):
         self.record_bytes = record_bytes
 
     def end_record(self) -> None:
-        rec, match, units = self.rec, self.match, self.units
-        if not content_holds(rec, match, units, self.record_bytes):  # quick, else the rebuild
-            check_content(rec, match, self.record_bytes, lambda: compare_record(rec, match, units))
+        match, units, data = self.match, self.units, self.record_bytes
+        if content_holds(self.rec, match, units, data, self.fields):
+            return  # quick; else the rebuild
+        rec = _decoded(self.rec, data)
+        check_content(rec, match, data, lambda: compare_record(rec, match, units))
 
     def result(self) -> int:
-        return len(self.rec.hands)
+        return len(self.fields)
 
 
 class _TimedVerifyVisitor(_VerifyVisitor):

@@ -22,7 +22,7 @@ from typing import Final
 
 from mypy_extensions import i64
 
-__all__ = ["HANDS", "hand_prefix", "hand_spans"]
+__all__ = ["HANDS", "HandFields", "hand_spans", "read_hand", "read_hands"]
 
 HANDS: Final = 6  # GameRecord.hands
 _HAND_KEY: Final = HANDS << 3 | 2
@@ -96,118 +96,183 @@ class _Reader:
 
 
 def hand_spans(data: bytes) -> list[int]:
-    """Where a record's hands are: [start of the first hand's key, end of the last hand,
-    then each hand's bytes as start, end, ...], read from the record's top-level fields; []
-    when the record has no hands, when its hands are not one run of fields, or when a field
-    is not well formed."""
+    """Where a record's hands are: for each, the position of its key, then the start and end
+    of its bytes, read from the record's top-level fields; [] when the record has no hands,
+    when its hands are not one run of fields, or when a field is not well formed."""
     r = _Reader(data, 0, len(data))
     spans: list[int] = []
-    first = -1
-    last = -1
     while r.pos < r.end:
         at = r.pos
         key = r.varint()
-        kind = key & 7
-        if key < 0:
-            return []
-        if kind == 0:
-            r.varint()
-        elif kind == 1:
-            r.pos += 8
-        elif kind == 2:
+        if key == _HAND_KEY:
             n = r.length()
-            if n >= 0 and key == _HAND_KEY:
-                if first < 0:
-                    first = at
-                elif last != at:
-                    return []  # another field between two hands
-                spans.append(r.pos)
-                spans.append(r.pos + n)
-                last = r.pos + n
+            if n < 0:
+                return []
+            if spans and spans[-1] != at:
+                return []  # another field between two hands
+            spans += [at, r.pos, r.pos + n]
             r.pos += n
-        elif kind == 5:
-            r.pos += 4
-        else:
+        elif key < 0 or not _skip(r, key & 7):
             return []
-        if r.bad or r.pos > r.end:
-            return []
-    if first < 0:
-        return []
-    return [first, last, *spans]
+    return spans
 
 
-def hand_prefix(
-    data: bytes,
-    start: int,
-    end: int,
-    number: int,
-    dealer: int,
-    masks: tuple[int, ...],
-    retourne: int,
-    talon: bytes,
-    seats: bytes,
-    actions: list[int],
-) -> int:
-    """Whether `data[start:end]`, a `HandRecord`, begins with the canonical encoding of this
-    number, dealer, deal (each seat's cards as a mask, the retourne or -1, the talon; any
-    pack, a free field) and these seats and actions: the position after them (where the
-    score lines begin), or -1 when it does not."""
+class HandFields:
+    """The fields of a recorded hand the engine reads: its number, dealer, deal (each seat's
+    cards as a mask, the retourne or -1, the talon, the pack), seats and actions; and, when
+    read from a record's bytes, where its key is, where its score lines begin and where it
+    ends (else -1)."""
+
+    def __init__(
+        self,
+        number: int,
+        dealer: int,
+        masks: tuple[int, ...],
+        retourne: int,
+        talon: bytes,
+        deck: bytes,
+        seats: bytes,
+        actions: list[int],
+        lines_at: int = -1,
+        end: int = -1,
+    ) -> None:
+        self.number = number
+        self.dealer = dealer
+        self.masks = masks
+        self.retourne = retourne
+        self.talon = talon
+        self.deck = deck
+        self.seats = seats
+        self.actions = actions
+        self.lines_at = lines_at
+        self.end = end
+        self.key_at = -1
+
+
+_U32: Final = 0xFFFFFFFF  # the largest value of a uint32 field (HandRecord.number, dealer ...)
+
+
+def read_hands(data: bytes) -> list[HandFields] | None:
+    """Every hand of a record, read from its bytes (`read_hand`); None unless the record's
+    hands are one run of fields (`hand_spans`) and each is read."""
+    spans = hand_spans(data)
+    if not spans:
+        return None
+    hands: list[HandFields] = []
+    for i in range(0, len(spans), 3):
+        hand = read_hand(data, spans[i + 1], spans[i + 2])
+        if hand is None:
+            return None
+        hand.key_at = spans[i]
+        hands.append(hand)
+    return hands
+
+
+def read_hand(data: bytes, start: int, end: int) -> HandFields | None:
+    """The `HandRecord` at `data[start:end]` when its number, dealer, deal, seats and actions
+    are the canonical encoding of their values (protobuf's deterministic serialization, each
+    value in its field's type) and no later field repeats one of them: then these values are
+    exactly the ones a protobuf decoder gives. None when not (the caller then reads the hand
+    through the decoder)."""
     r = _Reader(data, start, end)
-    if not (r.same_varint(1 << 3, number) and r.same_varint(2 << 3, dealer)):
-        return -1
-    if not r.key(3 << 3 | 2):
-        return -1
+    number = _scalar(r, 1 << 3)
+    dealer = _scalar(r, 2 << 3)
+    if number < 0 or dealer < 0 or not r.key(3 << 3 | 2):
+        return None
     n = r.length()
     if n < 0:
-        return -1
+        return None
     after_deal = r.pos + n
     deal = _Reader(data, r.pos, after_deal)
-    if masks:
-        if not deal.key(1 << 3 | 2) or deal.length() != 8 * len(masks):
-            return -1
+    masks: list[int] = []
+    if deal.key(1 << 3 | 2):
+        m = deal.length()
+        if m <= 0 or m % 8:
+            return None
         pos = deal.pos
-        for mask in masks:
+        for _ in range(m // 8):
             value = 0
             for k in range(8):
                 value |= data[pos + k] << (8 * k)
-            if value != mask:
-                return -1
+            masks.append(value)
             pos += 8
         deal.pos = pos
-    elif deal.key(1 << 3 | 2):
-        return -1
-    if retourne >= 0:
-        if not deal.key(2 << 3) or deal.varint() != retourne:
-            return -1
-    elif deal.key(2 << 3):
-        return -1
-    if not deal.same_bytes(3 << 3 | 2, talon):
-        return -1
-    if deal.key(4 << 3 | 2):  # the pack: the record's own, any (checked apart)
-        m = deal.length()
-        if m <= 0:
-            return -1
-        deal.pos += m
+    retourne: i64 = -1
+    if deal.key(2 << 3):
+        retourne = deal.varint()
+        if retourne > _U32:
+            return None
+    talon = _bytes(deal, 3 << 3 | 2)
+    deck = _bytes(deal, 4 << 3 | 2)
     if deal.bad or deal.pos != after_deal:
-        return -1
+        return None
     r.pos = after_deal
-    if not r.same_bytes(4 << 3 | 2, seats):
-        return -1
-    if actions:
-        if not r.key(5 << 3 | 2):
-            return -1
+    seats = _bytes(r, 4 << 3 | 2)
+    actions: list[int] = []
+    if r.key(5 << 3 | 2):
         n = r.length()
-        if n < 0:
-            return -1
+        if n <= 0:
+            return None
         packed = _Reader(data, r.pos, r.pos + n)
-        for action in actions:
-            if packed.varint() != action:
-                return -1
-        if packed.pos != packed.end:
-            return -1
+        while packed.pos < packed.end:
+            action = packed.varint()
+            if action < 0:
+                return None
+            actions.append(action)
         r.pos = packed.end
-    elif r.key(5 << 3 | 2):
+    lines_at = r.pos
+    # The fields after them (score lines, scores, clocks, any other) are read by the
+    # decoder: here only well formed, and none of fields 1 to 5 again.
+    while r.pos < r.end:
+        key = r.varint()
+        if key >> 3 <= 5:
+            return None
+        if not _skip(r, key & 7):
+            return None
+    if r.bad or r.pos != r.end:
+        return None
+    return HandFields(
+        number, dealer, tuple(masks), retourne, talon, deck, seats, actions, lines_at, end
+    )
+
+
+def _scalar(r: _Reader, key: int) -> i64:
+    """A uint32 field written only when not 0 (proto3): its value, 0 when absent; -1 when
+    not canonical or out of the type's range."""
+    if not r.key(key):
+        return 0
+    value = r.varint()
+    if value <= 0 or value > _U32:
         return -1
-    if r.bad:
-        return -1
-    return r.pos
+    return value
+
+
+def _bytes(r: _Reader, key: int) -> bytes:
+    """A bytes field written only when not empty: its value, b"" when absent (`bad` when
+    written empty)."""
+    if not r.key(key):
+        return b""
+    n = r.length()
+    if n <= 0:
+        r.bad = True
+        return b""
+    pos = r.pos
+    r.pos = pos + n
+    return r.data[pos : r.pos]
+
+
+def _skip(r: _Reader, kind: i64) -> bool:
+    """Past the value of a field of wire type `kind`; False when it is not well formed."""
+    if kind == 0:
+        r.varint()
+    elif kind == 1:
+        r.pos += 8
+    elif kind == 2:
+        n = r.length()
+        if n >= 0:
+            r.pos += n
+    elif kind == 5:
+        r.pos += 4
+    else:
+        return False
+    return not r.bad and r.pos <= r.end

@@ -11,9 +11,9 @@ import pytest
 
 from tapis_cartes.records.codec import canonical_bytes, decode_record
 from tapis_cartes.records.replay import BaseVisitor, replay
-from tapis_cartes.records.strict import content_holds, rebuild_record
-from tapis_cartes.referee.engine import Match, RecordError
-from tapis_cartes.referee.engine.wire import HANDS, hand_prefix, hand_spans
+from tapis_cartes.records.strict import content_holds, hand_fields, rebuild_record
+from tapis_cartes.referee.engine import RecordError
+from tapis_cartes.referee.engine.wire import HANDS, HandFields, hand_spans, read_hand, read_hands
 from tapis_cartes.v1 import record_pb2 as pb
 from tests.records.mutants import corpus, mutants
 
@@ -36,7 +36,7 @@ def records() -> list[tuple[str, bytes]]:
 
 def replayed(data: bytes) -> _Replayed | None:
     try:
-        return replay(decode_record(data), _Replayed())
+        return replay(decode_record(data), _Replayed(), hands=read_hands(data))
     except RecordError:
         return None
 
@@ -66,7 +66,7 @@ def test_the_quick_check_agrees_with_the_rebuild(records: list[tuple[str, bytes]
     originals = {d for _, d in records}
     for data in [*originals, *[m for *_, m in mutants(records, MUTANTS, seed=7)]]:
         r = replayed(data)
-        if r is None or not content_holds(r.rec, r.match, r.units, data):
+        if r is None or not content_holds(r.rec, r.match, r.units, data, r.fields):
             continue
         accepted[data in originals] += 1
         assert canonical_bytes(rebuild_record(decode_record(data), r.match)) == data
@@ -77,51 +77,81 @@ def test_the_quick_check_agrees_with_the_rebuild(records: list[tuple[str, bytes]
         rec = decode_record(data)
         in_progress = len(rec.hands) > len(r.match.results)
         timed = rec.rules.HasField("time_control")
-        quick = content_holds(r.rec, r.match, r.units, data)
+        quick = content_holds(r.rec, r.match, r.units, data, r.fields)
         assert quick == (not timed and not in_progress), label
 
 
-def _hand_at(match: Match, data: bytes, i: int, seats: bytes | None = None) -> int:
-    """`hand_prefix` of hand i of `data` against the replay's hand i."""
-    spans = hand_spans(data)
-    result = match.results[i]
-    deal = result.deal
-    return hand_prefix(
-        data,
-        spans[2 + 2 * i],
-        spans[3 + 2 * i],
-        result.number,
-        result.dealer,
-        deal.hands,
-        deal.retourne,
-        bytes(deal.talon),
-        bytes(result.action_seats) if seats is None else seats,
-        result.actions,
+def _values(fields: HandFields) -> tuple[object, ...]:
+    return (
+        fields.number,
+        fields.dealer,
+        fields.masks,
+        fields.retourne,
+        fields.talon,
+        fields.deck,
+        fields.seats,
+        fields.actions,
     )
+
+
+def test_the_hands_read_are_the_decoders(records: list[tuple[str, bytes]]) -> None:
+    """Wherever the hands are read from the bytes (`read_hands`), their values are exactly
+    what the protobuf decoder gives (`hand_fields` of the decoded record): for the genuine
+    records and for every mutant the decoder accepts."""
+    read = 0
+    for data in [*(d for _, d in records), *(m for *_, m in mutants(records, MUTANTS, seed=5))]:
+        try:
+            rec = decode_record(data)
+        except RecordError:
+            continue
+        hands = read_hands(data)
+        if hands is None:
+            continue
+        read += 1
+        assert [_values(f) for f in hands] == [_values(f) for f in hand_fields(rec)]
+    assert read > len(records)
 
 
 def test_a_hand_is_read_to_its_score_lines(records: list[tuple[str, bytes]]) -> None:
     label, data = next((lb, d) for lb, d in records if lb.startswith("imperiale"))
-    r = replayed(data)
-    assert r is not None
     rec = decode_record(data)
-    spans = hand_spans(data)
-    assert len(spans) == 2 + 2 * len(rec.hands)
-    for i, hand in enumerate(rec.hands):
-        at = _hand_at(r.match, data, i)
+    hands = read_hands(data)
+    assert hands is not None and len(hands) == len(rec.hands)
+    for fields, hand in zip(hands, rec.hands, strict=True):
         # What follows the actions is the hand's score lines and scores, nothing else.
         rest = pb.HandRecord(lines=hand.lines, scores_after=hand.scores_after)
-        assert data[at : spans[3 + 2 * i]] == rest.SerializeToString(deterministic=True), label
-    seats = bytes(r.match.results[0].action_seats)
-    assert _hand_at(r.match, data, 0, seats[:-1] + bytes([seats[-1] ^ 1])) == -1
+        assert data[fields.lines_at : fields.end] == rest.SerializeToString(deterministic=True)
+        assert data[fields.key_at] == HANDS << 3 | 2, label
+
+
+def _hand_bytes(**fields: object) -> bytes:
+    return pb.HandRecord(**fields).SerializeToString(deterministic=True)  # type: ignore[arg-type]
+
+
+def test_what_is_not_the_canonical_encoding_is_not_read(records: list[tuple[str, bytes]]) -> None:
+    data = next(d for lb, d in records if lb == "dame-de-pique/standard/4p/finished")
+    hand = decode_record(data).hands[0]
+    genuine = hand.SerializeToString(deterministic=True)
+    assert genuine[:2] == bytes([1 << 3, 1])  # hand number 1, first
+    assert read_hand(genuine, 0, len(genuine)) is not None
+    # A field of the engine's written again after the score lines (the decoder merges it).
+    again = genuine + _hand_bytes(actions=[8])
+    assert pb.HandRecord.FromString(again).actions[-1] == 8
+    assert read_hand(again, 0, len(again)) is None
+    # A uint32 field holding more than 32 bits (the decoder keeps the low ones).
+    big = bytes([1 << 3]) + _varint(1 << 32 | 1) + genuine[2:]
+    assert read_hand(big, 0, len(big)) is None
+    # A zero written (proto3 leaves it out); a hand cut short.
+    zero = bytes([1 << 3, 0]) + genuine[2:]
+    assert read_hand(zero, 0, len(zero)) is None
+    cut = genuine[:-1]
+    assert read_hand(cut, 0, len(cut)) is None
 
 
 def test_a_varint_not_in_its_shortest_form_is_refused(records: list[tuple[str, bytes]]) -> None:
     """The same values with a padded varint (an action as two bytes, the last 0): the bytes
     decode to the same record, but are not its canonical encoding."""
     data = next(d for lb, d in records if lb == "dame-de-pique/standard/4p/finished")
-    r = replayed(data)
-    assert r is not None
     rec = decode_record(data)
     hand = rec.hands[0]
     before = pb.HandRecord(number=hand.number, dealer=hand.dealer, deal=hand.deal, seats=hand.seats)
@@ -135,13 +165,9 @@ def test_a_varint_not_in_its_shortest_form_is_refused(records: list[tuple[str, b
         + after.SerializeToString(deterministic=True)
     )
     assert pb.HandRecord.FromString(raw) == hand
-    result = r.match.results[0]
-    deal = result.deal
-    args = (result.number, result.dealer, deal.hands, deal.retourne, bytes(deal.talon))
-    rest = (bytes(result.action_seats), result.actions)
-    assert hand_prefix(raw, 0, len(raw), *args, *rest) == -1
+    assert read_hand(raw, 0, len(raw)) is None
     genuine = hand.SerializeToString(deterministic=True)
-    assert hand_prefix(genuine, 0, len(genuine), *args, *rest) > 0
+    assert read_hand(genuine, 0, len(genuine)) is not None
 
 
 def _varint(n: int, pad: bool = False) -> bytes:
@@ -159,9 +185,9 @@ def _varint(n: int, pad: bool = False) -> bytes:
 def test_hand_spans_refuse_what_is_not_a_run_of_hands(records: list[tuple[str, bytes]]) -> None:
     data = next(d for lb, d in records if lb == "triomphe/equipe/4p/finished")
     spans = hand_spans(data)
-    assert spans and len(spans) == 2 + 2 * len(decode_record(data).hands)
+    assert spans and len(spans) == 3 * len(decode_record(data).hands)
     assert hand_spans(b"") == []
     assert hand_spans(data[:-1]) == []  # cut short
     # A field between two hands: a format version after the first.
-    first_end = spans[3]
+    first_end = spans[2]
     assert hand_spans(data[:first_end] + b"\x08\x01" + data[first_end:]) == []
