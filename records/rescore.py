@@ -29,6 +29,7 @@ from tapis_cartes.records.score import (
 )
 from tapis_cartes.referee.engine import Match, find_game
 from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.engine.wire import HandFields
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
@@ -86,11 +87,17 @@ def rescored(rid: str, rec: pb.GameRecord, match: Match) -> Rescored:
     )
 
 
-def rescore_record(rid: str, rec: pb.GameRecord, changes: Mapping[str, Option]) -> Rescored:
+def rescore_record(
+    rid: str,
+    rec: pb.GameRecord,
+    changes: Mapping[str, Option],
+    hands: list[HandFields] | None = None,
+) -> Rescored:
     """Replay `rec` with its options changed by `changes`, hand by hand with the recorded deals
-    and actions, stopping when the match ends; never raises for a record that does not fit."""
+    and actions, stopping when the match ends; never raises for a record that does not fit.
+    `hands`: its hands' fields, when read from its bytes (`hand_fields`)."""
     try:
-        match = replay_changed(rec, changes)
+        match = replay_changed(rec, changes, hands)
     except NotReplayable as exc:
         return Rescored(
             rid,

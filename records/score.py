@@ -22,6 +22,7 @@ from tapis_cartes.referee.engine import (
     find_game,
 )
 from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.engine.wire import HandFields
 from tapis_cartes.referee.errors import NotReplayable
 from tapis_cartes.v1 import record_pb2 as pb
 
@@ -38,12 +39,15 @@ __all__ = [
 ]
 
 
-def replay_changed(rec: pb.GameRecord, changes: Mapping[str, Option]) -> Match:
+def replay_changed(
+    rec: pb.GameRecord, changes: Mapping[str, Option], hands: list[HandFields] | None = None
+) -> Match:
     """The match of `rec` replayed with its options changed by `changes`: hand by hand with
     the recorded deals and actions, stopping where the match now ends (or at the record's
     end, the match then unfinished). `NotReplayable` when the new rules refuse it, or when a
-    field of the record does not fit its own game (rule `record:<code>`)."""
-    return replay(rec, _ChangedVisitor(), changes)
+    field of the record does not fit its own game (rule `record:<code>`). `hands`: its hands'
+    fields, when read from its bytes (`hand_fields`)."""
+    return replay(rec, _ChangedVisitor(), changes, hands)
 
 
 class _ChangedVisitor(BaseVisitor[Match]):

@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError
 from tapis_cartes.records.archive.schema import to_json
 from tapis_cartes.records.codec import decode_record
 from tapis_cartes.records.rescore import Rescored, rescore_record
+from tapis_cartes.records.strict import hand_fields
 from tapis_cartes.referee.engine import RecordError
 from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.referee.errors import ArchiveError
@@ -77,12 +78,13 @@ def _rescored(rid: str, envelope: bytes, changes: dict[str, Option]) -> Rescored
     """One stored record re-scored; not replayable (rule `record:decode`, ...) when its
     stored bytes no longer decode (the archive is a file anyone may have changed)."""
     try:
-        rec = decode_record(pb.RecordEnvelope.FromString(envelope).record)
+        record = pb.RecordEnvelope.FromString(envelope).record
+        rec = decode_record(record)
     except (DecodeError, RecordError) as exc:
         code = exc.code if isinstance(exc, RecordError) else "decode"
         detail = str(exc) if isinstance(exc, RecordError) else "the envelope does not decode"
         return Rescored(rid, "not-replayable", f"record:{code}", detail, [], None, [], None, None)
-    return rescore_record(rid, rec, changes)
+    return rescore_record(rid, rec, changes, hand_fields(rec, record))
 
 
 def result_row(run_id: int, r: Rescored) -> tuple[Any, ...]:
