@@ -245,10 +245,14 @@ class Table:
     # actions being stored, in index order, not applied yet (`Referee._submit`)
     writing: list[Writing] = field(default_factory=list)
     _settled: list[asyncio.Future[None]] = field(default_factory=list)  # waiting for none
+    # Every seat taken (`started`, asked several times per action): kept by `take`, the one
+    # change of a seat's token.
+    _all_taken: bool = False
 
     def __post_init__(self) -> None:
         if self.time_control is not None and self.clocks is None:
             self.clocks = Clocks(self.time_control, self.rules.players)
+        self._all_taken = all(s.taken for s in self.seats)
 
     @property
     def lock(self) -> asyncio.Lock:
@@ -317,7 +321,7 @@ class Table:
 
     @property
     def started(self) -> bool:
-        return all(s.taken for s in self.seats)
+        return self._all_taken
 
     @property
     def finished(self) -> bool:
@@ -377,6 +381,7 @@ class Table:
         s.name = name or s.name
         s.token_hash = hashed
         s.order = sum(1 for x in self.seats if x.order is not None)
+        self._all_taken = all(x.taken for x in self.seats)
         self.events.append(SeatEvent(seat, s.name))
         if self.started:
             self.deal_until_playable()
