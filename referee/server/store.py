@@ -145,7 +145,11 @@ class Store:
         except sqlite3.Error as exc:
             os.close(self._lock_fd)
             raise StoreError(f"{self.path}: not a Tapis store ({exc})") from None
-        self._queue: queue.Queue[tuple[Write, asyncio.Future[None]] | None] = queue.Queue()
+        # (A SimpleQueue: its put, once per write on the event loop, is a C call, where a
+        # Queue's takes a Python lock and notifies a Python condition.)
+        self._queue: queue.SimpleQueue[tuple[Write, asyncio.Future[None]] | None] = (
+            queue.SimpleQueue()
+        )
         self._closed = False
         self._thread = threading.Thread(target=self._writer, name="tapis-store", daemon=True)
         self._thread.start()
