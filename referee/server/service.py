@@ -376,7 +376,7 @@ def _scores_part(units: tuple[str, ...], scores: tuple[tuple[int, ...], ...]) ->
     return pb.SeatView(scores=[score_to_pb(units, s) for s in scores]).SerializeToString()
 
 
-@functools.lru_cache(maxsize=1 << 14, typed=True)  # typed: a fact True is not a fact 1
+@functools.lru_cache(maxsize=1 << 12, typed=True)  # typed: a fact True is not a fact 1
 def _fact_part(key: str, value: object, cards: CardFact | None) -> bytes:
     """`SeatView.facts` and `typed_facts` holding one fact only (`add_facts`), serialized:
     most facts keep their value from one view to the next (made after every action)."""
@@ -526,7 +526,7 @@ def table_status(table: Table) -> pb.TableStatus.ValueType:
     return pb.TABLE_STATUS_PLAYING if table.started else pb.TABLE_STATUS_WAITING
 
 
-@functools.lru_cache(maxsize=1 << 14)
+@functools.lru_cache(maxsize=1 << 12)
 def _cards(mask: int) -> tuple[int, ...]:
     """The cards of a mask (`iter_cards`): a seat's hand is sent after every action, the
     same until it plays."""
