@@ -49,7 +49,8 @@ process:
    is never less than the real submit-to-answer time. Last, what the referee's store said
    when it stopped (its "referee stopped" log line, `Store.commit_stats`): its commits over
    the whole run and how long they took, the transaction and its COMMIT alone (the log
-   synced to the disk), since each acknowledgement waits for the commit holding its action.
+   synced to the disk), since each acknowledgement waits for the commit holding its action;
+   and the referee's CPU by thread (the event loop, the store's writer, gRPC's threads).
 3. Memory: a fresh `tapis serve`; its VmRSS once it serves, then after ``--idle-tables``
    CreateTable calls of Dame de Pique with all four seats open (WAITING) and a short settle.
    The target is (RSS after - RSS before) / N <= 20 KB per table.
@@ -882,10 +883,17 @@ class Throughput:
 
 def store_stats(log: Path) -> dict[str, Any] | None:
     """What the referee's "referee stopped" log line says of its store (`Store.commit_stats`:
-    commits, writes, how long a commit took), if it says it."""
-    for line in reversed(log.read_text(errors="replace").splitlines()):
+    commits, writes, how long a commit took) and of its CPU, if it says it; the CPU counted
+    from when it served (its "referee serving" line), start-up left out."""
+    lines = log.read_text(errors="replace").splitlines()
+    served = (x for x in lines if x.startswith("{") and '"referee serving"' in x)
+    serving: dict[str, Any] = json.loads(next(served, "{}"))
+    for line in reversed(lines):
         if line.startswith("{") and '"referee stopped"' in line:
             fields: dict[str, Any] = json.loads(line)
+            for key in ("process_cpu_s", "loop_cpu_s"):
+                if key in fields and key in serving:
+                    fields[key] -= serving[key]
             return fields
     return None
 
@@ -1382,6 +1390,18 @@ def run_all(args: argparse.Namespace) -> int:
                 f"    {what}: {took['p50']:.2f} / {took['p90']:.2f} / {took['p99']:.2f} / "
                 f"{took['max']:.2f}"
             )
+    if store is not None and {"process_cpu_s", "loop_cpu_s", "writer_cpu_s"} <= store.keys():
+        # Where the referee's CPU went, by thread: the event loop (the servicer, the tables,
+        # gRPC's calls), the store's writer (SQLite, its commits), the rest (gRPC's own threads).
+        loop_s, writer_s = store["loop_cpu_s"], store["writer_cpu_s"]
+        rest_s = max(0.0, store["process_cpu_s"] - loop_s - writer_s)
+        writes = max(1, store["writes"])
+        print(
+            f"  the referee's CPU once serving, whole run: event-loop thread {loop_s:.1f}"
+            f" s, store writer {writer_s:.1f} s, other threads (gRPC's) {rest_s:.1f} s; per "
+            f"write stored: {1e6 * loop_s / writes:,.0f} / {1e6 * writer_s / writes:,.0f} / "
+            f"{1e6 * rest_s / writes:,.0f} us"
+        )
     if (
         paced is not None
         and echo is not None
