@@ -1307,8 +1307,12 @@ class Referee:
             )
 
     async def _finish(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run a change of state to its end even if the caller goes away meanwhile."""
-        return await asyncio.shield(self._spawn(coro))
+        """Run a change of state to its end even if the caller goes away meanwhile: in a task
+        of its own, which hands its answer to the caller as soon as it has it (the caller's
+        cancellation cancels only its wait)."""
+        answer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._spawn(_answered(coro, answer))
+        return await answer
 
     # -- watching -------------------------------------------------------------------------
 
@@ -1365,6 +1369,24 @@ class Referee:
             if table.ended and index >= durable:
                 return  # the match is over (its last event, the record, was sent) or closed
             await table.wait_change(idle, seat if only_turns else None)
+
+
+async def _answered(coro: Coroutine[Any, Any, T], answer: asyncio.Future[T]) -> T:
+    """`coro`'s result or error, also set on `answer` the moment it has one: its caller then
+    wakes at the next turn of the loop, not two turns later as through the task's own
+    callbacks (`asyncio.shield`). An error is raised here too, for `Referee._task_done`."""
+    try:
+        result = await coro
+    except asyncio.CancelledError:
+        answer.cancel()
+        raise
+    except BaseException as exc:
+        if not answer.done():  # (done: its caller went away)
+            answer.set_exception(exc)
+        raise
+    if not answer.done():
+        answer.set_result(result)
+    return result
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
