@@ -34,7 +34,9 @@ process:
    parts 1 and 2 and the load takes turns (``--rounds``, each with its warm-up), so a drift in
    the machine's speed hits all. Then the stream-driven bots are offered half of the echo's
    saturation rate (its actions/s): their SubmitAction p99 there is the latency target
-   (<= 10 ms); at saturation p99 is queueing, reported but not the target.
+   (<= 10 ms); at saturation p99 is queueing, reported but not the target. The echo is
+   offered half of its own rate too, in both shapes (``--no-echo-paced``: not): its p99
+   there is the transport's own, the floor under the referee's on this machine.
    The paced load is spread, not offered in bursts: each table's coroutine acts at its own
    rate (the mean times a factor between 0.5 and 1.5, the rates adding up to the rate offered:
    at one common rate the tables, started together, would stay in step and reach the end of
@@ -47,7 +49,8 @@ process:
    is never less than the real submit-to-answer time. Last, what the referee's store said
    when it stopped (its "referee stopped" log line, `Store.commit_stats`): its commits over
    the whole run and how long they took, the transaction and its COMMIT alone (the log
-   synced to the disk), since each acknowledgement waits for the commit holding its action.
+   synced to the disk), since each acknowledgement waits for the commit holding its action;
+   and the referee's CPU by thread (the event loop, the store's writer, gRPC's threads).
 3. Memory: a fresh `tapis serve`; its VmRSS once it serves, then after ``--idle-tables``
    CreateTable calls of Dame de Pique with all four seats open (WAITING) and a short settle.
    The target is (RSS after - RSS before) / N <= 20 KB per table.
@@ -59,7 +62,9 @@ Usage (from the repository root):
     .venv/bin/python scripts/bench_referee.py [--tables 32] [--seconds 10]
         [--rounds 2] [--channels per-table|shared] [--idle-tables 10000] [--profile-server 25]
 
-A short run: ``--seconds 4 --rounds 1 --idle-tables 0``. ``--profile-server N`` runs the
+A short run: ``--seconds 4 --rounds 1 --idle-tables 0``; of the referee only the bots on
+PlaySeat (no loop, no WatchTable stream; the echo's sizes then from their turns):
+``--only-play-seat``. ``--profile-server N`` runs the
 referee of parts 1 and 2 under cProfile (only that server process; the numbers of that run are
 then slower than the real ones) and prints its top N functions.
 """
@@ -115,6 +120,7 @@ TARGET_P99_MS = 10.0  # SubmitAction p99 latency
 TARGET_KB_PER_TABLE = 20.0  # RSS per idle open table
 BUSY_WARNING_PCT = 15.0  # warn when the rest of the machine used more of a core than this
 LAG_PERIOD = 0.005  # seconds between two samples of the client's event-loop lag
+SIZE_SAMPLES = 1000  # turns whose size the PlaySeat bots measure (as GetView's answer)
 PACE_SPREAD = 0.5  # paced tables' rates: the mean times a factor in 1 +- this (spread_intervals)
 
 
@@ -631,6 +637,12 @@ async def play_seat_bot(
                     view = message.turn
                     if load.counts(now(), now()):
                         load.turns += 1
+                    if load.size_n.get("view.response", 0) < SIZE_SAMPLES:
+                        # As GetView would answer and be asked (the echo's sizes without the
+                        # loop: --only-play-seat).
+                        load.size("view.response", pb.GetViewResponse(view=view).ByteSize())
+                        asked = pb.GetViewRequest(table_id=table_id, seat=seat)
+                        load.size("view.request", asked.ByteSize())
             if any(e.HasField("match_ended") for e in events):
                 if load.counts(now(), now()):
                     load.matches += seat == 0
@@ -853,8 +865,8 @@ async def measured(
 class Throughput:
     """Parts 1 and 2: each server's runs, merged over the rounds."""
 
-    loop: Run  # the referee, GetView then SubmitAction
-    stream: Run  # the referee, stream-driven bots
+    loop: Run | None  # the referee, GetView then SubmitAction (None: --only-play-seat)
+    stream: Run | None  # the referee, stream-driven bots (None: --only-play-seat)
     one_call: Run | None  # the referee, bots on one PlaySeat call each (--play-seat)
     echo: Run | None
     echo_stream: Run | None  # the echo driven in the stream's shape (echo_stream_bot)
@@ -863,14 +875,25 @@ class Throughput:
     sizes: dict[str, int]
     profile: Path | None
     store: dict[str, Any] | None = None  # the referee's last log line: its commits
+    # The echo offered half of its own saturation rate, in both shapes: the transport's own
+    # latency there, the floor of the referee's (--no-echo-paced: not run).
+    echo_paced: Run | None = None
+    echo_stream_paced: Run | None = None
 
 
 def store_stats(log: Path) -> dict[str, Any] | None:
     """What the referee's "referee stopped" log line says of its store (`Store.commit_stats`:
-    commits, writes, how long a commit took), if it says it."""
-    for line in reversed(log.read_text(errors="replace").splitlines()):
+    commits, writes, how long a commit took) and of its CPU, if it says it; the CPU counted
+    from when it served (its "referee serving" line), start-up left out."""
+    lines = log.read_text(errors="replace").splitlines()
+    served = (x for x in lines if x.startswith("{") and '"referee serving"' in x)
+    serving: dict[str, Any] = json.loads(next(served, "{}"))
+    for line in reversed(lines):
         if line.startswith("{") and '"referee stopped"' in line:
             fields: dict[str, Any] = json.loads(line)
+            for key in ("process_cpu_s", "loop_cpu_s"):
+                if key in fields and key in serving:
+                    fields[key] -= serving[key]
             return fields
     return None
 
@@ -934,22 +957,25 @@ async def throughput_phase(args: argparse.Namespace, tmp: Path) -> Throughput:
         one_call_runs: list[Run] = []
         sizes: dict[str, int] = {}
         for _ in range(args.rounds):
-            run = await measured(
-                referee, referee_target, args, "loop", seconds, referee_bots(referee_bot)
-            )
-            loop_runs.append(run)
-            sizes = sizes or {k: run.load.mean_size(k) for k in run.load.size_n}
-            stream_runs.append(
-                await measured(
-                    referee, referee_target, args, stream_name, seconds, referee_bots(streaming)
+            if not args.only_play_seat:
+                run = await measured(
+                    referee, referee_target, args, "loop", seconds, referee_bots(referee_bot)
                 )
-            )
+                loop_runs.append(run)
+                sizes = sizes or {k: run.load.mean_size(k) for k in run.load.size_n}
+                stream_runs.append(
+                    await measured(
+                        referee, referee_target, args, stream_name, seconds,
+                        referee_bots(streaming),
+                    )
+                )  # fmt: skip
             if args.play_seat:
                 one_call = referee_bots(play_seat_bot)
                 name = "one call (PlaySeat)"
-                one_call_runs.append(
-                    await measured(referee, referee_target, args, name, seconds, one_call)
-                )
+                run = await measured(referee, referee_target, args, name, seconds, one_call)
+                one_call_runs.append(run)
+                # Without the loop, the sizes of GetView as the PlaySeat bots' turns give them.
+                sizes = sizes or {k: run.load.mean_size(k) for k in run.load.size_n}
             if echo is not None:
                 echo_runs.append(
                     await measured(echo, echo_target, args, "echo", seconds, echo_bots(sizes))
@@ -962,7 +988,7 @@ async def throughput_phase(args: argparse.Namespace, tmp: Path) -> Throughput:
         echo_run = merged(echo_runs) if echo_runs else None
         echo_stream_run = merged(echo_stream_runs) if echo_stream_runs else None
         paced = None
-        if echo_run is not None and not args.pace:
+        if echo_run is not None and not args.pace and not args.only_play_seat:
             half = echo_run.actions_per_s / 2
             paced = await measured(
                 referee, referee_target, args, f"{stream_name}, paced", seconds,
@@ -974,13 +1000,23 @@ async def throughput_phase(args: argparse.Namespace, tmp: Path) -> Throughput:
                 referee, referee_target, args, "one call (PlaySeat), paced", seconds,
                 referee_bots(play_seat_bot), pace=echo_run.actions_per_s / 2,
             )  # fmt: skip
+        echo_paced = echo_stream_paced = None
+        if echo is not None and echo_run is not None and not args.pace and not args.no_echo_paced:
+            half = echo_run.actions_per_s / 2
+            echo_paced = await measured(
+                echo, echo_target, args, "echo, paced", seconds, echo_bots(sizes), pace=half
+            )
+            echo_stream_paced = await measured(
+                echo, echo_target, args, "echo, stream-shaped, paced", seconds,
+                echo_bots(sizes, shaped=True), pace=half,
+            )  # fmt: skip
     finally:
         referee.stop()
         if echo is not None:
             echo.stop()
     return Throughput(
-        merged(loop_runs),
-        merged(stream_runs),
+        merged(loop_runs) if loop_runs else None,
+        merged(stream_runs) if stream_runs else None,
         merged(one_call_runs) if one_call_runs else None,
         echo_run,
         echo_stream_run,
@@ -989,6 +1025,8 @@ async def throughput_phase(args: argparse.Namespace, tmp: Path) -> Throughput:
         sizes,
         profile,
         store_stats(referee.log),
+        echo_paced,
+        echo_stream_paced,
     )
 
 
@@ -1121,12 +1159,12 @@ def print_run(run: Run) -> None:
             f"{load.rpcs / max(1, load.acks):.3f} calls per action; acted on {load.turns} turns "
             f"and {load.next_views} next_views; {load.matches} matches ended"
         )
-    if run.name == "echo, stream-shaped":
+    if run.name.startswith("echo, stream-shaped"):
         print(
             f"  one call and one stream message per action; call ms p50/p90/p99/max: "
             f"{latency_line(load.submit_ms)}"
         )
-    elif run.name == "echo":
+    elif run.name in ("echo", "echo, paced"):
         print(f"  second call (SubmitAction) ms p50/p90/p99/max: {latency_line(load.submit_ms)}")
         print(f"  first call (GetView) ms p50/p90/p99/max:      {latency_line(load.view_ms)}")
     else:
@@ -1203,12 +1241,15 @@ def run_all(args: argparse.Namespace) -> int:
         profile = result.profile
         profiled = profile_text(profile, args.profile_server) if profile is not None else ""
         print(
-            "\nmean message sizes in round 1 of the loop (bytes, echo's sizes): GetView "
-            f"{sizes['view.request']} -> {sizes['view.response']}, SubmitAction "
-            f"{sizes['submit.request']} -> {sizes['submit.response']}"
+            f"\nmean message sizes in round 1 of the {'loop' if loop else 'one call'} (bytes, "
+            f"echo's sizes): GetView {sizes['view.request']} -> {sizes['view.response']}, "
+            f"SubmitAction {sizes['submit.request']} -> {sizes['submit.response']}"
         )
         one_call = result.one_call
-        for run in (loop, stream, one_call, echo, result.echo_stream, paced, result.one_call_paced):
+        for run in (
+            loop, stream, one_call, echo, result.echo_stream, paced, result.one_call_paced,
+            result.echo_paced, result.echo_stream_paced,
+        ):  # fmt: skip
             if run is not None:
                 print_run(run)
         memory = asyncio.run(memory_phase(args, tmp / "idle")) if args.idle_tables > 0 else None
@@ -1241,8 +1282,8 @@ def run_all(args: argparse.Namespace) -> int:
     def per_server(label: str, value: Callable[[Run], str]) -> tuple[str, ...]:
         return (
             label,
-            value(loop),
-            value(stream),
+            value(loop) if loop else "-",
+            value(stream) if stream else "-",
             value(one_call) if one_call else "-",
             value(echo) if echo else "-",
             "",
@@ -1262,23 +1303,24 @@ def run_all(args: argparse.Namespace) -> int:
 
         load_name = f"{args.pace:g} actions/s offered" if args.pace else "saturated"
         rows.append(per_server(f"SubmitAction latency {label} (ms), {load_name}", latency))
-    ratio = stream.actions_per_s / max(1e-9, loop.actions_per_s)
-    target = f">= {TARGET_STREAM_RATIO:g}x"
-    ok = verdict(ratio >= TARGET_STREAM_RATIO)
-    one_ratio = one_call.actions_per_s / max(1e-9, loop.actions_per_s) if one_call else 0.0
-    rows.append((
-        "actions/s stream (one call) / loop", "", f"{ratio:.2f}x",
-        f"{one_ratio:.2f}x" if one_call else "-", "", target,
-        ok if one_call is None else verdict(max(ratio, one_ratio) >= TARGET_STREAM_RATIO),
-    ))  # fmt: skip
+    if loop is not None and stream is not None:
+        ratio = stream.actions_per_s / max(1e-9, loop.actions_per_s)
+        target = f">= {TARGET_STREAM_RATIO:g}x"
+        ok = verdict(ratio >= TARGET_STREAM_RATIO)
+        one_ratio = one_call.actions_per_s / max(1e-9, loop.actions_per_s) if one_call else 0.0
+        rows.append((
+            "actions/s stream (one call) / loop", "", f"{ratio:.2f}x",
+            f"{one_ratio:.2f}x" if one_call else "-", "", target,
+            ok if one_call is None else verdict(max(ratio, one_ratio) >= TARGET_STREAM_RATIO),
+        ))  # fmt: skip
     rows.append(per_server(
         "server CPU per action (us)",
         lambda r: f"{1e6 * r.server_cpu / max(1, r.load.acks):,.0f}",
     ))  # fmt: skip
     if echo:
         rows.append(("actions/s referee / echo",
-                     f"{100 * loop.actions_per_s / echo.actions_per_s:.1f}%",
-                     f"{100 * stream.actions_per_s / echo.actions_per_s:.1f}%",
+                     f"{100 * loop.actions_per_s / echo.actions_per_s:.1f}%" if loop else "-",
+                     f"{100 * stream.actions_per_s / echo.actions_per_s:.1f}%" if stream else "-",
                      f"{100 * one_call.actions_per_s / echo.actions_per_s:.1f}%"
                      if one_call else "-", "",
                      f">= {100 * TARGET_RATIO:.0f}%", ""))  # fmt: skip
@@ -1292,18 +1334,30 @@ def run_all(args: argparse.Namespace) -> int:
             "the transport alone: echo stream-shaped / echo (actions/s; server CPU per action)",
             "", f"{floor:.2f}x; {floor_cpu:.2f}x", "", "", "", "",
         ))  # fmt: skip
-    if paced is not None and echo is not None:
-        p99 = percentile(paced.load.submit_ms, 99)
-        one_paced = result.one_call_paced
+    one_paced = result.one_call_paced
+    if (paced is not None or one_paced is not None) and echo is not None:
+        p99 = percentile(paced.load.submit_ms, 99) if paced is not None else None
         p99_one = percentile(one_paced.load.submit_ms, 99) if one_paced is not None else None
-        done = f"{paced.actions_per_s:,.0f}" + (
-            f", {one_paced.actions_per_s:,.0f}" if one_paced is not None else ""
+        done = ", ".join(f"{r.actions_per_s:,.0f}" for r in (paced, one_paced) if r is not None)
+        best = min(p for p in (p99, p99_one) if p is not None)
+        echo_p99 = (
+            f"{percentile(result.echo_paced.load.submit_ms, 99):.2f}"
+            if result.echo_paced is not None
+            else ""
         )
         rows.append((
             f"SubmitAction p99 (ms) at {echo.actions_per_s / 2:,.0f} actions/s offered "
             f"(half echo's; {done} done)",
-            "", f"{p99:.2f}", f"{p99_one:.2f}" if p99_one is not None else "-", "",
-            f"<= {TARGET_P99_MS:g}", verdict(min(p99, p99_one or p99) <= TARGET_P99_MS),
+            "", f"{p99:.2f}" if p99 is not None else "-",
+            f"{p99_one:.2f}" if p99_one is not None else "-", echo_p99,
+            f"<= {TARGET_P99_MS:g}", verdict(best <= TARGET_P99_MS),
+        ))  # fmt: skip
+    if result.echo_stream_paced is not None:
+        shaped = result.echo_stream_paced
+        rows.append((
+            "the transport's floor: echo stream-shaped, its call's p99 (ms) at half echo's rate"
+            f" ({shaped.actions_per_s:,.0f} done)",
+            "", "", "", f"{percentile(shaped.load.submit_ms, 99):.2f}", "", "",
         ))  # fmt: skip
     if memory is not None:
         rows.append(("RSS per idle open table (KB)", f"{memory.kb_per_table:.1f}", "", "", "",
@@ -1336,6 +1390,18 @@ def run_all(args: argparse.Namespace) -> int:
                 f"    {what}: {took['p50']:.2f} / {took['p90']:.2f} / {took['p99']:.2f} / "
                 f"{took['max']:.2f}"
             )
+    if store is not None and {"process_cpu_s", "loop_cpu_s", "writer_cpu_s"} <= store.keys():
+        # Where the referee's CPU went, by thread: the event loop (the servicer, the tables,
+        # gRPC's calls), the store's writer (SQLite, its commits), the rest (gRPC's own threads).
+        loop_s, writer_s = store["loop_cpu_s"], store["writer_cpu_s"]
+        rest_s = max(0.0, store["process_cpu_s"] - loop_s - writer_s)
+        writes = max(1, store["writes"])
+        print(
+            f"  the referee's CPU once serving, whole run: event-loop thread {loop_s:.1f}"
+            f" s, store writer {writer_s:.1f} s, other threads (gRPC's) {rest_s:.1f} s; per "
+            f"write stored: {1e6 * loop_s / writes:,.0f} / {1e6 * writer_s / writes:,.0f} / "
+            f"{1e6 * rest_s / writes:,.0f} us"
+        )
     if (
         paced is not None
         and echo is not None
@@ -1383,6 +1449,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=2.0, help="seconds before RSS readings")
     parser.add_argument("--no-echo", action="store_true", help="skip the echo baseline")
     parser.add_argument(
+        "--no-echo-paced",
+        action="store_true",
+        help="skip the echo offered half of its own rate (its p99 there: the transport's floor)",
+    )
+    parser.add_argument(
+        "--only-play-seat",
+        action="store_true",
+        help="of the referee, only the bots on PlaySeat (--play-seat), saturated and paced: no"
+        " loop, no WatchTable stream (the echo's sizes then from the PlaySeat bots' turns)",
+    )
+    parser.add_argument(
         "--only-turns",
         action="store_true",
         help="the stream-driven bots ask for their turns only (WatchTableRequest.only_turns)",
@@ -1417,6 +1494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--echo-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.play_seat = args.play_seat or args.only_play_seat
     if args.echo_server is not None:
         asyncio.run(_echo_server(args.echo_server))
         return 0

@@ -369,6 +369,35 @@ def _choice_refusal(action: int) -> bytes:
     ).SerializeToString()
 
 
+@functools.lru_cache(maxsize=1 << 12)
+def _scores_part(units: tuple[str, ...], scores: tuple[tuple[int, ...], ...]) -> bytes:
+    """`SeatView.scores` holding `scores` only, serialized: the scores change once a hand,
+    the view is made after every action."""
+    return pb.SeatView(scores=[score_to_pb(units, s) for s in scores]).SerializeToString()
+
+
+@functools.lru_cache(maxsize=1 << 12, typed=True)  # typed: a fact True is not a fact 1
+def _fact_part(key: str, value: object, cards: CardFact | None) -> bytes:
+    """`SeatView.facts` and `typed_facts` holding one fact only (`add_facts`), serialized:
+    most facts keep their value from one view to the next (made after every action)."""
+    out = pb.SeatView()
+    add_facts(out, {key: value}, None if cards is None else {key: cards})
+    return out.SerializeToString()
+
+
+def _merge_facts(out: pb.SeatView, view: View) -> None:
+    """`add_facts` of the view's facts into `out`: each fact's part made once per value
+    (`_fact_part`), the parts merged in one call (repeated fields keep their order); afresh
+    when a value cannot be a key (a list)."""
+    cards = view.cards
+    try:
+        parts = [_fact_part(k, v, cards.get(k)) for k, v in view.public.items()]
+    except TypeError:  # unhashable
+        add_facts(out, view.public, cards)
+    else:
+        out.MergeFromString(b"".join(parts))
+
+
 def seat_view(
     table: Table, seat: int | None, view: View | None, out: pb.SeatView | None = None
 ) -> pb.SeatView:
@@ -381,7 +410,7 @@ def seat_view(
     out.status = table_status(table)
     out.action_index = len(table.actions)
     out.event_index = table.durable_events
-    out.scores.extend(score_to_pb(units, s) for s in table.match.scores)
+    out.MergeFromString(_scores_part(units, tuple(table.match.scores)))
     out.winners.extend(table.match.winners)
     if seat is not None:
         out.seat = seat
@@ -403,7 +432,7 @@ def seat_view(
         out.to_act.extend(table.match.to_act())
         if seat is not None:
             _add_choices(out, table.legal(seat))
-    add_facts(out, view.public, view.cards)
+    _merge_facts(out, view)
     add_clock = out.clocks.add
     for s, remaining, running, left in table.clock_view():
         clock = add_clock(seat=s, running=running)
@@ -497,8 +526,11 @@ def table_status(table: Table) -> pb.TableStatus.ValueType:
     return pb.TABLE_STATUS_PLAYING if table.started else pb.TABLE_STATUS_WAITING
 
 
-def _plays(plays: Sequence[tuple[int, int]]) -> list[pb.PlayedCard]:
-    return [pb.PlayedCard(seat=s, card=c) for s, c in plays]
+@functools.lru_cache(maxsize=1 << 12)
+def _cards(mask: int) -> tuple[int, ...]:
+    """The cards of a mask (`iter_cards`): a seat's hand is sent after every action, the
+    same until it plays."""
+    return tuple(iter_cards(mask))
 
 
 def event_message(
@@ -510,22 +542,11 @@ def event_message(
 ) -> pb.TableEvent:
     """One event as `viewer` (a seat, or None for a spectator) may know it; built into `out`
     (empty) when given."""
-    units = find_game(table.rules.game).units
     if out is None:
         out = pb.TableEvent()
     out.index = index
-    if isinstance(event, SeatEvent):
-        out.seat_taken.seat = event.seat
-        out.seat_taken.name = event.name
-    elif isinstance(event, HandEvent):
-        h = out.hand_started
-        h.number = event.number
-        h.dealer = event.dealer
-        if viewer is not None:
-            h.hand.extend(iter_cards(event.hands[viewer]))
-        if event.retourne >= 0:
-            h.retourne = event.retourne
-    elif isinstance(event, ActionEvent):
+    # (The most frequent first: an action, a trick.)
+    if isinstance(event, ActionEvent):
         a = out.action_taken
         a.action_index = event.index
         a.seat = event.seat
@@ -534,7 +555,7 @@ def event_message(
         a.text = _text(action)
         mine = event.hands.visible_to(viewer)  # a seat's cards after the action, always
         if mine is not None:
-            a.hand.extend(iter_cards(mine))
+            a.hand.extend(_cards(mine))
         a.elapsed_ms = event.elapsed
         a.timeout = event.timeout
         if event.remaining is not None:
@@ -543,8 +564,22 @@ def event_message(
         t = out.trick_completed
         t.number = event.number
         t.winner = event.winner
-        t.cards.extend(_plays(event.plays))
+        add_play = t.cards.add
+        for player, card in event.plays:
+            add_play(seat=player, card=card)
+    elif isinstance(event, SeatEvent):
+        out.seat_taken.seat = event.seat
+        out.seat_taken.name = event.name
+    elif isinstance(event, HandEvent):
+        h = out.hand_started
+        h.number = event.number
+        h.dealer = event.dealer
+        if viewer is not None:
+            h.hand.extend(_cards(event.hands[viewer]))
+        if event.retourne >= 0:
+            h.retourne = event.retourne
     elif isinstance(event, ScoreLine):
+        units = find_game(table.rules.game).units
         out.score_line.CopyFrom(
             rpb.ScoreLine(
                 seat=event.seat,
@@ -561,6 +596,7 @@ def event_message(
         if event.seat >= 0:
             out.note.seat = event.seat
     elif isinstance(event, HandOver):
+        units = find_game(table.rules.game).units
         out.hand_ended.number = event.number
         out.hand_ended.scores.extend(score_to_pb(units, s) for s in event.scores)
     elif isinstance(event, EndEvent):

@@ -245,10 +245,14 @@ class Table:
     # actions being stored, in index order, not applied yet (`Referee._submit`)
     writing: list[Writing] = field(default_factory=list)
     _settled: list[asyncio.Future[None]] = field(default_factory=list)  # waiting for none
+    # Every seat taken (`started`, asked several times per action): kept by `take`, the one
+    # change of a seat's token.
+    _all_taken: bool = False
 
     def __post_init__(self) -> None:
         if self.time_control is not None and self.clocks is None:
             self.clocks = Clocks(self.time_control, self.rules.players)
+        self._all_taken = all(s.taken for s in self.seats)
 
     @property
     def lock(self) -> asyncio.Lock:
@@ -317,7 +321,7 @@ class Table:
 
     @property
     def started(self) -> bool:
-        return all(s.taken for s in self.seats)
+        return self._all_taken
 
     @property
     def finished(self) -> bool:
@@ -377,6 +381,7 @@ class Table:
         s.name = name or s.name
         s.token_hash = hashed
         s.order = sum(1 for x in self.seats if x.order is not None)
+        self._all_taken = all(x.taken for x in self.seats)
         self.events.append(SeatEvent(seat, s.name))
         if self.started:
             self.deal_until_playable()
@@ -1302,8 +1307,12 @@ class Referee:
             )
 
     async def _finish(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run a change of state to its end even if the caller goes away meanwhile."""
-        return await asyncio.shield(self._spawn(coro))
+        """Run a change of state to its end even if the caller goes away meanwhile: in a task
+        of its own, which hands its answer to the caller as soon as it has it (the caller's
+        cancellation cancels only its wait)."""
+        answer: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._spawn(_answered(coro, answer))
+        return await answer
 
     # -- watching -------------------------------------------------------------------------
 
@@ -1360,6 +1369,24 @@ class Referee:
             if table.ended and index >= durable:
                 return  # the match is over (its last event, the record, was sent) or closed
             await table.wait_change(idle, seat if only_turns else None)
+
+
+async def _answered(coro: Coroutine[Any, Any, T], answer: asyncio.Future[T]) -> T:
+    """`coro`'s result or error, also set on `answer` the moment it has one: its caller then
+    wakes at the next turn of the loop, not two turns later as through the task's own
+    callbacks (`asyncio.shield`). An error is raised here too, for `Referee._task_done`."""
+    try:
+        result = await coro
+    except asyncio.CancelledError:
+        answer.cancel()
+        raise
+    except BaseException as exc:
+        if not answer.done():  # (done: its caller went away)
+            answer.set_exception(exc)
+        raise
+    if not answer.done():
+        answer.set_result(result)
+    return result
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

@@ -13,7 +13,7 @@ import pytest
 from tapis_cartes.referee.engine import make_rules, new_match
 from tapis_cartes.referee.engine.actions import PLAY
 from tapis_cartes.referee.engine.cards import iter_cards, parse_card
-from tapis_cartes.referee.server.service import event_message, seat_view
+from tapis_cartes.referee.server.service import add_facts, event_message, seat_view
 from tapis_cartes.referee.server.tables import ActionEvent, Seat, Table, token_hash
 from tapis_cartes.v1 import referee_pb2 as pb
 
@@ -93,7 +93,14 @@ def test_each_viewer_gets_what_it_may_see(
         assert hand is not None
         seat = rng.choice(match.to_act())
         for s in range(players):
-            view = seat_view(table, s, match.view(s))
+            engine_view = match.view(s)
+            view = seat_view(table, s, engine_view)
+            # The facts merged from their parts made once (service._fact_part) are the facts
+            # made afresh.
+            fresh = pb.SeatView()
+            add_facts(fresh, engine_view.public, engine_view.cards)
+            assert list(view.facts) == list(fresh.facts)
+            assert list(view.typed_facts) == list(fresh.typed_facts)
             # Every text fact has its typed twin, same key, same order, same value.
             assert [f.key for f in view.typed_facts] == [f.key for f in view.facts]
             for text, typed in zip(view.facts, view.typed_facts, strict=True):

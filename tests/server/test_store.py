@@ -90,6 +90,7 @@ def test_writes_alone_or_few_are_committed(tmp_path: Path, n: int) -> None:
         assert 0 < took["p50"] <= took["p90"] <= took["p99"] <= took["max"]
         assert n > 1 or took["p50"] == took["max"]
     assert stats["commit_ms"]["max"] <= stats["transaction_ms"]["max"]
+    assert stats["writer_cpu_s"] > 0  # the store closed: what its writer thread used
 
 
 # The schema of the stores written before closed tables and request ids (kept to test that
