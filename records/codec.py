@@ -36,6 +36,7 @@ from tapis_cartes.records.clocks import (
 from tapis_cartes.referee.engine import Deal, Match, RecordError, Rules, ScoreLine, Start, find_game
 from tapis_cartes.referee.engine.base import HandResult
 from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.engine.wire import record_tail
 from tapis_cartes.referee.errors import OutputError, RecordFileError
 from tapis_cartes.v1 import record_pb2 as pb
 
@@ -208,11 +209,13 @@ def build_record(
 def _record_head(match: Match, names: Sequence[str], deal_source: pb.DealSource | None) -> bytes:
     """The bytes of a `GameRecord` holding only the format version, the rules (untimed), the
     seats, the start and the deal source: the fields before its hands."""
-    # Serialized once per distinct value (a corpus's records share them), the deal source
-    # apart: merged or written as they are, the same message.
+    # Each part serialized once per distinct value (a corpus's records share their rules and
+    # seats; a match's start is its own), the deal source apart: fields written in number
+    # order, so the parts joined are the message's bytes.
     teams = tuple([match.team_of(s) for s in range(len(names))])
-    head = _head_fields(
-        match.rules, tuple(names), teams, match.first_hand_number, match.start_scores
+    rules = match.rules
+    head = _head_fields(rules, tuple(names), teams) + _start_field(
+        match.first_hand_number, match.start_scores, find_game(rules.game).units
     )
     if deal_source is None:
         return head
@@ -234,12 +237,19 @@ def record_shell(
     each hand's bytes between, the record's (fields are written in number order). `units`:
     the game's; `reason`: the outcome's reason, when a record gives it (why a stopped match
     stopped)."""
-    tail = pb.GameRecord()
-    _fill_outcome(tail.outcome, match, units, False)
-    if reason is not None:
-        tail.outcome.reason = reason
-    _fill_provenance(tail.provenance, provenance)
-    return _record_head(match, names, deal_source), tail.SerializeToString(deterministic=True)
+    tail = record_tail(  # what `_fill_outcome` and `_fill_provenance` set, written natively
+        match.finished,
+        match.winners,
+        match.scores,
+        _unit_fields(units),
+        match.end_reason if reason is None else reason,
+        -1 if match.resigned is None else match.resigned,
+        "",
+        provenance.source,
+        provenance.reference,
+        provenance.played_at,
+    )
+    return _record_head(match, names, deal_source), tail
 
 
 def hand_scores(result: HandResult, units: tuple[str, ...]) -> bytes:
@@ -277,16 +287,9 @@ _SCORES_AFTER = pb.HandRecord.DESCRIPTOR.fields_by_name["scores_after"].number <
 
 
 @functools.lru_cache(maxsize=1024)
-def _head_fields(
-    rules: Rules,
-    names: tuple[str, ...],
-    teams: tuple[int, ...],
-    first_hand_number: int,
-    start_scores: tuple[tuple[int, ...], ...],
-) -> bytes:
-    """The bytes of a `GameRecord` holding only the format version, the rules, the seats
-    (names, teams) and the start."""
-    fill = _score_filler(find_game(rules.game).units)
+def _head_fields(rules: Rules, names: tuple[str, ...], teams: tuple[int, ...]) -> bytes:
+    """The bytes of a `GameRecord` holding only the format version, the rules and the seats
+    (names, teams)."""
     rec = pb.GameRecord()
     rec.format_version = FORMAT_VERSION
     rec.rules.CopyFrom(_rules_pb(rules))
@@ -294,6 +297,16 @@ def _head_fields(
         seat = rec.seats.add()
         seat.name = name
         seat.team = team
+    return rec.SerializeToString(deterministic=True)
+
+
+@functools.lru_cache(maxsize=8192)
+def _start_field(
+    first_hand_number: int, start_scores: tuple[tuple[int, ...], ...], units: tuple[str, ...]
+) -> bytes:
+    """The bytes of a `GameRecord` holding only its start."""
+    fill = _score_filler(units)
+    rec = pb.GameRecord()
     start = rec.start
     start.hand_number = first_hand_number
     for score in start_scores:
@@ -335,6 +348,12 @@ def _rules_pb(rules: Rules) -> pb.Rules:
     """`rules_to_pb`, made once per distinct rules (they are immutable): copied, never
     changed."""
     return rules_to_pb(rules)
+
+
+@functools.cache
+def _unit_fields(units: tuple[str, ...]) -> tuple[int, ...]:
+    """The field number of each unit in a `Score` (for `record_tail`)."""
+    return tuple(pb.Score.DESCRIPTOR.fields_by_name[unit].number for unit in units)
 
 
 @functools.cache

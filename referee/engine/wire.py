@@ -22,7 +22,17 @@ from typing import Final
 
 from mypy_extensions import i64
 
-__all__ = ["HANDS", "HandFields", "hand_spans", "read_hand", "read_hands"]
+__all__ = [
+    "HANDS",
+    "OUTCOME",
+    "PROVENANCE",
+    "HandFields",
+    "hand_spans",
+    "read_hand",
+    "read_hands",
+    "record_tail",
+    "score_body",
+]
 
 HANDS: Final = 6  # GameRecord.hands
 _HAND_KEY: Final = HANDS << 3 | 2
@@ -276,3 +286,86 @@ def _skip(r: _Reader, kind: i64) -> bool:
     else:
         return False
     return not r.bad and r.pos <= r.end
+
+
+# --- writing: the fields after a record's hands ------------------------------------------------
+
+OUTCOME: Final = 7  # GameRecord.outcome
+PROVENANCE: Final = 8  # GameRecord.provenance
+
+
+def _put_varint(out: bytearray, value: i64) -> None:
+    """A varint (`value` not negative)."""
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _put_text(out: bytearray, field: int, text: str) -> None:
+    """A string field, written only when not empty (proto3)."""
+    if text:
+        data = text.encode()
+        out.append(field << 3 | 2)
+        _put_varint(out, len(data))
+        out.extend(data)
+
+
+def _put_message(out: bytearray, field: int, body: bytearray) -> None:
+    out.append(field << 3 | 2)
+    _put_varint(out, len(body))
+    out.extend(body)
+
+
+def score_body(values: tuple[int, ...], fields: tuple[int, ...]) -> bytearray:
+    """A `Score`'s bytes: each value not 0 in its field (`fields`: the field number of each
+    value's unit; sint64, zigzag-encoded)."""
+    body = bytearray()
+    for k in range(len(fields)):
+        v: i64 = values[k]
+        if v:
+            body.append(fields[k] << 3)
+            _put_varint(body, v << 1 if v >= 0 else ((-v) << 1) - 1)
+    return body
+
+
+def record_tail(
+    finished: bool,
+    winners: tuple[int, ...],
+    scores: list[tuple[int, ...]],
+    fields: tuple[int, ...],
+    reason: str,
+    resigned: int,
+    rule: str,
+    source: str,
+    reference: str,
+    played_at: str,
+) -> bytes:
+    """The bytes of a `GameRecord` holding only its `Outcome` (finished, winners, each seat's
+    score (`fields`: as `score_body`), reason, resigned (-1: none), rule) and its
+    `Provenance`: both written even when empty, as `build_record` sets them. (The encoding
+    guide's rules, as for reading: fields in number order, scalars and strings left out when
+    0 or empty, the winners packed, an `optional` scalar written whenever set.)"""
+    outcome = bytearray()
+    if finished:
+        outcome += b"\x08\x01"
+    if winners:
+        packed = bytearray()
+        for w in winners:
+            _put_varint(packed, w)
+        _put_message(outcome, 2, packed)
+    for score in scores:
+        _put_message(outcome, 3, score_body(score, fields))
+    _put_text(outcome, 4, reason)
+    if resigned >= 0:
+        outcome.append(5 << 3)
+        _put_varint(outcome, resigned)
+    _put_text(outcome, 6, rule)
+    provenance = bytearray()
+    _put_text(provenance, 1, source)
+    _put_text(provenance, 2, reference)
+    _put_text(provenance, 3, played_at)
+    out = bytearray()
+    _put_message(out, OUTCOME, outcome)
+    _put_message(out, PROVENANCE, provenance)
+    return bytes(out)

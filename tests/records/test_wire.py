@@ -13,7 +13,14 @@ from tapis_cartes.records.codec import canonical_bytes, decode_record
 from tapis_cartes.records.replay import BaseVisitor, replay
 from tapis_cartes.records.strict import content_holds, hand_fields, rebuild_record
 from tapis_cartes.referee.engine import RecordError
-from tapis_cartes.referee.engine.wire import HANDS, HandFields, hand_spans, read_hand, read_hands
+from tapis_cartes.referee.engine.wire import (
+    HANDS,
+    HandFields,
+    hand_spans,
+    read_hand,
+    read_hands,
+    record_tail,
+)
 from tapis_cartes.v1 import record_pb2 as pb
 from tests.records.mutants import corpus, mutants
 
@@ -191,3 +198,52 @@ def test_hand_spans_refuse_what_is_not_a_run_of_hands(records: list[tuple[str, b
     # A field between two hands: a format version after the first.
     first_end = spans[2]
     assert hand_spans(data[:first_end] + b"\x08\x01" + data[first_end:]) == []
+
+
+@pytest.mark.parametrize(
+    ("finished", "winners", "scores", "units", "reason", "resigned", "rule", "provenance"),
+    [
+        (True, (0, 2), [(13,), (-26,), (0,), (2**53 - 1,)], ("points",), "", -1, "", ("", "", "")),
+        (False, (), [], ("points",), "", -1, "", ("", "", "")),
+        (
+            True,
+            (1,),
+            [(3, -4), (0, 0), (-(2**53) + 1, 1)],
+            ("imperiales", "jetons"),
+            "le siège 0 a abandonné",
+            0,
+            "CLOCK.FORFEIT",
+            ("transcript", "partie n°7.json", "2026-11-24"),
+        ),
+    ],
+)
+def test_the_tail_written_natively_is_protobufs(
+    finished: bool,
+    winners: tuple[int, ...],
+    scores: list[tuple[int, ...]],
+    units: tuple[str, ...],
+    reason: str,
+    resigned: int,
+    rule: str,
+    provenance: tuple[str, str, str],
+) -> None:
+    """`record_tail`: the bytes protobuf's deterministic serialization gives for the same
+    outcome and provenance (set field by field, as `build_record` sets them)."""
+    rec = pb.GameRecord()
+    out = rec.outcome
+    out.finished = finished
+    out.winners.extend(winners)
+    for score in scores:
+        s = out.scores.add()
+        for unit, value in zip(units, score, strict=True):
+            setattr(s, unit, value)
+    out.reason = reason
+    if resigned >= 0:
+        out.resigned = resigned
+    out.rule = rule
+    p = rec.provenance
+    p.source, p.reference, p.played_at = provenance
+    fields = tuple(pb.Score.DESCRIPTOR.fields_by_name[u].number for u in units)
+    written = record_tail(finished, winners, scores, fields, reason, resigned, rule, *provenance)
+    assert written == rec.SerializeToString(deterministic=True)
+    assert pb.GameRecord.FromString(written) == rec
