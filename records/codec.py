@@ -60,8 +60,9 @@ __all__ = [
     "hand_scores",
     "read_envelopes",
     "read_frames",
+    "record_head",
     "record_id",
-    "record_shell",
+    "record_tail_of",
     "rules_to_pb",
     "score_from_pb",
     "score_getter",
@@ -224,20 +225,20 @@ def _record_head(match: Match, names: Sequence[str], deal_source: pb.DealSource 
     return head + source.SerializeToString(deterministic=True)
 
 
-def record_shell(
-    match: Match,
-    units: tuple[str, ...],
-    names: Sequence[str],
-    provenance: Provenance,
-    deal_source: pb.DealSource | None = None,
-    reason: str | None = None,
-) -> tuple[bytes, bytes]:
-    """The bytes `build_record` writes before an untimed match's hands (the format version,
-    rules, seats, start and deal source) and after them (the outcome and provenance): with
-    each hand's bytes between, the record's (fields are written in number order). `units`:
-    the game's; `reason`: the outcome's reason, when a record gives it (why a stopped match
-    stopped)."""
-    tail = record_tail(  # what `_fill_outcome` and `_fill_provenance` set, written natively
+def record_head(match: Match, names: Sequence[str], deal_source: pb.DealSource | None) -> bytes:
+    """The bytes `build_record` writes before an untimed match's hands: the format version,
+    rules, seats (`names`), start and deal source."""
+    return _record_head(match, names, deal_source)
+
+
+def record_tail_of(
+    match: Match, units: tuple[str, ...], provenance: Provenance, reason: str | None = None
+) -> bytes:
+    """The bytes `build_record` writes after a match's hands (its outcome, in `units`, the
+    game's, and `provenance`): with the head (`record_head`) and each hand's bytes between,
+    the record's (fields are written in number order). `reason`: the outcome's reason, when
+    a record gives it (why a stopped match stopped)."""
+    return record_tail(  # what `_fill_outcome` and `_fill_provenance` set, written natively
         match.finished,
         match.winners,
         match.scores,
@@ -249,7 +250,6 @@ def record_shell(
         provenance.reference,
         provenance.played_at,
     )
-    return _record_head(match, names, deal_source), tail
 
 
 def hand_scores(result: HandResult, units: tuple[str, ...]) -> bytes:

@@ -43,7 +43,8 @@ from tapis_cartes.records.codec import (
     canonical_bytes,
     decode_record,
     hand_scores,
-    record_shell,
+    record_head,
+    record_tail_of,
 )
 from tapis_cartes.referee.engine import (
     GAMES,
@@ -501,12 +502,20 @@ def _outcome(out: pb.Outcome, players: int, units: tuple[str, ...]) -> None:
 def _free_fields(rec: pb.GameRecord) -> tuple[list[str], Provenance, pb.DealSource | None]:
     """A record's seat names, provenance and deal source: what its rebuild takes from it."""
     p = rec.provenance
-    source = None
-    if rec.HasField("deal_source"):
-        # Field by field, never a copy: an unknown field of the record is never rebuilt.
-        d = rec.deal_source
-        source = pb.DealSource(algorithm=d.algorithm, commitment=d.commitment, seed=d.seed)
-    return [s.name for s in rec.seats[:]], Provenance(p.source, p.reference, p.played_at), source
+    names = [s.name for s in rec.seats[:]]
+    return names, Provenance(p.source, p.reference, p.played_at), _deal_source(rec)
+
+
+def _deal_source(rec: pb.GameRecord) -> pb.DealSource | None:
+    if not rec.HasField("deal_source"):
+        return None
+    # Field by field, never a copy: an unknown field of the record is never rebuilt.
+    d = rec.deal_source
+    return pb.DealSource(algorithm=d.algorithm, commitment=d.commitment, seed=d.seed)
+
+
+_HEADS: set[bytes] = set()  # heads of records found to be what `build_record` writes
+_HEADS_KEPT = 4096
 
 
 def rebuild_record(rec: pb.GameRecord, match: Match) -> pb.GameRecord:
@@ -547,18 +556,25 @@ def content_holds(
         rec.rules.HasField("time_control")
         or not results
         or len(hands) != len(results)
-        or any(fields.lines_at < 0 for fields in hands)
+        or hands[0].lines_at < 0  # not read from the bytes (`hand_fields`: all or none)
     ):
         return False
-    names, provenance, source = _free_fields(rec)
+    # The head: fields 1 to 5, which alone make the match (its rules and start), the seats'
+    # names and the deal source; so a head found to be what `build_record` writes holds
+    # for any record it begins (`_HEADS`: those found, the latest first).
+    head = record_bytes[: hands[0].key_at]
+    if head not in _HEADS:
+        names = [seat.name for seat in rec.seats[:]]
+        if record_head(match, names, _deal_source(rec)) != head:
+            return False
+        if len(_HEADS) >= _HEADS_KEPT:
+            _HEADS.clear()
+        _HEADS.add(head)
+    p = rec.provenance
+    provenance = Provenance(p.source, p.reference, p.played_at)
     reason = None if match.finished else rec.outcome.reason
-    head, tail = record_shell(match, units, names, provenance, source, reason)
-    if not (  # the hands are one run of fields (`read_hands`): between these
-        hands[0].key_at == len(head)
-        and record_bytes.startswith(head)
-        and hands[-1].end == len(record_bytes) - len(tail)
-        and record_bytes.endswith(tail)
-    ):
+    tail = record_tail_of(match, units, provenance, reason)
+    if not (hands[-1].end == len(record_bytes) - len(tail) and record_bytes.endswith(tail)):
         return False
     for fields, result in zip(hands, results, strict=True):
         deal = result.deal
