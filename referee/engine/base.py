@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, Final, NamedTuple, NoReturn
 
-from mypy_extensions import mypyc_attr
+from librt.vecs import vec
+from mypy_extensions import i64, mypyc_attr
 
 from tapis_cartes.referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_error, action_str
 from tapis_cartes.referee.engine.cards import R3, RankOrder, card_str, iter_cards, mask_str
@@ -332,7 +333,8 @@ class Hand(ABC):
         self.trick_leaders: list[int] = []
         self.trick_winners: list[int] = []
         self.trick_cards: list[int] = []
-        self.held: list[int] = list(deal.hands)  # each seat's cards now (games update it)
+        # Each seat's cards now (games update it), native ints: no int object per card played.
+        self.held: vec[i64] = vec[i64](deal.hands)
         self.cursor = 0  # 1-based index of the action being applied (0: none yet)
         self.over = False
         self.phases: dict[Enum, PhaseRule] = _NO_PHASES  # set by each game: its phase table

@@ -93,7 +93,7 @@ def test_card_events_in_random_play(config: Config) -> None:
             events = m.apply(seat, action)
             if not hand.over:
                 # The hands change other than by a card exactly when the engine says so.
-                moved = action & 7 != PLAY and held != hand.held
+                moved = action & 7 != PLAY and held != list(hand.held)
                 assert moved == any(isinstance(e, HandsChanged) for e in events)
                 _check_action(m, seat, action, events)
             _check_shown(m, events)

@@ -706,7 +706,7 @@ def test_pillage_continues_off_ends_after_one_take() -> None:
 def test_pillage_declined_at_once() -> None:
     m = pille_match()
     run(m, [(1, "pille stop")])
-    assert hand_of(m).held == list(PILLE_DEAL.hands) and m.to_act() == (0,)
+    assert list(hand_of(m).held) == list(PILLE_DEAL.hands) and m.to_act() == (0,)
 
 
 def test_as_pille_off_and_other_rulesets_have_no_pillage() -> None:
