@@ -101,7 +101,9 @@ def payload_of(action: int) -> int:
     return action >> 3
 
 
-_PAYLOAD_LIMIT: Final = (52, 1 << 18, len(BID_WORDS), 2, 3, PILLE_STOP + 1, 1)
+# Not inlined where read (a Final tuple is rebuilt at each use in compiled code): a tuple.
+_PAYLOAD_LIMIT: Final[tuple[int, ...]] = (52, 1 << 18, len(BID_WORDS), 2, 3, PILLE_STOP + 1, 1)
+_KINDS: Final[int] = len(KIND_NAMES)
 
 
 def action_error(action: int) -> InvalidAction | None:
@@ -110,7 +112,7 @@ def action_error(action: int) -> InvalidAction | None:
     if action < 0:
         return InvalidAction(f"{quoted(action)} is not an action")
     kind, payload = action & 7, action >> 3
-    if kind >= len(KIND_NAMES) or payload >= _PAYLOAD_LIMIT[kind]:
+    if kind >= _KINDS or payload >= _PAYLOAD_LIMIT[kind]:
         return InvalidAction(
             f"{quoted(action)} is not an action (kind {kind}, payload {quoted(payload)})"
         )

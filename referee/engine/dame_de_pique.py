@@ -22,6 +22,9 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Any, Final
 
+from librt.vecs import vec
+from mypy_extensions import i64
+
 from tapis_cartes.referee.engine.actions import PASS, PLAY, encode, pass_cards, pass_choices
 from tapis_cartes.referee.engine.base import (
     CardFact,
@@ -117,7 +120,7 @@ class DamePiqueHand(Hand):
         self.pass_offset = _PASS_OFFSETS[cycle]
         self.pass_name = _PASS_NAMES[cycle]
         self.passed: list[int] = [0, 0, 0, 0]
-        self.taken = [0, 0, 0, 0]  # cards won in tricks, per seat
+        self.taken: vec[i64] = vec[i64]([0, 0, 0, 0])  # cards won in tricks, per seat
         self.broken = False  # DP.HEARTS: hearts broken by an earlier trick
         # What the options make of DP.HEARTS, read once per match (DamePiqueMatch).
         self.lead_unbroken = match.lead_unbroken
