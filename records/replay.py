@@ -212,9 +212,6 @@ def _told_hands(visitor: BaseVisitor[T]) -> bool:
     )
 
 
-_NO_HAND = pb.HandRecord()  # what a visitor not told the hands is handed (it ignores it)
-
-
 def _per_action(visitor: BaseVisitor[T]) -> bool:
     """Whether `visitor` is told each action (else a hand's actions are replayed at once)."""
     kind = type(visitor)
@@ -244,7 +241,7 @@ def _replay_hands(
     """Replay every hand (`hands`: the fields of each, as `check_fields` checked them); True
     when a fault stopped the replay (a lenient visitor)."""
     per_action = _per_action(visitor)
-    # The decoded hands only for a visitor that is told them (a list in one call of C).
+    # The decoded hands, only for a visitor told them (a list in one call of C).
     told = _told_hands(visitor)
     decoded = rec.hands[:] if told else []
     last = len(hands)
@@ -269,8 +266,8 @@ def _replay_hands(
             return True
         current = match.hand
         assert current is not None
-        hand = decoded[h - 1] if told else _NO_HAND
-        visitor.begin_hand(h, hand)
+        if told:
+            visitor.begin_hand(h, decoded[h - 1])
         try:
             if per_action:
                 for a, (seat, action) in enumerate(zip(seats, actions, strict=True), 1):
@@ -295,7 +292,8 @@ def _replay_hands(
             error = RecordError("hand-unfinished", "the hand stops before its end", hand=h)
             visitor.handle_error(error, None)
             return True
-        visitor.end_hand(h, hand)
+        if told:
+            visitor.end_hand(h, decoded[h - 1])
     return False
 
 

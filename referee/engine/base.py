@@ -155,6 +155,11 @@ class ScoreLine(NamedTuple):
     at: int = 0  # 1-based index of the action after which it was scored; 0 before any
 
 
+# The score lines made so far, by value (immutable: shared by every hand that scores one).
+_LINES: dict[tuple[int, str, Score, str, str, int], ScoreLine] = {}
+_LINES_KEPT: Final = 1 << 16
+
+
 @dataclass(frozen=True, slots=True)
 class TrickWon:
     number: int  # 1-based within the hand
@@ -583,8 +588,13 @@ class Hand(ABC):
         return tuple(self.match_scores)
 
     def score(self, seat: int, kind: str, delta: Score, rule: str, note: str = "") -> None:
-        # tuple.__new__: the class's own __new__ is Python code, a frame per line.
-        line = tuple.__new__(ScoreLine, (seat, kind, delta, rule, note, self.cursor))
+        fields = (seat, kind, delta, rule, note, self.cursor)
+        line = _LINES.get(fields)
+        if line is None:  # a line made once per value (they repeat from hand to hand)
+            if len(_LINES) >= _LINES_KEPT:
+                _LINES.clear()
+            # tuple.__new__: the class's own __new__ is Python code, a frame per line.
+            line = _LINES[fields] = tuple.__new__(ScoreLine, fields)
         self.lines.append(line)
         if self.log_events:
             self.events.append(line)
