@@ -169,7 +169,7 @@ def build_record(
     than building each message from keywords and copying it in); the bytes are the same."""
     units = find_game(match.rules.game).units
     rec = pb.GameRecord()
-    rec.MergeFromString(_record_head(match, names, deal_source))
+    rec.MergeFromString(record_head(match, names, deal_source))
     if timing is not None:
         rec.rules.time_control.CopyFrom(timing.control.to_pb())
     hands = rec.hands
@@ -202,14 +202,13 @@ def build_record(
         and timing.control.policy == FORFEIT
         and sum(len(h.actions) for h in hands) - 1 in timing.timeouts
     )
-    _fill_outcome(rec.outcome, match, units, forfeit)
-    _fill_provenance(rec.provenance, provenance)
+    rec.MergeFromString(record_tail_of(match, units, provenance, forfeit=forfeit))
     return rec
 
 
-def _record_head(match: Match, names: Sequence[str], deal_source: pb.DealSource | None) -> bytes:
-    """The bytes of a `GameRecord` holding only the format version, the rules (untimed), the
-    seats, the start and the deal source: the fields before its hands."""
+def record_head(match: Match, names: Sequence[str], deal_source: pb.DealSource | None) -> bytes:
+    """The bytes `build_record` writes before a match's hands: the format version, the rules
+    (untimed), the seats (`names`), the start and the deal source."""
     # Each part serialized once per distinct value (a corpus's records share their rules and
     # seats; a match's start is its own), the deal source apart: fields written in number
     # order, so the parts joined are the message's bytes.
@@ -225,27 +224,32 @@ def _record_head(match: Match, names: Sequence[str], deal_source: pb.DealSource 
     return head + source.SerializeToString(deterministic=True)
 
 
-def record_head(match: Match, names: Sequence[str], deal_source: pb.DealSource | None) -> bytes:
-    """The bytes `build_record` writes before an untimed match's hands: the format version,
-    rules, seats (`names`), start and deal source."""
-    return _record_head(match, names, deal_source)
-
-
 def record_tail_of(
-    match: Match, units: tuple[str, ...], provenance: Provenance, reason: str | None = None
+    match: Match,
+    units: tuple[str, ...],
+    provenance: Provenance,
+    reason: str | None = None,
+    forfeit: bool = False,
 ) -> bytes:
-    """The bytes `build_record` writes after a match's hands (its outcome, in `units`, the
-    game's, and `provenance`): with the head (`record_head`) and each hand's bytes between,
-    the record's (fields are written in number order). `reason`: the outcome's reason, when
-    a record gives it (why a stopped match stopped)."""
-    return record_tail(  # what `_fill_outcome` and `_fill_provenance` set, written natively
+    """The bytes `build_record` writes after a match's hands: its outcome (scores in `units`,
+    the game's) and `provenance`, written natively (referee/engine/wire.py `record_tail`);
+    with the head (`record_head`) and each hand's bytes between, an untimed record's (fields
+    are written in number order). `reason`: the outcome's reason, when a record gives it (why
+    a stopped match stopped); `forfeit`: the last action was made on time as a forfeit
+    (CLOCK.FORFEIT), said by the outcome of a match a seat resigned."""
+    resigned = match.resigned
+    reason = match.end_reason if reason is None else reason
+    rule = ""
+    if resigned is not None and forfeit:
+        reason, rule = forfeit_reason(resigned), FORFEIT_RULE
+    return record_tail(
         match.finished,
         match.winners,
         match.scores,
         _unit_fields(units),
-        match.end_reason if reason is None else reason,
-        -1 if match.resigned is None else match.resigned,
-        "",
+        reason,
+        -1 if resigned is None else resigned,
+        rule,
         provenance.source,
         provenance.reference,
         provenance.played_at,
@@ -259,27 +263,6 @@ def hand_scores(result: HandResult, units: tuple[str, ...]) -> bytes:
     return b"".join([_line_field(line, units) for line in result.lines]) + b"".join(
         [_score_field(score, units) for score in result.scores_after]
     )
-
-
-def _fill_outcome(outcome: pb.Outcome, match: Match, units: tuple[str, ...], forfeit: bool) -> None:
-    """Set an empty `Outcome` to the match's (`forfeit`: its last action was made on time as
-    a forfeit, CLOCK.FORFEIT)."""
-    outcome.finished = match.finished
-    outcome.winners.extend(match.winners)
-    outcome.MergeFromString(_outcome_scores(tuple(match.scores), units))
-    outcome.reason = match.end_reason
-    if match.resigned is not None:
-        outcome.resigned = match.resigned
-        if forfeit:
-            outcome.reason = forfeit_reason(match.resigned)
-            outcome.rule = FORFEIT_RULE
-
-
-def _fill_provenance(prov: pb.Provenance, provenance: Provenance) -> None:
-    """Set a `Provenance` (present, even when every field is empty)."""
-    prov.source = provenance.source
-    prov.reference = provenance.reference
-    prov.played_at = provenance.played_at
 
 
 _LINES = pb.HandRecord.DESCRIPTOR.fields_by_name["lines"].number << 3 | 2  # tag: length-delimited
@@ -312,16 +295,6 @@ def _start_field(
     for score in start_scores:
         fill(start.scores.add(), score)
     return rec.SerializeToString(deterministic=True)
-
-
-@functools.lru_cache(maxsize=8192)
-def _outcome_scores(scores: tuple[tuple[int, ...], ...], units: tuple[str, ...]) -> bytes:
-    """The bytes of an `Outcome` holding only these final scores."""
-    fill = _score_filler(units)
-    out = pb.Outcome()
-    for score in scores:
-        fill(out.scores.add(), score)
-    return out.SerializeToString(deterministic=True)
 
 
 @functools.lru_cache(maxsize=8192)

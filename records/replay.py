@@ -252,7 +252,7 @@ def _replay_hands(
             if as_recorded:
                 deal = _recorded_deal(rec, match, seed, fields, h, visitor)
             else:
-                deal = Deal(fields.masks, fields.retourne, tuple(fields.talon))
+                deal = fields.deal()
             match.start_hand(fields.dealer, deal)
         except IllegalAction as exc:
             code = f"deal:{exc.code}"
@@ -315,7 +315,7 @@ def _recorded_deal(
     if hand.number != match.hand_number:
         message = f"numbered {hand.number}, expected {match.hand_number}"
         visitor.handle_error(RecordError("hand-number", message, hand=h), None)
-    deal = Deal(hand.masks, hand.retourne, tuple(hand.talon))
+    deal = hand.deal()
     if hand.deck:
         dealt = match.deal_deck(hand.dealer, list(hand.deck))
         if dealt != deal:

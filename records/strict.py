@@ -514,10 +514,6 @@ def _deal_source(rec: pb.GameRecord) -> pb.DealSource | None:
     return pb.DealSource(algorithm=d.algorithm, commitment=d.commitment, seed=d.seed)
 
 
-_HEADS: set[bytes] = set()  # heads of records found to be what `build_record` writes
-_HEADS_KEPT = 4096
-
-
 def rebuild_record(rec: pb.GameRecord, match: Match) -> pb.GameRecord:
     """What `build_record` makes of `match` (the replay of `rec`) with the record's own free
     fields: its seat names, provenance, packs and deal source, its clocks (checked by
@@ -536,6 +532,10 @@ def rebuild_record(rec: pb.GameRecord, match: Match) -> pb.GameRecord:
     return built
 
 
+_HEADS: set[bytes] = set()  # heads of records found to be what `build_record` writes
+_HEADS_KEPT = 4096  # at most (then forgotten all at once)
+
+
 def content_holds(
     rec: pb.GameRecord,
     match: Match,
@@ -548,9 +548,9 @@ def content_holds(
     `units`: its game's; `hands`: its hands' fields, as `hand_fields` read them); False when
     they are not, or when this cannot tell (a timed record, a hand in progress, hands not read
     from the bytes). The rebuild is not made: the record's bytes before its hands and after
-    them are compared with `record_shell`'s; each hand's number, dealer, deal, seats and
-    actions, read from the bytes in their canonical encoding, with the replay's, and the
-    bytes after them with its score lines and scores (`hand_scores`)."""
+    them are compared with `record_head`'s and `record_tail_of`'s; each hand's number,
+    dealer, deal, seats and actions, read from the bytes in their canonical encoding, with
+    the replay's, and the bytes after them with its score lines and scores (`hand_scores`)."""
     results = match.results
     if (
         rec.rules.HasField("time_control")
@@ -561,7 +561,7 @@ def content_holds(
         return False
     # The head: fields 1 to 5, which alone make the match (its rules and start), the seats'
     # names and the deal source; so a head found to be what `build_record` writes holds
-    # for any record it begins (`_HEADS`: those found, the latest first).
+    # for any record it begins (`_HEADS`: those found).
     head = record_bytes[: hands[0].key_at]
     if head not in _HEADS:
         names = [seat.name for seat in rec.seats[:]]

@@ -1,13 +1,14 @@
-"""A record's hands compared with a replay straight from the record's bytes, in native code.
+"""A record's bytes read and written directly, in native code, where protobuf's objects cost
+more than the work (records/verify.py, the re-score).
 
-`records/verify.py` must know that a record is byte for byte what `build_record` makes of its
-replay. Building that second record and serializing it costs more than the replay; instead,
-the record's own bytes are read here, field by field, and each hand is held to the one
-canonical encoding (protobuf's deterministic serialization of `HandRecord`) of what the
-replay holds: its number, dealer, deal, seats and actions. Nothing is decoded into objects;
-a hand that is not exactly so is only said to be so (-1), and the caller then rebuilds the
-record the long way for the fault (records/strict.py). The field numbers are the `.proto`'s
-(record.proto, `GameRecord`, `HandRecord`, `Deal`; a test holds them to the descriptors).
+Reading: each hand's number, dealer, deal, seats and actions (`read_hands`), the fields the
+engine reads, taken only where they are in their one canonical encoding (protobuf's
+deterministic serialization), so that the values are exactly those a decoder gives; nothing
+is decoded into protobuf objects. A hand that is not so is not read (None), and the caller
+reads it through the decoder (records/strict.py `hand_fields`). Writing: the fields after a
+record's hands, its outcome and provenance (`record_tail`), as `build_record` sets them. The
+field numbers are the `.proto`'s (record.proto, `GameRecord`, `HandRecord`, `Deal`,
+`Outcome`, `Provenance`; tests hold them to the descriptors and the bytes to protobuf's).
 
 The wire format's rules used (protobuf encoding guide): a field is a varint key (number << 3
 | wire type), then a varint (type 0), 8 bytes little-endian (type 1) or a varint length and
@@ -22,22 +23,14 @@ from typing import Final
 
 from mypy_extensions import i64
 
-__all__ = [
-    "HANDS",
-    "OUTCOME",
-    "PROVENANCE",
-    "HandFields",
-    "hand_spans",
-    "read_hand",
-    "read_hands",
-    "record_tail",
-    "score_body",
-]
+from tapis_cartes.referee.engine.base import Deal
+
+__all__ = ["HANDS", "HandFields", "hand_spans", "read_hand", "read_hands", "record_tail"]
 
 HANDS: Final = 6  # GameRecord.hands
 _HAND_KEY: Final = HANDS << 3 | 2
 # HandRecord: number 1, dealer 2 (varints), deal 3 (a Deal), seats 4 (bytes), actions 5
-# (packed varints); then lines 6 and scores_after 7, compared by the caller.
+# (packed varints); then lines 6 and scores_after 7 (read by the decoder, compared by verify).
 # Deal: hands 1 (packed fixed64), retourne 2 (optional varint), talon 3, deck 4 (bytes).
 
 
@@ -87,22 +80,6 @@ class _Reader:
             self.bad = True
             return -1
         return n
-
-    def same_varint(self, key: int, value: int) -> bool:
-        """A varint field equal to `value`, written if and only if `value` is not 0."""
-        if value == 0:
-            return not self.key(key)
-        return self.key(key) and self.varint() == value
-
-    def same_bytes(self, key: int, value: bytes) -> bool:
-        """A bytes field equal to `value`, written if and only if `value` is not empty."""
-        if not value:
-            return not self.key(key)
-        if not self.key(key) or self.length() != len(value):
-            return False
-        pos = self.pos
-        self.pos = pos + len(value)
-        return self.data[pos : self.pos] == value
 
 
 def hand_spans(data: bytes) -> list[int]:
@@ -157,6 +134,10 @@ class HandFields:
         self.lines_at = lines_at
         self.end = end
         self.key_at = -1
+
+    def deal(self) -> Deal:
+        """The engine's deal of the hand."""
+        return Deal(self.masks, self.retourne, tuple(self.talon))
 
 
 _U32: Final = 0xFFFFFFFF  # the largest value of a uint32 field (HandRecord.number, dealer ...)
@@ -290,8 +271,8 @@ def _skip(r: _Reader, kind: i64) -> bool:
 
 # --- writing: the fields after a record's hands ------------------------------------------------
 
-OUTCOME: Final = 7  # GameRecord.outcome
-PROVENANCE: Final = 8  # GameRecord.provenance
+_OUTCOME: Final = 7  # GameRecord.outcome
+_PROVENANCE: Final = 8  # GameRecord.provenance
 
 
 def _put_varint(out: bytearray, value: i64) -> None:
@@ -317,7 +298,7 @@ def _put_message(out: bytearray, field: int, body: bytearray) -> None:
     out.extend(body)
 
 
-def score_body(values: tuple[int, ...], fields: tuple[int, ...]) -> bytearray:
+def _score_body(values: tuple[int, ...], fields: tuple[int, ...]) -> bytearray:
     """A `Score`'s bytes: each value not 0 in its field (`fields`: the field number of each
     value's unit; sint64, zigzag-encoded)."""
     body = bytearray()
@@ -342,7 +323,7 @@ def record_tail(
     played_at: str,
 ) -> bytes:
     """The bytes of a `GameRecord` holding only its `Outcome` (finished, winners, each seat's
-    score (`fields`: as `score_body`), reason, resigned (-1: none), rule) and its
+    score (`fields`: as `_score_body`), reason, resigned (-1: none), rule) and its
     `Provenance`: both written even when empty, as `build_record` sets them. (The encoding
     guide's rules, as for reading: fields in number order, scalars and strings left out when
     0 or empty, the winners packed, an `optional` scalar written whenever set.)"""
@@ -355,7 +336,7 @@ def record_tail(
             _put_varint(packed, w)
         _put_message(outcome, 2, packed)
     for score in scores:
-        _put_message(outcome, 3, score_body(score, fields))
+        _put_message(outcome, 3, _score_body(score, fields))
     _put_text(outcome, 4, reason)
     if resigned >= 0:
         outcome.append(5 << 3)
@@ -366,6 +347,6 @@ def record_tail(
     _put_text(provenance, 2, reference)
     _put_text(provenance, 3, played_at)
     out = bytearray()
-    _put_message(out, OUTCOME, outcome)
-    _put_message(out, PROVENANCE, provenance)
+    _put_message(out, _OUTCOME, outcome)
+    _put_message(out, _PROVENANCE, provenance)
     return bytes(out)
