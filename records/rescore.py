@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tapis_cartes.records.codec import score_from_pb
+from tapis_cartes.records.codec import decode_record, score_from_pb
 from tapis_cartes.records.score import (
     NotReplayable,
     counted,
@@ -27,7 +27,8 @@ from tapis_cartes.records.score import (
     replay_changed,
     scores_text,
 )
-from tapis_cartes.referee.engine import Match, find_game
+from tapis_cartes.records.strict import scores_hold
+from tapis_cartes.referee.engine import Match, RecordError, RulesError, find_game
 from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.referee.engine.wire import HandFields
 from tapis_cartes.v1 import record_pb2 as pb
@@ -64,14 +65,41 @@ class Rescored:
 
 
 def record_scores(rec: pb.GameRecord) -> list[list[int]]:
-    """The final scores a record says, one list of the game's units per seat."""
-    units = find_game(rec.rules.game).units
+    """The final scores a record says, one list of the game's units per seat; none when the
+    record names no game Tapis knows (an archive's record changed in the file: the report
+    still says it is not replayable, never raises)."""
+    try:
+        units = find_game(rec.rules.game).units
+    except RulesError:
+        return []
     return [list(score_from_pb(units, s)) for s in rec.outcome.scores]
 
 
-def rescored(rid: str, rec: pb.GameRecord, match: Match) -> Rescored:
-    """The report of `rec` against `match`, its replay under changed options."""
+def rescored(
+    rid: str,
+    rec: pb.GameRecord,
+    match: Match,
+    record_bytes: bytes = b"",
+    hands: list[HandFields] | None = None,
+) -> Rescored:
+    """The report of `rec` against `match`, its replay under changed options. With the
+    record's bytes and its hands read from them (`decode_apart`: `rec` then may have no
+    hands), the hands whose score lines and scores are byte for byte the replay's are not
+    decoded (`scores_hold`); the record is decoded whole only from the first that is not.
+    `RecordError` when it then does not decode."""
     units = find_game(rec.rules.game).units
+    results = match.results
+    same = 0
+    if hands is not None:
+        for fields, result in zip(hands, results, strict=False):
+            if not scores_hold(record_bytes, fields, result, units):
+                break
+            same += 1
+    if hands is not None and same == len(hands) == len(results):
+        diff = None
+    else:
+        whole = decode_record(record_bytes) if hands is not None else rec
+        diff = first_diff(units, whole, [r.lines for r in results], same)
     return Rescored(
         rid,
         "ok",
@@ -81,7 +109,7 @@ def rescored(rid: str, rec: pb.GameRecord, match: Match) -> Rescored:
         [list(s) for s in match.scores],
         list(rec.outcome.winners),
         list(match.winners),
-        first_diff(units, rec, [r.lines for r in match.results]),
+        diff,
         rec.outcome.finished,
         match.finished,
     )
@@ -92,18 +120,26 @@ def rescore_record(
     rec: pb.GameRecord,
     changes: Mapping[str, Option],
     hands: list[HandFields] | None = None,
+    record_bytes: bytes = b"",
 ) -> Rescored:
     """Replay `rec` with its options changed by `changes`, hand by hand with the recorded deals
     and actions, stopping when the match ends; never raises for a record that does not fit.
-    `hands`: its hands' fields, when read from its bytes (`hand_fields`)."""
+    `hands` and `record_bytes`: its hands' fields as `decode_apart` read them from its bytes
+    (`rec` then decoded without its hands), and those bytes."""
     try:
         match = replay_changed(rec, changes, hands)
-    except NotReplayable as exc:
+        return rescored(rid, rec, match, record_bytes, hands)
+    except (NotReplayable, RecordError) as exc:
+        rule, detail = (
+            (exc.rule, exc.detail)
+            if isinstance(exc, NotReplayable)
+            else (f"record:{exc.code}", str(exc))
+        )
         return Rescored(
             rid,
             "not-replayable",
-            exc.rule,
-            exc.detail,
+            rule,
+            detail,
             record_scores(rec),
             None,
             list(rec.outcome.winners),
@@ -111,7 +147,6 @@ def rescore_record(
             None,
             rec.outcome.finished,
         )
-    return rescored(rid, rec, match)
 
 
 def _winners(seats: Sequence[int] | None, names: Sequence[str]) -> str:

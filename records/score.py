@@ -77,12 +77,16 @@ class _ChangedVisitor(BaseVisitor[Match]):
 
 
 def first_diff(
-    units: tuple[str, ...], rec: pb.GameRecord, new: Sequence[Sequence[ScoreLine]]
+    units: tuple[str, ...],
+    rec: pb.GameRecord,
+    new: Sequence[Sequence[ScoreLine]],
+    start: int = 0,
 ) -> dict[str, Any] | None:
-    """The first score line, hand by hand, that is not the same after re-scoring."""
+    """The first score line, hand by hand, that is not the same after re-scoring (the hands
+    before `start` known to be the same)."""
     key = _line_key(units)
     hands = rec.hands
-    for h in range(max(len(hands), len(new))):
+    for h in range(start, max(len(hands), len(new))):
         old_lines = hands[h].lines if h < len(hands) else ()
         new_lines = new[h] if h < len(new) else ()
         # A hand's lines as flat tuples (seat, kind, each unit, rule), compared at once: the

@@ -72,6 +72,7 @@ from tapis_cartes.referee.engine.actions import (
     pass_cards,
     pass_choices,
 )
+from tapis_cartes.referee.engine.base import HandResult
 from tapis_cartes.referee.engine.cards import card_str, distinct_mask, iter_cards
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option
@@ -86,10 +87,12 @@ __all__ = [
     "check_rules_fields",
     "check_start",
     "content_holds",
+    "decode_apart",
     "decode_canonical",
     "first_difference",
     "hand_fields",
     "rebuild_record",
+    "scores_hold",
 ]
 
 
@@ -386,6 +389,18 @@ def _line_fault(hand: pb.HandRecord, units: tuple[str, ...], h: int) -> None:
         _score(line.delta, units, f"hands[{h - 1}].lines[{i}].delta", h)
 
 
+def decode_apart(record_bytes: bytes) -> tuple[pb.GameRecord, list[HandFields] | None]:
+    """The record of `record_bytes` and its hands' fields, read from the bytes where they
+    hold them canonically (`read_hands`): the record is then decoded without its hands (no
+    protobuf object per hand; decode the bytes whole for them). Else the record decoded whole
+    and None. `RecordError` when the bytes are no record (`decode_record`); a record decoded
+    apart may still fail to decode whole (its hands' score lines are not read)."""
+    hands = read_hands(record_bytes)
+    if hands is None:
+        return decode_record(record_bytes), None
+    return decode_record(record_bytes[: hands[0].key_at] + record_bytes[hands[-1].end :]), hands
+
+
 def hand_fields(rec: pb.GameRecord, record_bytes: bytes | None = None) -> list[HandFields]:
     """The fields the engine reads of each hand of `rec`: read from `record_bytes` (the bytes
     `rec` is decoded from) where they hold them canonically, natively and with no protobuf
@@ -588,11 +603,20 @@ def content_holds(
             and fields.actions == result.actions
         ):
             return False
-        scores = hand_scores(result, units)
-        at = fields.lines_at
-        if fields.end - at != len(scores) or not record_bytes.startswith(scores, at):
+        if not scores_hold(record_bytes, fields, result, units):
             return False
     return True
+
+
+def scores_hold(
+    record_bytes: bytes, fields: HandFields, result: HandResult, units: tuple[str, ...]
+) -> bool:
+    """Whether a hand's bytes after its actions (`fields`, read from `record_bytes` by
+    `read_hands`) are exactly its score lines and scores after it as `result` has them
+    (`hand_scores`, in an untimed record): then they decode to those values."""
+    scores = hand_scores(result, units)
+    at = fields.lines_at
+    return fields.end - at == len(scores) and record_bytes.startswith(scores, at)
 
 
 def check_content(

@@ -57,11 +57,15 @@ from tapis_cartes.records.replay import (
     replay_record,
 )
 from tapis_cartes.records.signing import TrustedKey, signature_holds
-from tapis_cartes.records.strict import check_content, content_holds, decode_canonical
+from tapis_cartes.records.strict import (
+    check_content,
+    content_holds,
+    decode_apart,
+    decode_canonical,
+)
 from tapis_cartes.referee.engine import RecordError
 from tapis_cartes.referee.engine.actions import RESIGN, action_str, encode
 from tapis_cartes.referee.engine.errors import quoted
-from tapis_cartes.referee.engine.wire import read_hands
 from tapis_cartes.referee.errors import SignatureError
 from tapis_cartes.v1 import record_pb2 as pb
 
@@ -208,12 +212,10 @@ def verify_record(record_bytes: bytes) -> int:
     # those fields right; one that fails is refused for its first fault in the order of the
     # full checks (`decode_canonical`, then `match_for_record`): the same code as when every
     # check came first. Unknown fields change nothing read.
-    hands = read_hands(record_bytes)
-    if hands is not None:
-        # The hands read from the bytes (the fields the engine reads): the record is decoded
-        # without them, unless its visitor is told them (a timed record) or it fails.
-        rec = decode_record(record_bytes[: hands[0].key_at] + record_bytes[hands[-1].end :])
-    if hands is None or rec.rules.HasField("time_control"):
+    # The hands read from the bytes (the fields the engine reads): the record is decoded
+    # without them, unless its visitor is told them (a timed record) or it fails.
+    rec, hands = decode_apart(record_bytes)
+    if hands is not None and rec.rules.HasField("time_control"):
         rec = decode_record(record_bytes)
     timed = rec.rules.HasField("time_control")
     visitor = _TimedVerifyVisitor(record_bytes) if timed else _VerifyVisitor(record_bytes)

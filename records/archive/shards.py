@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 from tapis_cartes.records.archive.schema import to_json
 from tapis_cartes.records.codec import decode_record
 from tapis_cartes.records.rescore import Rescored, rescore_record
-from tapis_cartes.records.strict import hand_fields
+from tapis_cartes.records.strict import decode_apart
 from tapis_cartes.referee.engine import RecordError
 from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.referee.errors import ArchiveError
@@ -79,12 +79,15 @@ def _rescored(rid: str, envelope: bytes, changes: dict[str, Option]) -> Rescored
     stored bytes no longer decode (the archive is a file anyone may have changed)."""
     try:
         record = pb.RecordEnvelope.FromString(envelope).record
-        rec = decode_record(record)
+        rec, hands = decode_apart(record)
+        report = rescore_record(rid, rec, changes, hands, record)
+        if report.status != "ok" and hands is not None:
+            decode_record(record)  # a record that fails is first one that decodes whole
     except (DecodeError, RecordError) as exc:
         code = exc.code if isinstance(exc, RecordError) else "decode"
         detail = str(exc) if isinstance(exc, RecordError) else "the envelope does not decode"
         return Rescored(rid, "not-replayable", f"record:{code}", detail, [], None, [], None, None)
-    return rescore_record(rid, rec, changes, hand_fields(rec, record))
+    return report
 
 
 def result_row(run_id: int, r: Rescored) -> tuple[Any, ...]:

@@ -251,19 +251,26 @@ def test_rescore_of_a_record_whose_bytes_were_changed_in_the_file(
     archive: Path, tmp_path: Path
 ) -> None:
     """An archive is a file anyone may change: a stored envelope that no longer decodes, or
-    whose record does not, is not replayable; the run goes on."""
+    whose record does not, or names a game Tapis does not know, is not replayable; the run
+    goes on."""
     db = copy_of(archive, tmp_path)
     conn = sqlite3.connect(db)
     with conn:
         conn.execute("UPDATE records SET envelope = ? WHERE rowid = 1", [b"\xff" * 9])
         record = pb.RecordEnvelope(record=b"\x08\x01\x12").SerializeToString()
         conn.execute("UPDATE records SET envelope = ? WHERE rowid = 2", [record])
+        ((stored,),) = conn.execute("SELECT envelope FROM records WHERE rowid = 3")
+        rec = pb.GameRecord.FromString(pb.RecordEnvelope.FromString(stored).record)
+        rec.rules.game = "no-such-game"
+        renamed = pb.RecordEnvelope(record=rec.SerializeToString(deterministic=True))
+        stored = renamed.SerializeToString()
+        conn.execute("UPDATE records SET envelope = ? WHERE rowid = 3", [stored])
     conn.close()
     done = tapis("archive", "rescore", db, *SET, "--workers", "1", "--json")
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
-    assert (got["scored"], got["not_replayable"]) == (N - 2, 2)
-    assert got["refusals"] == {"record:decode": 2}
+    assert (got["scored"], got["not_replayable"]) == (N - 3, 3)
+    assert got["refusals"] == {"record:decode": 2, "record:rules": 1}
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

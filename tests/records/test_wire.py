@@ -9,10 +9,13 @@ from collections import Counter
 
 import pytest
 
+from tapis_cartes.records.archive.shards import _rescored
 from tapis_cartes.records.codec import canonical_bytes, decode_record
 from tapis_cartes.records.replay import BaseVisitor, replay
+from tapis_cartes.records.rescore import Rescored, rescore_record
 from tapis_cartes.records.strict import content_holds, hand_fields, rebuild_record
 from tapis_cartes.referee.engine import RecordError
+from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.referee.engine.wire import (
     HANDS,
     HandFields,
@@ -247,3 +250,53 @@ def test_the_tail_written_natively_is_protobufs(
     written = record_tail(finished, winners, scores, fields, reason, resigned, rule, *provenance)
     assert written == rec.SerializeToString(deterministic=True)
     assert pb.GameRecord.FromString(written) == rec
+
+
+def _rescore_of_decoded(data: bytes, changes: dict[str, Option]) -> Rescored:
+    """The re-score of a stored record decoded whole, hand by hand through protobuf."""
+    try:
+        rec = decode_record(data)
+    except RecordError as exc:
+        rule = f"record:{exc.code}"
+        return Rescored("r", "not-replayable", rule, str(exc), [], None, [], None, None)
+    return rescore_record("r", rec, changes)
+
+
+@pytest.mark.parametrize("changes", [{}, {"moon_mode": "subtract_self"}, {"end_threshold": 50}])
+def test_a_rescore_from_the_bytes_is_the_decoded_records(
+    records: list[tuple[str, bytes]], changes: dict[str, Option]
+) -> None:
+    """The archive's re-score reads the hands from the stored bytes and decodes the record
+    without them, comparing each hand's score lines by their bytes: its report is the one of
+    the record decoded whole, for every genuine record and mutant (score lines changed or
+    no longer decoding, hands cut, ...)."""
+    outcomes: Counter[str] = Counter()
+    for data in [*(d for _, d in records), *(m for *_, m in mutants(records, MUTANTS, seed=9))]:
+        stored = pb.RecordEnvelope(record=data).SerializeToString()
+        got = _rescored("r", stored, changes)
+        assert got == _rescore_of_decoded(data, changes), data.hex()
+        outcomes[f"{got.status} {got.first_diff is not None}"] += 1
+    assert outcomes["ok False"] and outcomes["not-replayable False"], outcomes
+    if changes:
+        assert outcomes["ok True"], outcomes  # some records' lines differ
+
+
+def test_score_lines_that_no_longer_decode_make_a_record_not_replayable(
+    records: list[tuple[str, bytes]],
+) -> None:
+    """The hands' fields read, the record decoded without its hands: a score line whose bytes
+    no longer decode still makes the record not replayable (`record:decode`)."""
+    label, data = next((lb, d) for lb, d in records if lb.startswith("dame"))
+    hands = read_hands(data)
+    assert hands is not None
+    at = hands[0].lines_at
+    # The first line's seat field made a field of wire type 7 (there is none).
+    body = data[at + 2 :]
+    line = pb.ScoreLine.FromString(data[at + 2 : at + 2 + data[at + 1]])
+    assert line.rule, label
+    broken = data[: at + 2] + bytes([1 << 3 | 7]) + body[1:]
+    with pytest.raises(RecordError):
+        decode_record(broken)
+    assert read_hands(broken) is not None  # the hands' engine fields still read
+    got = _rescored("r", pb.RecordEnvelope(record=broken).SerializeToString(), {})
+    assert (got.status, got.rule) == ("not-replayable", "record:decode")
