@@ -48,7 +48,6 @@ from tapis_cartes.records.codec import (
 )
 from tapis_cartes.referee.engine import (
     GAMES,
-    InvalidAction,
     Match,
     RecordError,
     RulesError,
@@ -59,24 +58,20 @@ from tapis_cartes.referee.engine.actions import (
     ABANDON_WORDS,
     BID,
     BID_WORDS,
-    PASS,
     PILLE,
     PILLE_STOP,
     PLAY,
     RESIGN,
     VOLE,
     VOLE_WORDS,
-    check_action,
     encode,
-    first_out_of_range,
-    pass_cards,
     pass_choices,
 )
 from tapis_cartes.referee.engine.base import HandResult
-from tapis_cartes.referee.engine.cards import card_str, distinct_mask, iter_cards
+from tapis_cartes.referee.engine.cards import iter_cards
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option
-from tapis_cartes.referee.engine.wire import HandFields, read_hands
+from tapis_cartes.referee.engine.wire import HandFields, check_hand, read_hands
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
@@ -97,7 +92,6 @@ __all__ = [
 
 
 SEED_SIZE = 32  # bytes of a deal seed and of its commitment (SHA-256)
-_SEATS = [bytes(range(n)) for n in range(256)]  # the seats of n players, one a byte
 _UNITS = tuple(pb.Score.DESCRIPTOR.fields_by_name)  # every unit a Score message can hold
 
 
@@ -236,119 +230,6 @@ def actions_in_range(pack: int) -> frozenset[int]:
     return frozenset(out)
 
 
-def _action(action: int, pack: int, h: int, a: int) -> None:
-    """One action well-formed and in the game's range (`action:invalid`)."""
-    try:
-        check_action(action)
-    except InvalidAction as exc:
-        raise RecordError("action:invalid", str(exc), hand=h, action=a) from None
-    kind, payload = action & 7, action >> 3
-    if kind == PLAY or (kind == PILLE and payload != PILLE_STOP):
-        cards = [payload]
-    elif kind == PASS:
-        cards = list(iter_cards(pass_cards(action)))
-    else:
-        return
-    for c in cards:  # below 52 (check_action)
-        if not pack >> c & 1:
-            raise RecordError(
-                "action:invalid",
-                f"action {action}: {card_str(c)} is not in this game's pack",
-                hand=h,
-                action=a,
-            )
-
-
-@functools.lru_cache(maxsize=16)
-def _pack_bytes(pack: int) -> bytes:
-    return bytes(iter_cards(pack))
-
-
-def _cards_in_pack(cards: bytes, pack: int, where: str, h: int) -> None:
-    """Cards one a byte (a talon, a pack): all of the game's pack (`deal:card-not-in-pack`);
-    checked in one pass of C (`bytes.translate`), the culprit looked for only when there is
-    one."""
-    if cards.translate(None, _pack_bytes(pack)):
-        bad = next(c for c in cards if not (c < 52 and pack >> c & 1))
-        raise RecordError(
-            "deal:card-not-in-pack", f"{where}: {card_str(bad)} is not in this game's pack", hand=h
-        )
-
-
-def _deal(hand: HandFields, players: int, pack: int, h: int) -> None:
-    where = "hands[{}].deal".format  # the place, made into text only for a fault
-    masks = hand.masks
-    if len(masks) != players:
-        raise RecordError(
-            "deal:deal-hands",
-            f"{where(h - 1)}.hands: {len(masks)} hands for {players} seats",
-            hand=h,
-        )
-    dealt = 0
-    for m in masks:
-        dealt |= m
-    if dealt & ~pack:
-        s, m = next((s, m) for s, m in enumerate(masks) if m & ~pack)
-        raise RecordError(
-            "deal:card-not-in-pack",
-            f"{where(h - 1)}.hands[{s}]: {card_str(next(iter_cards(m & ~pack)))} is not in "
-            "this game's pack",
-            hand=h,
-        )
-    retourne = hand.retourne
-    if retourne >= 0 and not (retourne < 52 and pack >> retourne & 1):
-        raise RecordError(
-            "deal:card-not-in-pack",
-            f"{where(h - 1)}.retourne: {card_str(retourne)} is not in this game's pack",
-            hand=h,
-        )
-    talon = hand.talon
-    if talon:
-        _cards_in_pack(talon, pack, f"{where(h - 1)}.talon", h)
-    deck = hand.deck
-    if deck:
-        mask = distinct_mask(deck)  # -1: a card twice, or no card
-        if mask < 0 or mask & ~pack:  # which fault, looked for only when there is one
-            _cards_in_pack(deck, pack, f"{where(h - 1)}.deck", h)
-            raise RecordError(
-                "deal:duplicate-card", f"{where(h - 1)}.deck: a card appears twice", hand=h
-            )
-        if len(deck) != pack.bit_count():
-            raise RecordError(
-                "deal:deck-size",
-                f"{where(h - 1)}.deck: {len(deck)} cards; the pack has {pack.bit_count()}",
-                hand=h,
-            )
-
-
-def _hand(fields: HandFields, number: int, players: int, pack: int, h: int) -> None:
-    """The fields of a hand the engine reads (as `hand_fields` gives them). The happy path
-    builds no text: a message is made for a fault."""
-    if fields.number != number:
-        raise RecordError("hand-number", f"numbered {fields.number}, expected {number}", hand=h)
-    if fields.dealer >= players:
-        raise RecordError(
-            "deal:bad-dealer",
-            f"hands[{h - 1}].dealer: dealer {fields.dealer} is not a seat (0..{players - 1})",
-            hand=h,
-        )
-    _deal(fields, players, pack, h)
-    seats = fields.seats
-    actions = fields.actions
-    n = len(actions)
-    if len(seats) != n:
-        raise RecordError("actions", f"{n} actions but {len(seats)} seats", hand=h)
-    if seats.translate(None, _SEATS[players]):  # a byte that is no seat (one pass of C)
-        a = next(i for i, s in enumerate(seats) if s >= players)
-        raise RecordError(
-            "action:bad-seat", f"seat {seats[a]} does not exist", hand=h, action=a + 1
-        )
-    a = first_out_of_range(actions, pack)
-    if a >= 0:
-        _action(actions[a], pack, h, a + 1)
-        raise AssertionError(f"action {actions[a]} is out of range")  # _action raised
-
-
 def _hand_scores(hand: pb.HandRecord, players: int, units: tuple[str, ...], h: int) -> None:
     """The units of a hand's score lines and scores after it."""
     # The units a score may not hold (the seats and actions of the score lines are compared
@@ -478,7 +359,7 @@ def check_fields(
         hands = hand_fields(rec)
     scored = None if engine_only else rec.hands[:]
     for h, fields in enumerate(hands, 1):
-        _hand(fields, first + h - 1, players, pack, h)
+        check_hand(fields, first + h - 1, players, pack, h)
         if scored is not None:
             _hand_scores(scored[h - 1], players, units, h)
     out = rec.outcome

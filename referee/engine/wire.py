@@ -23,9 +23,28 @@ from typing import Final
 
 from mypy_extensions import i64
 
+from tapis_cartes.referee.engine.actions import (
+    PASS,
+    PILLE,
+    PILLE_STOP,
+    PLAY,
+    check_action,
+    first_out_of_range,
+    pass_cards,
+)
 from tapis_cartes.referee.engine.base import Deal
+from tapis_cartes.referee.engine.cards import card_str, distinct_mask, iter_cards
+from tapis_cartes.referee.engine.errors import InvalidAction, RecordError
 
-__all__ = ["HANDS", "HandFields", "hand_spans", "read_hand", "read_hands", "record_tail"]
+__all__ = [
+    "HANDS",
+    "HandFields",
+    "check_hand",
+    "hand_spans",
+    "read_hand",
+    "read_hands",
+    "record_tail",
+]
 
 HANDS: Final = 6  # GameRecord.hands
 _HAND_KEY: Final = HANDS << 3 | 2
@@ -141,6 +160,122 @@ class HandFields:
 
 
 _U32: Final = 0xFFFFFFFF  # the largest value of a uint32 field (HandRecord.number, dealer ...)
+
+
+# --- a hand's fields against its game ---------------------------------------------------------
+
+_SEATS: Final = [bytes(range(n)) for n in range(256)]  # the seats of n players, one a byte
+_PACK_BYTES: dict[int, bytes] = {}  # a pack's cards, one a byte (a few packs: every game's)
+
+
+def check_hand(fields: HandFields, number: int, players: int, pack: int, h: int) -> None:
+    """`RecordError` at the first fault of the fields of hand `h` (1-based) the engine reads,
+    against its game (`players` seats, the cards of `pack`): its number (`number`, expected),
+    dealer, deal, seats and actions, before any of it is replayed (records/strict.py
+    `check_fields`: nothing out of its game's range reaches the engine). The happy path
+    builds no text: a message is made for a fault."""
+    if fields.number != number:
+        raise RecordError("hand-number", f"numbered {fields.number}, expected {number}", hand=h)
+    if fields.dealer >= players:
+        raise RecordError(
+            "deal:bad-dealer",
+            f"hands[{h - 1}].dealer: dealer {fields.dealer} is not a seat (0..{players - 1})",
+            hand=h,
+        )
+    _check_deal(fields, players, pack, h)
+    seats = fields.seats
+    actions = fields.actions
+    n = len(actions)
+    if len(seats) != n:
+        raise RecordError("actions", f"{n} actions but {len(seats)} seats", hand=h)
+    if seats.translate(None, _SEATS[players]):  # a byte that is no seat (one pass of C)
+        a = next(i for i, s in enumerate(seats) if s >= players)
+        raise RecordError(
+            "action:bad-seat", f"seat {seats[a]} does not exist", hand=h, action=a + 1
+        )
+    a = first_out_of_range(actions, pack)
+    if a >= 0:
+        _check_action(actions[a], pack, h, a + 1)
+        raise AssertionError(f"action {actions[a]} is out of range")  # _check_action raised
+
+
+def _check_deal(hand: HandFields, players: int, pack: int, h: int) -> None:
+    where = f"hands[{h - 1}].deal"
+    masks = hand.masks
+    if len(masks) != players:
+        raise RecordError(
+            "deal:deal-hands", f"{where}.hands: {len(masks)} hands for {players} seats", hand=h
+        )
+    dealt = 0
+    for m in masks:
+        dealt |= m
+    if dealt & ~pack:
+        s, m = next((s, m) for s, m in enumerate(masks) if m & ~pack)
+        raise RecordError(
+            "deal:card-not-in-pack",
+            f"{where}.hands[{s}]: {card_str(next(iter_cards(m & ~pack)))} is not in "
+            "this game's pack",
+            hand=h,
+        )
+    retourne = hand.retourne
+    if retourne >= 0 and not (retourne < 52 and pack >> retourne & 1):
+        raise RecordError(
+            "deal:card-not-in-pack",
+            f"{where}.retourne: {card_str(retourne)} is not in this game's pack",
+            hand=h,
+        )
+    talon = hand.talon
+    if talon:
+        _cards_in_pack(talon, pack, f"{where}.talon", h)
+    deck = hand.deck
+    if deck:
+        mask = distinct_mask(deck)  # -1: a card twice, or no card
+        if mask < 0 or mask & ~pack:  # which fault, looked for only when there is one
+            _cards_in_pack(deck, pack, f"{where}.deck", h)
+            raise RecordError("deal:duplicate-card", f"{where}.deck: a card appears twice", hand=h)
+        if len(deck) != pack.bit_count():
+            raise RecordError(
+                "deal:deck-size",
+                f"{where}.deck: {len(deck)} cards; the pack has {pack.bit_count()}",
+                hand=h,
+            )
+
+
+def _cards_in_pack(cards: bytes, pack: int, where: str, h: int) -> None:
+    """Cards one a byte (a talon, a pack): all of the game's pack (`deal:card-not-in-pack`);
+    checked in one pass of C (`bytes.translate`), the culprit looked for only when there is
+    one."""
+    in_pack = _PACK_BYTES.get(pack)
+    if in_pack is None:
+        in_pack = _PACK_BYTES[pack] = bytes(iter_cards(pack))
+    if cards.translate(None, in_pack):
+        bad = next(c for c in cards if not (c < 52 and pack >> c & 1))
+        raise RecordError(
+            "deal:card-not-in-pack", f"{where}: {card_str(bad)} is not in this game's pack", hand=h
+        )
+
+
+def _check_action(action: int, pack: int, h: int, a: int) -> None:
+    """One action well-formed and in the game's range (`action:invalid`)."""
+    try:
+        check_action(action)
+    except InvalidAction as exc:
+        raise RecordError("action:invalid", str(exc), hand=h, action=a) from None
+    kind, payload = action & 7, action >> 3
+    if kind == PLAY or (kind == PILLE and payload != PILLE_STOP):
+        cards = [payload]
+    elif kind == PASS:
+        cards = list(iter_cards(pass_cards(action)))
+    else:
+        return
+    for c in cards:  # below 52 (check_action)
+        if not pack >> c & 1:
+            raise RecordError(
+                "action:invalid",
+                f"action {action}: {card_str(c)} is not in this game's pack",
+                hand=h,
+                action=a,
+            )
 
 
 def read_hands(data: bytes) -> list[HandFields] | None:
