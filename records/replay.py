@@ -57,7 +57,7 @@ from tapis_cartes.referee.engine import (
 )
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option
-from tapis_cartes.referee.engine.wire import HandFields
+from tapis_cartes.referee.engine.wire import HandFields, fields_below
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
@@ -168,16 +168,18 @@ def replay(
     visitor: BaseVisitor[T],
     changes: Mapping[str, Option] | None = None,
     hands: list[HandFields] | None = None,
+    record_bytes: bytes = b"",
 ) -> T:
     """Drive the engine through `rec` and tell `visitor` (see the module's docstring); with
     `changes`, under the record's options changed by them. `hands`: the fields of its hands
-    the engine reads, when the caller read them from the record's bytes (`hand_fields`; `rec`
-    may then be decoded without its hands, for a visitor not told them). Returns
-    `visitor.result()`."""
+    the engine reads, when the caller read them from the record's bytes (`record_bytes`,
+    by `decode_apart` or `hand_fields`; `rec` may then be decoded without its hands, for a
+    visitor not told them). Returns `visitor.result()`."""
     seed: bytes | None = None
     visitor.rec = rec
+    head = _head(record_bytes, hands)
     try:
-        match, units, hands = _checked_match(rec, type(visitor).engine_fields_only, hands)
+        match, units, hands = _checked_match(rec, type(visitor).engine_fields_only, hands, head)
     except RecordError as exc:
         visitor.handle_error(exc, None)
         return visitor.result()  # a lenient visitor: nothing can be replayed
@@ -202,6 +204,19 @@ def replay(
         return visitor.result()
     visitor.end_record()
     return visitor.result()
+
+
+_DEAL_SOURCE = pb.GameRecord.DESCRIPTOR.fields_by_name["deal_source"].number
+
+
+def _head(record_bytes: bytes, hands: list[HandFields] | None) -> bytes:
+    """The bytes of a record that alone hold its format version, rules, seats and start (the
+    fields before its deal source and hands), when its hands were read from `record_bytes`
+    (their fields then in number order around the hands: wire.py `hand_spans`); else b""."""
+    if not record_bytes or not hands or hands[0].key_at <= 0:
+        return b""
+    end = fields_below(record_bytes, hands[0].key_at, _DEAL_SOURCE)
+    return record_bytes[:end] if end > 0 else b""
 
 
 def _told_hands(visitor: BaseVisitor[T]) -> bool:
@@ -364,19 +379,42 @@ def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
 
 
 def _checked_match(
-    rec: pb.GameRecord, engine_only: bool = False, hands: list[HandFields] | None = None
+    rec: pb.GameRecord,
+    engine_only: bool = False,
+    hands: list[HandFields] | None = None,
+    head: bytes = b"",
 ) -> tuple[Match, tuple[str, ...], list[HandFields]]:
     """`match_for_record`, and the fields of each hand the engine reads (`check_fields`,
-    `engine_only`; `hands`: as `hand_fields` read them, else read here)."""
-    rules, units = _record_rules(rec.rules.SerializeToString(deterministic=True))
-    if len(rec.seats) != rules.players:
-        raise RecordError("seats", f"{len(rec.seats)} seats for {rules.players} players")
-    start = _record_start(rec.start.SerializeToString(deterministic=True), units, rules.players)
+    `engine_only`; `hands`: as `hand_fields` read them, else read here). `head`: the bytes
+    that alone hold the record's format version, rules, seats and start (`_head`): the rules,
+    seats and start found to hold for a head are not checked again for a record it begins
+    (`_HEADS_CHECKED`)."""
+    known = _HEADS_CHECKED.get(head) if head and engine_only else None
+    if known is not None:
+        rules, units, start = known
+    else:
+        rules, units = _record_rules(rec.rules.SerializeToString(deterministic=True))
+        if len(rec.seats) != rules.players:
+            raise RecordError("seats", f"{len(rec.seats)} seats for {rules.players} players")
+        start_bytes = rec.start.SerializeToString(deterministic=True)
+        start = _record_start(start_bytes, units, rules.players)
     try:
         match = new_match(rules, start, log_events=False)
     except RulesError as exc:
         raise RecordError("start", f"the start scores do not hold: {exc}") from None
-    return match, units, check_fields(rec, match, units, engine_only, hands)
+    checked = check_fields(rec, match, units, engine_only, hands, known is not None)
+    if known is None and head and engine_only:
+        if len(_HEADS_CHECKED) >= _HEADS_KEPT:
+            _HEADS_CHECKED.clear()
+        _HEADS_CHECKED[head] = (rules, units, start)
+    return match, units, checked
+
+
+# The heads of records (`_head`) whose rules, seats and start were found to hold (with
+# `check_fields`' checks of the seats with `engine_only`), with the rules, units and start
+# they give: a head makes them alone. At most `_HEADS_KEPT`, then forgotten all at once.
+_HEADS_CHECKED: dict[bytes, tuple[Rules, tuple[str, ...], Start]] = {}
+_HEADS_KEPT = 4096
 
 
 @functools.lru_cache(maxsize=256)

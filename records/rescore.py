@@ -127,7 +127,7 @@ def rescore_record(
     `hands` and `record_bytes`: its hands' fields as `decode_apart` read them from its bytes
     (`rec` then decoded without its hands), and those bytes."""
     try:
-        match = replay_changed(rec, changes, hands)
+        match = replay_changed(rec, changes, hands, record_bytes)
         return rescored(rid, rec, match, record_bytes, hands)
     except (NotReplayable, RecordError) as exc:
         rule, detail = (

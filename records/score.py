@@ -40,14 +40,17 @@ __all__ = [
 
 
 def replay_changed(
-    rec: pb.GameRecord, changes: Mapping[str, Option], hands: list[HandFields] | None = None
+    rec: pb.GameRecord,
+    changes: Mapping[str, Option],
+    hands: list[HandFields] | None = None,
+    record_bytes: bytes = b"",
 ) -> Match:
     """The match of `rec` replayed with its options changed by `changes`: hand by hand with
     the recorded deals and actions, stopping where the match now ends (or at the record's
     end, the match then unfinished). `NotReplayable` when the new rules refuse it, or when a
     field of the record does not fit its own game (rule `record:<code>`). `hands`: its hands'
-    fields, when read from its bytes (`hand_fields`)."""
-    return replay(rec, _ChangedVisitor(), changes, hands)
+    fields, when read from its bytes (`record_bytes`: `decode_apart`, `hand_fields`)."""
+    return replay(rec, _ChangedVisitor(), changes, hands, record_bytes)
 
 
 class _ChangedVisitor(BaseVisitor[Match]):

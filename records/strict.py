@@ -317,6 +317,7 @@ def check_fields(
     units: tuple[str, ...],
     engine_only: bool = False,
     hands: list[HandFields] | None = None,
+    seats_known: bool = False,
 ) -> list[HandFields]:
     """Every field of a record against its game (`match`: a new match of its rules), before
     any of it is replayed; `RecordError` at the first fault. The rules and start are checked
@@ -328,11 +329,13 @@ def check_fields(
     outcome's winners, resignation and scores, and an untimed record's clocks: none) are left
     to whoever needs them: verify compares the record with its rebuild (`check_content`),
     which makes them afresh, never copies them, and where it finds a fault runs the full
-    checks first, for the same code (records/verify.py); a re-score quotes them as they are."""
+    checks first, for the same code (records/verify.py); a re-score quotes them as they are.
+    `seats_known`: the seats are known to hold (with `engine_only`: the names; the same seats
+    were checked before, records/replay.py `_HEADS_CHECKED`)."""
     players = match.players
     pack = match.pack
     teams = None if engine_only else [match.team_of(s) for s in range(players)]
-    for s, seat in enumerate(rec.seats[:]):
+    for s, seat in enumerate(() if seats_known and engine_only else rec.seats[:]):
         if len(seat.name) > MAX_NAME:  # the place is made into text only for a fault
             _text(seat.name, f"seats[{s}].name", MAX_NAME)
         if teams is not None and seat.team != teams[s]:

@@ -220,7 +220,7 @@ def verify_record(record_bytes: bytes) -> int:
     timed = rec.rules.HasField("time_control")
     visitor = _TimedVerifyVisitor(record_bytes) if timed else _VerifyVisitor(record_bytes)
     try:
-        return replay(rec, visitor, hands=hands)
+        return replay(rec, visitor, hands=hands, record_bytes=record_bytes)
     except RecordError:
         decode_canonical(record_bytes)
         match_for_record(_decoded(rec, record_bytes))

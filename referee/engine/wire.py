@@ -40,6 +40,7 @@ __all__ = [
     "HANDS",
     "HandFields",
     "check_hand",
+    "fields_below",
     "hand_spans",
     "read_hand",
     "read_hands",
@@ -104,7 +105,11 @@ class _Reader:
 def hand_spans(data: bytes) -> list[int]:
     """Where a record's hands are: for each, the position of its key, then the start and end
     of its bytes, read from the record's top-level fields; [] when the record has no hands,
-    when its hands are not one run of fields, or when a field is not well formed."""
+    when its hands are not one run of fields, when a field is not well formed, or when the
+    fields are not in number order around the hands (every field before them numbered below
+    `HANDS`, every one after them above). So the bytes before the first hand (the head)
+    alone hold every field numbered below `HANDS`: its rules, seats, start and deal source
+    (the callers key what they check of them by those bytes)."""
     r = _Reader(data, 0, len(data))
     spans: list[int] = []
     while r.pos < r.end:
@@ -118,9 +123,33 @@ def hand_spans(data: bytes) -> list[int]:
                 return []  # another field between two hands
             spans += [at, r.pos, r.pos + n]
             r.pos += n
-        elif key < 0 or not _skip(r, key & 7):
-            return []
+        else:
+            # Fields in number order around the hands: below them before, above after.
+            in_order = key >> 3 < HANDS if not spans else key >> 3 > HANDS
+            if key < 0 or not in_order or not _skip(r, key & 7):
+                return []
     return spans
+
+
+def fields_below(data: bytes, end: int, number: int) -> int:
+    """Where the top-level fields of `data[:end]` numbered `number` or above begin, when they
+    all follow every field numbered below it (so `data[:at]` alone holds those): `end` when
+    there is none; -1 when the fields are not in that order or one is not well formed."""
+    r = _Reader(data, 0, end)
+    at: i64 = -1
+    while r.pos < r.end:
+        pos = r.pos
+        key = r.varint()
+        if key < 0:
+            return -1
+        if key >> 3 >= number:
+            if at < 0:
+                at = pos
+        elif at >= 0:
+            return -1  # a field below `number` after one at or above it
+        if not _skip(r, key & 7):
+            return -1
+    return end if at < 0 else at
 
 
 class HandFields:

@@ -419,13 +419,19 @@ def _documented() -> set[str]:
 
 
 def test_every_verify_code_is_documented() -> None:
-    """Each literal code of records/verify.py, records/strict.py and records/codec.py is in
-    docs/verify.md's tables (a file problem as `file:<code>`, a `deal:`/`action:` code as its
-    engine code), and the families and the codes made elsewhere."""
+    """Each literal code of records/verify.py, records/strict.py, records/codec.py and the
+    hands' checks of referee/engine/wire.py is in docs/verify.md's tables (a file problem as
+    `file:<code>`, a `deal:`/`action:` code as its engine code), and the families and the
+    codes made elsewhere."""
     documented = _documented()
     codes: set[str] = set()
-    for module in ("verify.py", "strict.py", "codec.py"):
-        codes |= set(_literal_codes(ROOT / "records" / module, "RecordError"))
+    for path in (
+        "records/verify.py",
+        "records/strict.py",
+        "records/codec.py",
+        "referee/engine/wire.py",
+    ):
+        codes |= set(_literal_codes(ROOT / path, "RecordError"))
     codes |= {f"file:{c}" for c in _literal_codes(ROOT / "records" / "codec.py", "RecordFileError")}
     # SignatureError(state, code, ...): the code is its second argument.
     codes |= set(re.findall(r'"(signature-[a-z-]+)"', (ROOT / "records" / "verify.py").read_text()))

@@ -201,6 +201,11 @@ def test_hand_spans_refuse_what_is_not_a_run_of_hands(records: list[tuple[str, b
     # A field between two hands: a format version after the first.
     first_end = spans[2]
     assert hand_spans(data[:first_end] + b"\x08\x01" + data[first_end:]) == []
+    # Fields out of number order around the hands: the head is then not every field below
+    # the hands. A format version after the last hand, a provenance (field 8) before the first.
+    assert hand_spans(data + b"\x08\x01") == []
+    assert hand_spans(b"\x42\x00" + data) == []
+    assert hand_spans(data + b"\x42\x00") == spans  # after the hands, above them: read
 
 
 @pytest.mark.parametrize(
