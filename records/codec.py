@@ -33,9 +33,10 @@ from tapis_cartes.records.clocks import (
     forfeit_reason,
     iter_hand_timing,
 )
-from tapis_cartes.referee.engine import Deal, Match, RecordError, Rules, ScoreLine, Start, find_game
+from tapis_cartes.referee.engine import Deal, Match, RecordError, Rules, Start, find_game
 from tapis_cartes.referee.engine.base import HandResult
 from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.engine.wire import hand_scores as wire_hand_scores
 from tapis_cartes.referee.engine.wire import record_tail
 from tapis_cartes.referee.errors import OutputError, RecordFileError
 from tapis_cartes.v1 import record_pb2 as pb
@@ -68,6 +69,7 @@ __all__ = [
     "score_getter",
     "score_to_pb",
     "start_from_pb",
+    "unit_fields",
     "writable",
     "write_envelopes",
     "write_frames",
@@ -246,7 +248,7 @@ def record_tail_of(
         match.finished,
         match.winners,
         match.scores,
-        _unit_fields(units),
+        unit_fields(units),
         reason,
         -1 if resigned is None else resigned,
         rule,
@@ -258,15 +260,9 @@ def record_tail_of(
 
 def hand_scores(result: HandResult, units: tuple[str, ...]) -> bytes:
     """A hand's score lines and scores after it as fields of its `HandRecord` (what follows
-    its actions in an untimed record): each serialized once per distinct value (most repeat
-    from hand to hand), so merged into the hand in one call (the same message)."""
-    return b"".join([_line_field(line, units) for line in result.lines]) + b"".join(
-        [_score_field(score, units) for score in result.scores_after]
-    )
-
-
-_LINES = pb.HandRecord.DESCRIPTOR.fields_by_name["lines"].number << 3 | 2  # tag: length-delimited
-_SCORES_AFTER = pb.HandRecord.DESCRIPTOR.fields_by_name["scores_after"].number << 3 | 2
+    its actions in an untimed record), written natively (referee/engine/wire.py
+    `hand_scores`): merged into the hand in one call (the same message)."""
+    return wire_hand_scores(result, unit_fields(units))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -297,25 +293,6 @@ def _start_field(
     return rec.SerializeToString(deterministic=True)
 
 
-@functools.lru_cache(maxsize=8192)
-def _line_field(line: ScoreLine, units: tuple[str, ...]) -> bytes:
-    """A score line as a `lines` field of a `HandRecord`: tag, length, the line's bytes."""
-    out = pb.ScoreLine(seat=line.seat, kind=line.kind, rule=line.rule, note=line.note)
-    out.after_action = line.at
-    _score_filler(units)(out.delta, line.delta)
-    body = out.SerializeToString(deterministic=True)
-    return _varint(_LINES) + _varint(len(body)) + body
-
-
-@functools.lru_cache(maxsize=8192)
-def _score_field(score: tuple[int, ...], units: tuple[str, ...]) -> bytes:
-    """A seat's score as a `scores_after` field of a `HandRecord`."""
-    out = pb.Score()
-    _score_filler(units)(out, score)
-    body = out.SerializeToString(deterministic=True)
-    return _varint(_SCORES_AFTER) + _varint(len(body)) + body
-
-
 @functools.lru_cache(maxsize=256)
 def _rules_pb(rules: Rules) -> pb.Rules:
     """`rules_to_pb`, made once per distinct rules (they are immutable): copied, never
@@ -324,8 +301,8 @@ def _rules_pb(rules: Rules) -> pb.Rules:
 
 
 @functools.cache
-def _unit_fields(units: tuple[str, ...]) -> tuple[int, ...]:
-    """The field number of each unit in a `Score` (for `record_tail`)."""
+def unit_fields(units: tuple[str, ...]) -> tuple[int, ...]:
+    """The field number of each unit in a `Score` (for wire.py's writers)."""
     return tuple(pb.Score.DESCRIPTOR.fields_by_name[unit].number for unit in units)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tapis_cartes.records.codec import decode_record, score_from_pb
+from tapis_cartes.records.codec import decode_record, score_from_pb, unit_fields
 from tapis_cartes.records.score import (
     NotReplayable,
     counted,
@@ -27,10 +27,9 @@ from tapis_cartes.records.score import (
     replay_changed,
     scores_text,
 )
-from tapis_cartes.records.strict import scores_hold
 from tapis_cartes.referee.engine import Match, RecordError, RulesError, find_game
 from tapis_cartes.referee.engine.options import Option
-from tapis_cartes.referee.engine.wire import HandFields
+from tapis_cartes.referee.engine.wire import HandFields, hands_hold
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
@@ -85,16 +84,13 @@ def rescored(
     """The report of `rec` against `match`, its replay under changed options. With the
     record's bytes and its hands read from them (`decode_apart`: `rec` then may have no
     hands), the hands whose score lines and scores are byte for byte the replay's are not
-    decoded (`scores_hold`); the record is decoded whole only from the first that is not.
+    decoded (wire.py `hands_hold`); the record is decoded whole only from the first that is not.
     `RecordError` when it then does not decode."""
     units = find_game(rec.rules.game).units
     results = match.results
     same = 0
     if hands is not None:
-        for fields, result in zip(hands, results, strict=False):
-            if not scores_hold(record_bytes, fields, result, units):
-                break
-            same += 1
+        same = hands_hold(record_bytes, hands, results, unit_fields(units), False)
     if hands is not None and same == len(hands) == len(results):
         diff = None
     else:

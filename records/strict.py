@@ -42,9 +42,9 @@ from tapis_cartes.records.codec import (
     build_record,
     canonical_bytes,
     decode_record,
-    hand_scores,
     record_head,
     record_tail_of,
+    unit_fields,
 )
 from tapis_cartes.referee.engine import (
     GAMES,
@@ -67,11 +67,10 @@ from tapis_cartes.referee.engine.actions import (
     encode,
     pass_choices,
 )
-from tapis_cartes.referee.engine.base import HandResult
 from tapis_cartes.referee.engine.cards import iter_cards
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option
-from tapis_cartes.referee.engine.wire import HandFields, check_hand, read_hands
+from tapis_cartes.referee.engine.wire import HandFields, check_hand, hands_hold, read_hands
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
@@ -87,7 +86,6 @@ __all__ = [
     "first_difference",
     "hand_fields",
     "rebuild_record",
-    "scores_hold",
 ]
 
 
@@ -475,32 +473,7 @@ def content_holds(
     tail = record_tail_of(match, units, provenance, reason)
     if not (hands[-1].end == len(record_bytes) - len(tail) and record_bytes.endswith(tail)):
         return False
-    for fields, result in zip(hands, results, strict=True):
-        deal = result.deal
-        if not (
-            fields.number == result.number
-            and fields.dealer == result.dealer
-            and fields.masks == deal.hands
-            and fields.retourne == deal.retourne
-            and fields.talon == bytes(deal.talon)
-            and fields.seats == bytes(result.action_seats)
-            and fields.actions == result.actions
-        ):
-            return False
-        if not scores_hold(record_bytes, fields, result, units):
-            return False
-    return True
-
-
-def scores_hold(
-    record_bytes: bytes, fields: HandFields, result: HandResult, units: tuple[str, ...]
-) -> bool:
-    """Whether a hand's bytes after its actions (`fields`, read from `record_bytes` by
-    `read_hands`) are exactly its score lines and scores after it as `result` has them
-    (`hand_scores`, in an untimed record): then they decode to those values."""
-    scores = hand_scores(result, units)
-    at = fields.lines_at
-    return fields.end - at == len(scores) and record_bytes.startswith(scores, at)
+    return hands_hold(record_bytes, hands, results, unit_fields(units), True) == len(results)
 
 
 def check_content(

@@ -32,7 +32,7 @@ from tapis_cartes.referee.engine.actions import (
     first_out_of_range,
     pass_cards,
 )
-from tapis_cartes.referee.engine.base import Deal
+from tapis_cartes.referee.engine.base import Deal, HandResult, ScoreLine
 from tapis_cartes.referee.engine.cards import card_str, distinct_mask, iter_cards
 from tapis_cartes.referee.engine.errors import InvalidAction, RecordError
 
@@ -41,7 +41,9 @@ __all__ = [
     "HandFields",
     "check_hand",
     "fields_below",
+    "hand_scores",
     "hand_spans",
+    "hands_hold",
     "read_hand",
     "read_hands",
     "record_tail",
@@ -472,6 +474,135 @@ def _score_body(values: tuple[int, ...], fields: tuple[int, ...]) -> bytearray:
             body.append(fields[k] << 3)
             _put_varint(body, v << 1 if v >= 0 else ((-v) << 1) - 1)
     return body
+
+
+_LINES: Final = 6  # HandRecord.lines
+_SCORES_AFTER: Final = 7  # HandRecord.scores_after
+
+
+def hand_scores(result: HandResult, fields: tuple[int, ...]) -> bytes:
+    """A hand's score lines and scores after it as fields of its `HandRecord` (what follows
+    its actions in an untimed record), as `build_record` sets them (`fields`: as
+    `_score_body`)."""
+    parts = [_line_bytes(line, fields) for line in result.lines]
+    parts += [_score_bytes(score, fields) for score in result.scores_after]
+    return b"".join(parts)
+
+
+def _scores_at(data: bytes, at: int, end: int, result: HandResult, fields: tuple[int, ...]) -> bool:
+    """Whether `data[at:end]` is exactly `hand_scores(result, fields)` (compared piece by
+    piece, nothing joined)."""
+    for line in result.lines:
+        piece = _line_bytes(line, fields)
+        if not data.startswith(piece, at):
+            return False
+        at += len(piece)
+    for score in result.scores_after:
+        piece = _score_bytes(score, fields)
+        if not data.startswith(piece, at):
+            return False
+        at += len(piece)
+    return at == end
+
+
+# A score line's field, by the line (the engine makes each line once per value and shares it,
+# base.py `_LINES`: looked up by identity, the line kept with its bytes so that its id is not
+# another's), and a score's, by value; at most `_KEPT` of each, then forgotten all at once.
+_LINE_BYTES: dict[int, tuple[ScoreLine, tuple[int, ...], bytes]] = {}
+_SCORE_BYTES: dict[tuple[int, ...], dict[tuple[int, ...], bytes]] = {}
+_KEPT: Final = 1 << 16
+
+
+def _line_bytes(line: ScoreLine, fields: tuple[int, ...]) -> bytes:
+    """A score line as a `lines` field: seat 1, kind 2, delta 3 (a `Score`, present even when
+    every value is 0), rule 4, note 5, after_action 6."""
+    known = _LINE_BYTES.get(id(line))
+    if known is not None and known[0] is line and known[1] == fields:
+        return known[2]
+    seat, kind, delta, rule, note, at = line
+    body = bytearray()
+    if seat:
+        body.append(1 << 3)
+        _put_varint(body, seat)
+    _put_text(body, 2, kind)
+    _put_message(body, 3, _score_body(delta, fields))
+    _put_text(body, 4, rule)
+    _put_text(body, 5, note)
+    if at:
+        body.append(6 << 3)
+        _put_varint(body, at)
+    out = bytearray()
+    _put_message(out, _LINES, body)
+    piece = bytes(out)
+    if len(_LINE_BYTES) >= _KEPT:
+        _LINE_BYTES.clear()
+    _LINE_BYTES[id(line)] = (line, fields, piece)
+    return piece
+
+
+def _score_bytes(score: tuple[int, ...], fields: tuple[int, ...]) -> bytes:
+    """A seat's score after a hand as a `scores_after` field."""
+    by_value = _SCORE_BYTES.get(fields)
+    if by_value is None:
+        by_value = _SCORE_BYTES[fields] = {}
+    piece = by_value.get(score)
+    if piece is None:
+        out = bytearray()
+        _put_message(out, _SCORES_AFTER, _score_body(score, fields))
+        piece = bytes(out)
+        if len(by_value) >= _KEPT:
+            by_value.clear()
+        by_value[score] = piece
+    return piece
+
+
+def hands_hold(
+    data: bytes,
+    hands: list[HandFields],
+    results: list[HandResult],
+    fields: tuple[int, ...],
+    whole: bool,
+) -> int:
+    """How many of the first hands, read from `data` (`read_hands`), are in their bytes what
+    the replay made of them (`results`): their score lines and scores after them exactly
+    `hand_scores`' bytes (then they decode to those values; `fields`: as `_score_body`),
+    and with `whole` their number, dealer, deal, seats and actions the replay's too."""
+    n = min(len(hands), len(results))
+    for i in range(n):
+        hand = hands[i]
+        result = results[i]
+        if whole and not _same_fields(hand, result):
+            return i
+        if hand.lines_at < 0 or not _scores_at(data, hand.lines_at, hand.end, result, fields):
+            return i
+    return n
+
+
+def _same_fields(hand: HandFields, result: HandResult) -> bool:
+    """Whether a hand's fields read are the ones the replay made: number, dealer, deal
+    (masks, retourne, talon), seats and actions."""
+    deal = result.deal
+    if not (
+        hand.number == result.number
+        and hand.dealer == result.dealer
+        and hand.retourne == deal.retourne
+        and hand.masks == deal.hands
+    ):
+        return False
+    talon = hand.talon
+    if len(talon) != len(deal.talon):
+        return False
+    for k, card in enumerate(deal.talon):
+        if talon[k] != card:
+            return False
+    seats = hand.seats
+    played = result.action_seats
+    if len(seats) != len(played):
+        return False
+    for k, seat in enumerate(played):
+        if seats[k] != seat:
+            return False
+    return hand.actions == result.actions
 
 
 def record_tail(

@@ -14,7 +14,8 @@ from tapis_cartes.records.codec import canonical_bytes, decode_record
 from tapis_cartes.records.replay import BaseVisitor, replay
 from tapis_cartes.records.rescore import Rescored, rescore_record
 from tapis_cartes.records.strict import content_holds, hand_fields, rebuild_record
-from tapis_cartes.referee.engine import RecordError
+from tapis_cartes.referee.engine import RecordError, ScoreLine
+from tapis_cartes.referee.engine.base import HandResult
 from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.referee.engine.wire import (
     HANDS,
@@ -24,6 +25,7 @@ from tapis_cartes.referee.engine.wire import (
     read_hands,
     record_tail,
 )
+from tapis_cartes.referee.engine.wire import hand_scores as wire_hand_scores
 from tapis_cartes.v1 import record_pb2 as pb
 from tests.records.mutants import corpus, mutants
 
@@ -255,6 +257,48 @@ def test_the_tail_written_natively_is_protobufs(
     written = record_tail(finished, winners, scores, fields, reason, resigned, rule, *provenance)
     assert written == rec.SerializeToString(deterministic=True)
     assert pb.GameRecord.FromString(written) == rec
+
+
+def _pb_hand_scores(result: HandResult, units: tuple[str, ...]) -> bytes:
+    """A hand's score lines and scores after it as protobuf serializes them."""
+    hand = pb.HandRecord()
+    for seat, kind, delta, rule, note, at in result.lines:
+        line = hand.lines.add(seat=seat, kind=kind, rule=rule, note=note, after_action=at)
+        line.delta.SetInParent()  # present even when every value is 0
+        for unit, value in zip(units, delta, strict=True):
+            setattr(line.delta, unit, value)
+    for score in result.scores_after:
+        hand.scores_after.add(**dict(zip(units, score, strict=True)))
+    return hand.SerializeToString(deterministic=True)
+
+
+def test_the_score_lines_written_natively_are_protobufs(records: list[tuple[str, bytes]]) -> None:
+    """`hand_scores`: the bytes protobuf gives for every hand of the corpus (every game, one
+    unit or two), and for lines and scores at the edges of their fields: a seat and an
+    action 0 (left out) or large, negative deltas, zero deltas, texts not ASCII."""
+    checked = 0
+    for label, data in records:
+        rec = decode_record(data)
+        replay_of = replayed(data)
+        if replay_of is None or rec.rules.HasField("time_control"):
+            continue
+        if not replay_of.match.results:
+            continue  # a match stopped in its first hand
+        units = replay_of.units
+        fields = tuple(pb.Score.DESCRIPTOR.fields_by_name[u].number for u in units)
+        for result in replay_of.match.results:
+            assert wire_hand_scores(result, fields) == _pb_hand_scores(result, units), label
+            checked += 1
+        result = replay_of.match.results[-1]
+        zero = (0,) * len(units)
+        edge = (-(2**53) + 1, *((2**53 - 1,) * (len(units) - 1)))
+        result.lines = [
+            ScoreLine(0, "penalty", zero, "DP.SCORE", "", 0),
+            ScoreLine(255, "volte", edge, "RÈGLE", "le siège 3 a tout pris ♠", 2**32 - 1),
+        ]
+        result.scores_after = (zero, edge)
+        assert wire_hand_scores(result, fields) == _pb_hand_scores(result, units), label
+    assert checked > 50  # the hands of every game and ruleset
 
 
 def _rescore_of_decoded(data: bytes, changes: dict[str, Option]) -> Rescored:
