@@ -132,13 +132,32 @@ class Start:
     scores: tuple[Score, ...] | None = None
 
 
-@dataclass(frozen=True)
 class Deal:
-    """The cards as dealt: one mask per seat, the retourne (-1 if none), the talon top first."""
+    """The cards as dealt: one mask per seat, the retourne (-1 if none), the talon top first.
+    A value: immutable, equal and hashed by its fields. (A plain class, not a frozen
+    dataclass: a dataclass's generated `__init__` is Python code, run once a hand.)"""
 
-    hands: tuple[int, ...]
-    retourne: int = -1
-    talon: tuple[int, ...] = ()
+    def __init__(
+        self, hands: tuple[int, ...], retourne: int = -1, talon: tuple[int, ...] = ()
+    ) -> None:
+        self.hands: Final = hands
+        self.retourne: Final = retourne
+        self.talon: Final = talon
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Deal):
+            return NotImplemented
+        return (
+            self.hands == other.hands
+            and self.retourne == other.retourne
+            and self.talon == other.talon
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.hands, self.retourne, self.talon))
+
+    def __repr__(self) -> str:
+        return f"Deal(hands={self.hands!r}, retourne={self.retourne!r}, talon={self.talon!r})"
 
 
 # --- events -------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
+from mypy_extensions import i64
+
 from tapis_cartes.referee.engine.errors import InvalidAction, quoted
 
 __all__ = [
@@ -145,11 +147,15 @@ def distinct_mask(cards: bytes) -> int:
     """The mask of `cards` (one card id a byte), or -1 when one is no card (52 or more) or
     appears twice: one pass of native code (a record's pack of 52 cards, checked once a
     hand)."""
-    mask = 0
+    mask: i64 = 0
     for c in cards:
-        if c >= 52 or mask >> c & 1:
+        if c >= 52:
             return -1
-        mask |= 1 << c
+        bit: i64 = 1
+        bit <<= c  # (not `1 << c`: mypyc makes that a 32-bit shift for an i64)
+        if mask & bit:
+            return -1
+        mask |= bit
     return mask
 
 

@@ -484,40 +484,38 @@ def hand_scores(result: HandResult, fields: tuple[int, ...]) -> bytes:
     """A hand's score lines and scores after it as fields of its `HandRecord` (what follows
     its actions in an untimed record), as `build_record` sets them (`fields`: as
     `_score_body`)."""
-    parts = [_line_bytes(line, fields) for line in result.lines]
-    parts += [_score_bytes(score, fields) for score in result.scores_after]
+    scores = _scores_by_value(fields)
+    parts = [_line_bytes(line, fields, _LINE_BYTES) for line in result.lines]
+    parts += [_score_bytes(score, fields, scores) for score in result.scores_after]
     return b"".join(parts)
-
-
-def _scores_at(data: bytes, at: int, end: int, result: HandResult, fields: tuple[int, ...]) -> bool:
-    """Whether `data[at:end]` is exactly `hand_scores(result, fields)` (compared piece by
-    piece, nothing joined)."""
-    for line in result.lines:
-        piece = _line_bytes(line, fields)
-        if not data.startswith(piece, at):
-            return False
-        at += len(piece)
-    for score in result.scores_after:
-        piece = _score_bytes(score, fields)
-        if not data.startswith(piece, at):
-            return False
-        at += len(piece)
-    return at == end
 
 
 # A score line's field, by the line (the engine makes each line once per value and shares it,
 # base.py `_LINES`: looked up by identity, the line kept with its bytes so that its id is not
-# another's), and a score's, by value; at most `_KEPT` of each, then forgotten all at once.
+# another's), and a score's, by value (for each `fields`); at most `_KEPT` of each, then
+# forgotten all at once. (Module globals are looked up by name at each use: the callers
+# look them up once and hand them down.)
 _LINE_BYTES: dict[int, tuple[ScoreLine, tuple[int, ...], bytes]] = {}
 _SCORE_BYTES: dict[tuple[int, ...], dict[tuple[int, ...], bytes]] = {}
 _KEPT: Final = 1 << 16
 
 
-def _line_bytes(line: ScoreLine, fields: tuple[int, ...]) -> bytes:
+def _scores_by_value(fields: tuple[int, ...]) -> dict[tuple[int, ...], bytes]:
+    by_value = _SCORE_BYTES.get(fields)
+    if by_value is None:
+        by_value = _SCORE_BYTES[fields] = {}
+    return by_value
+
+
+def _line_bytes(
+    line: ScoreLine,
+    fields: tuple[int, ...],
+    kept: dict[int, tuple[ScoreLine, tuple[int, ...], bytes]],
+) -> bytes:
     """A score line as a `lines` field: seat 1, kind 2, delta 3 (a `Score`, present even when
-    every value is 0), rule 4, note 5, after_action 6."""
-    known = _LINE_BYTES.get(id(line))
-    if known is not None and known[0] is line and known[1] == fields:
+    every value is 0), rule 4, note 5, after_action 6 (`kept`: `_LINE_BYTES`)."""
+    known = kept.get(id(line))
+    if known is not None and known[0] is line and (known[1] is fields or known[1] == fields):
         return known[2]
     seat, kind, delta, rule, note, at = line
     body = bytearray()
@@ -534,25 +532,24 @@ def _line_bytes(line: ScoreLine, fields: tuple[int, ...]) -> bytes:
     out = bytearray()
     _put_message(out, _LINES, body)
     piece = bytes(out)
-    if len(_LINE_BYTES) >= _KEPT:
-        _LINE_BYTES.clear()
-    _LINE_BYTES[id(line)] = (line, fields, piece)
+    if len(kept) >= _KEPT:
+        kept.clear()
+    kept[id(line)] = (line, fields, piece)
     return piece
 
 
-def _score_bytes(score: tuple[int, ...], fields: tuple[int, ...]) -> bytes:
-    """A seat's score after a hand as a `scores_after` field."""
-    by_value = _SCORE_BYTES.get(fields)
-    if by_value is None:
-        by_value = _SCORE_BYTES[fields] = {}
-    piece = by_value.get(score)
+def _score_bytes(
+    score: tuple[int, ...], fields: tuple[int, ...], kept: dict[tuple[int, ...], bytes]
+) -> bytes:
+    """A seat's score after a hand as a `scores_after` field (`kept`: `_scores_by_value`)."""
+    piece = kept.get(score)
     if piece is None:
         out = bytearray()
         _put_message(out, _SCORES_AFTER, _score_body(score, fields))
         piece = bytes(out)
-        if len(by_value) >= _KEPT:
-            by_value.clear()
-        by_value[score] = piece
+        if len(kept) >= _KEPT:
+            kept.clear()
+        kept[score] = piece
     return piece
 
 
@@ -568,12 +565,31 @@ def hands_hold(
     `hand_scores`' bytes (then they decode to those values; `fields`: as `_score_body`),
     and with `whole` their number, dealer, deal, seats and actions the replay's too."""
     n = min(len(hands), len(results))
+    lines = _LINE_BYTES
+    scores = _scores_by_value(fields)
     for i in range(n):
         hand = hands[i]
         result = results[i]
         if whole and not _same_fields(hand, result):
             return i
-        if hand.lines_at < 0 or not _scores_at(data, hand.lines_at, hand.end, result, fields):
+        at = hand.lines_at
+        if at < 0:
+            return i
+        # The bytes after its actions: its lines' and scores' fields, compared piece by
+        # piece (nothing joined).
+        for line in result.lines:
+            piece = _line_bytes(line, fields, lines)
+            end = at + len(piece)
+            if data[at:end] != piece:
+                return i
+            at = end
+        for score in result.scores_after:
+            piece = _score_bytes(score, fields, scores)
+            end = at + len(piece)
+            if data[at:end] != piece:
+                return i
+            at = end
+        if at != hand.end:
             return i
     return n
 
