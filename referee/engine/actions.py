@@ -20,6 +20,8 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any, Final
 
+from mypy_extensions import i64
+
 from tapis_cartes.referee.engine.cards import card_str, iter_cards, mask_of, parse_card
 from tapis_cartes.referee.engine.errors import InvalidAction, quoted
 
@@ -140,9 +142,11 @@ def in_range(action: int, pack: int) -> bool:
 
 def first_out_of_range(actions: list[int], pack: int) -> int:
     """The index of the first of `actions` not `in_range` of `pack`; -1 when all are."""
+    cards: i64 = pack  # a pack: at most 52 bits
     for i, action in enumerate(actions):
         if 0 <= action < 416 and not action & 7:  # PLAY, `in_range`'s quick case, inline
-            if pack >> (action >> 3) & 1:
+            c: i64 = action >> 3
+            if cards >> c & 1:
                 continue
             return i
         if not in_range(action, pack):

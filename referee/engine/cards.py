@@ -148,7 +148,8 @@ def distinct_mask(cards: bytes) -> int:
     appears twice: one pass of native code (a record's pack of 52 cards, checked once a
     hand)."""
     mask: i64 = 0
-    for c in cards:
+    for k in range(len(cards)):  # (indexed: iterating bytes makes an int object a byte)
+        c = cards[k]
         if c >= 52:
             return -1
         bit: i64 = 1
