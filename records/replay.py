@@ -179,7 +179,9 @@ def replay(
     visitor.rec = rec
     head = _head(record_bytes, hands)
     try:
-        match, units, hands = _checked_match(rec, type(visitor).engine_fields_only, hands, head)
+        match, units, hands, start = _checked_match(
+            rec, type(visitor).engine_fields_only, hands, head
+        )
     except RecordError as exc:
         visitor.handle_error(exc, None)
         return visitor.result()  # a lenient visitor: nothing can be replayed
@@ -187,7 +189,6 @@ def replay(
     if changes is not None:
         try:
             rules = _changed_rules(match.rules, tuple((k, type(v), v) for k, v in changes.items()))
-            start = start_from_pb(units, rec.start)
             match = visitor.match = new_match(rules, start, log_events=False)
         except RulesError as exc:
             visitor.handle_error(RecordError("options", str(exc)), exc)
@@ -374,7 +375,7 @@ def match_for_record(rec: pb.GameRecord) -> tuple[Match, tuple[str, ...]]:
     its game's range reaches the engine); `RecordError` when they do not hold. Every command
     that reads a record's content goes through here first. The rules and the start are
     checked once per distinct value (keyed by their canonical bytes), not once per record."""
-    match, units, _ = _checked_match(rec)
+    match, units, _, _ = _checked_match(rec)
     return match, units
 
 
@@ -383,9 +384,10 @@ def _checked_match(
     engine_only: bool = False,
     hands: list[HandFields] | None = None,
     head: bytes = b"",
-) -> tuple[Match, tuple[str, ...], list[HandFields]]:
-    """`match_for_record`, and the fields of each hand the engine reads (`check_fields`,
-    `engine_only`; `hands`: as `hand_fields` read them, else read here). `head`: the bytes
+) -> tuple[Match, tuple[str, ...], list[HandFields], Start]:
+    """`match_for_record`, the fields of each hand the engine reads (`check_fields`,
+    `engine_only`; `hands`: as `hand_fields` read them, else read here) and its start.
+    `head`: the bytes
     that alone hold the record's format version, rules, seats and start (`_head`): the rules,
     seats and start found to hold for a head are not checked again for a record it begins
     (`_HEADS_CHECKED`)."""
@@ -407,7 +409,7 @@ def _checked_match(
         if len(_HEADS_CHECKED) >= _HEADS_KEPT:
             _HEADS_CHECKED.clear()
         _HEADS_CHECKED[head] = (rules, units, start)
-    return match, units, checked
+    return match, units, checked, start
 
 
 # The heads of records (`_head`) whose rules, seats and start were found to hold (with
