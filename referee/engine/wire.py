@@ -19,7 +19,7 @@ fields in number order; an `optional` scalar is written whenever it is set.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, cast
 
 from mypy_extensions import i64
 
@@ -325,6 +325,12 @@ def read_hands(data: bytes) -> list[HandFields] | None:
     return hands
 
 
+# The int objects of the actions below `_BOXED_LIMIT` (every card play), made once: compiled
+# code keeps an int unboxed and would make an object of it for each action put in a list.
+_BOXED_LIMIT: Final = 4096
+_BOXED: Final[list[object]] = list(range(_BOXED_LIMIT))
+
+
 def read_hand(data: bytes, start: int, end: int) -> HandFields | None:
     """The `HandRecord` at `data[start:end]` when its number, dealer, deal, seats and actions
     are the canonical encoding of their values (protobuf's deterministic serialization, each
@@ -365,17 +371,21 @@ def read_hand(data: bytes, start: int, end: int) -> HandFields | None:
         return None
     r.pos = after_deal
     seats = _bytes(r, 4 << 3 | 2)
-    actions: list[int] = []
+    actions: list[object] = []  # ints: those below `_BOXED_LIMIT` shared, not made anew
     if r.key(5 << 3 | 2):
         n = r.length()
         if n <= 0:
             return None
         packed = _Reader(data, r.pos, r.pos + n)
+        boxed = _BOXED
         while packed.pos < packed.end:
             action = packed.varint()
             if action < 0:
                 return None
-            actions.append(action)
+            if action < _BOXED_LIMIT:
+                actions.append(boxed[action])
+            else:
+                actions.append(action)
         r.pos = packed.end
     lines_at = r.pos
     # The fields after them (score lines, scores, clocks, any other) are read by the
@@ -389,7 +399,16 @@ def read_hand(data: bytes, start: int, end: int) -> HandFields | None:
     if r.bad or r.pos != r.end:
         return None
     return HandFields(
-        number, dealer, tuple(masks), retourne, talon, deck, seats, actions, lines_at, end
+        number,
+        dealer,
+        tuple(masks),
+        retourne,
+        talon,
+        deck,
+        seats,
+        cast(list[int], actions),
+        lines_at,
+        end,
     )
 
 
