@@ -591,26 +591,22 @@ def hands_hold(
         result = results[i]
         if whole and not _same_fields(hand, result):
             return i
-        at = hand.lines_at
-        if at < 0:
-            return i
         # The bytes after its actions: its lines' and scores' fields, compared piece by
         # piece (nothing joined).
+        at = hand.lines_at
         for line in result.lines:
-            piece = _line_bytes(line, fields, lines)
-            end = at + len(piece)
-            if data[at:end] != piece:
-                return i
-            at = end
+            at = _after(data, at, _line_bytes(line, fields, lines))
         for score in result.scores_after:
-            piece = _score_bytes(score, fields, scores)
-            end = at + len(piece)
-            if data[at:end] != piece:
-                return i
-            at = end
-        if at != hand.end:
+            at = _after(data, at, _score_bytes(score, fields, scores))
+        if at < 0 or at != hand.end:
             return i
     return n
+
+
+def _after(data: bytes, at: int, piece: bytes) -> int:
+    """Where `piece` ends when `data` holds it at `at`; -1 when not (or `at` is -1)."""
+    end = at + len(piece)
+    return end if at >= 0 and data[at:end] == piece else -1
 
 
 def _same_fields(hand: HandFields, result: HandResult) -> bool:
