@@ -20,6 +20,7 @@ from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.referee.engine.wire import (
     HANDS,
     HandFields,
+    fields_below,
     hand_spans,
     read_hand,
     read_hands,
@@ -208,6 +209,36 @@ def test_hand_spans_refuse_what_is_not_a_run_of_hands(records: list[tuple[str, b
     assert hand_spans(data + b"\x08\x01") == []
     assert hand_spans(b"\x42\x00" + data) == []
     assert hand_spans(data + b"\x42\x00") == spans  # after the hands, above them: read
+
+
+def test_the_fields_below_a_number_are_found_only_in_order(
+    records: list[tuple[str, bytes]],
+) -> None:
+    """`fields_below`: where a record's deal source begins in its head (the bytes before that
+    hold its format version, rules, seats and start alone); -1 when the fields are out of
+    order there."""
+    seeded = 0
+    for _, data in records:
+        rec = decode_record(data)
+        hands = read_hands(data)
+        if hands is None:
+            continue
+        head = hands[0].key_at
+        at = fields_below(data, head, 5)
+        # What comes before `at` decodes to the record's fields 1 to 4, nothing else.
+        before = pb.GameRecord.FromString(data[:at])
+        assert before.rules == rec.rules and before.start == rec.start
+        assert list(before.seats) == list(rec.seats) and not before.HasField("deal_source")
+        if rec.HasField("deal_source"):
+            seeded += 1
+            assert (
+                at < head and pb.GameRecord.FromString(data[at:head]).deal_source == rec.deal_source
+            )
+            # A format version after the deal source: out of order.
+            assert fields_below(data[:head] + b"\x08\x01", head + 2, 5) == -1
+        else:
+            assert at == head
+    assert seeded > 0
 
 
 @pytest.mark.parametrize(
