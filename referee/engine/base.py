@@ -33,11 +33,18 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, Final, NamedTuple, NoReturn
 
-from librt.vecs import vec
+from librt.vecs import append, vec
 from mypy_extensions import i64, mypyc_attr
 
 from tapis_cartes.referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_error, action_str
-from tapis_cartes.referee.engine.cards import R3, RankOrder, card_str, iter_cards, mask_str
+from tapis_cartes.referee.engine.cards import (
+    R3,
+    RankOrder,
+    card_str,
+    count_cards,
+    iter_cards,
+    mask_str,
+)
 from tapis_cartes.referee.engine.errors import (
     DealError,
     IllegalAction,
@@ -350,13 +357,13 @@ class Hand(ABC):
         self.lines: list[ScoreLine] = []
         self.events: list[Event] = []  # kept only when the match logs events
         self.log_events = match.log_events
-        # The completed tricks, in order, as ints (no object per trick: `tricks` builds them
-        # for a caller who asks): each one's leader and winner, and the cards of all of them
-        # in playing order, `players` cards a trick, followed by those of the trick in
-        # progress (from `trick_start` on: `cards`).
-        self.trick_leaders: list[int] = []
-        self.trick_winners: list[int] = []
-        self.trick_cards: list[int] = []
+        # The completed tricks, in order, as native ints (no object per trick: `tricks` builds
+        # them for a caller who asks): each one's leader and winner, and the cards of all of
+        # them in playing order, `players` cards a trick, followed by those of the trick in
+        # progress (from `trick_start` on: `cards`). Room for a whole pack, 13 tricks.
+        self.trick_leaders: vec[i64] = vec[i64](capacity=13)
+        self.trick_winners: vec[i64] = vec[i64](capacity=13)
+        self.trick_cards: vec[i64] = vec[i64](capacity=52)
         self.trick_start = 0
         # Each seat's cards now (games update it), native ints: no int object per card played.
         # (Built from a comprehension: compiled, `vec[i64](a_tuple)` first asks the tuple for
@@ -386,18 +393,19 @@ class Hand(ABC):
     def cards(self) -> list[int]:
         """The cards of the trick in progress in playing order (once the hand is over, of
         the last trick)."""
-        return self.trick_cards[self.trick_start :]
+        played = self.trick_cards
+        return [played[k] for k in range(self.trick_start, len(played))]
 
     @property
     def tricks(self) -> list[PlayedTrick]:
         """The completed tricks, in order."""
         n = self.players
         cards = self.trick_cards
+        leaders = self.trick_leaders
+        winners = self.trick_winners
         return [
-            PlayedTrick(leader, cards[k * n : k * n + n], winner, n)
-            for k, (leader, winner) in enumerate(
-                zip(self.trick_leaders, self.trick_winners, strict=True)
-            )
+            PlayedTrick(leaders[k], [cards[j] for j in range(k * n, k * n + n)], winners[k], n)
+            for k in range(len(leaders))
         ]
 
     # -- the phase table ------------------------------------------------------------------
@@ -528,50 +536,61 @@ class Hand(ABC):
         """Play the legal card plays of `actions[start:]` in order, without recording them;
         stop before the first action that is not a legal play by the seat to play, or when
         `_trick_end` stops the hand. Returns the index of the first action not played. (The
-        hot path of replay: the trick in progress is kept in locals, ints only.)"""
+        hot path of replay: the trick in progress is kept in locals, native ints only.)"""
         held = self.held
-        n = self.players
-        turn = self.turn
-        leader = self.leader
-        led = self.led
-        mask = self.mask
+        n: i64 = self.players
+        turn: i64 = self.turn
+        leader: i64 = self.leader
+        led: i64 = self.led
+        mask: i64 = self.mask
         played = self.trick_cards  # the trick in progress is its tail, from `first` on
-        first = self.trick_start
-        count = len(played) - first
-        i = start
-        end = len(actions)
+        first: i64 = self.trick_start
+        count: i64 = len(played) - first
+        i: i64 = start
+        end: i64 = len(actions)
         while i < end:
             action = actions[i]
             seat = seats[i]
             # A card play (kind 0) of a card id 0..51 by the seat to play, else stop: no
-            # mask is built from an id out of range.
-            if action & 7 or seat != turn or not 0 <= action < 416:
+            # mask is built from an id out of range, and the action and seat are ranged as
+            # Python ints before they are native ones (which hold 64 bits).
+            if action & 7 or not 0 <= action < 416 or not 0 <= seat < 64:
                 break
-            c = action >> 3
-            bit = 1 << c
-            hand = held[seat]
+            s: i64 = seat
+            if s != turn:
+                break
+            c: i64 = action >> 3
+            bit: i64 = 1
+            bit <<= c  # (compiled, `1 << c` of a native int shifts 32 bits only)
+            hand = held[s]
             if not self.legal_mask(hand, led, mask, count) & bit:
                 break
-            held[seat] = hand ^ bit
+            held[s] = hand ^ bit
             if led < 0:
-                leader = seat
+                leader = s
                 led = c // 13
                 if self.trick_number == 1:
-                    self._first_lead(seat, c)
+                    self.trick_cards = played  # a hook sees the hand as it is
+                    self._first_lead(s, c)
             mask |= bit
-            played.append(c)
+            played = append(played, c)
             count += 1
             i += 1
             if count < n:
-                turn = seat + 1 if seat + 1 < n else 0
+                # (Statements, not `a if c else b`: compiled, that is a boxed int.)
+                turn = s + 1
+                if turn >= n:
+                    turn = 0
                 continue
-            best = winning_card(self.rank_order, self.trump, led, mask)  # CARD.WIN
+            best: i64 = winning_card(self.rank_order, self.trump, led, mask)  # CARD.WIN
             # The winner played `best`: the leader's k-th follower, k its place in the trick.
-            k = 0
+            k: i64 = 0
             while played[first + k] != best:
                 k += 1
             turn = leader + k
-            turn = turn - n if turn >= n else turn
+            if turn >= n:
+                turn -= n
+            self.trick_cards = played
             self.trick_won(leader, turn)
             self.cursor = len(self.actions) + i - start
             self.turn = turn
@@ -587,6 +606,7 @@ class Hand(ABC):
             self.trick_start = first
             if stop:
                 break
+        self.trick_cards = played
         self.turn = turn
         self.leader = leader
         self.led = led
@@ -676,8 +696,8 @@ class Hand(ABC):
     def trick_won(self, leader: int, winner: int) -> None:
         """Record a completed trick, whose cards are `cards` (in `trick_cards` already): its
         leader and its winner."""
-        self.trick_leaders.append(leader)
-        self.trick_winners.append(winner)
+        self.trick_leaders = append(self.trick_leaders, leader)
+        self.trick_winners = append(self.trick_winners, winner)
         if self.log_events:
             n = self.players
             cards = self.cards
@@ -1097,7 +1117,7 @@ def check_cards(
             _bad_card(deal, c, where, pack, rule, pack_name)
         seen |= 1 << c
     for s, m in enumerate(deal.hands):
-        n = m.bit_count()
+        n = count_cards(m)
         if n != hand_size:
             raise DealError(
                 "hand-size",

@@ -59,6 +59,7 @@ from tapis_cartes.referee.engine.cards import (
     SUIT_MASK,
     card,
     card_str,
+    count_cards,
     iter_cards,
     mask_str,
 )
@@ -85,7 +86,7 @@ _FOLLOW: Final = TrickRules(Regime.FOLLOW, R3)  # DP.FOLLOW: follow suit, else a
 
 def _points(taken: int) -> int:
     """DP.SCORE: one point a heart, thirteen for Q♠."""
-    return (taken & HEARTS_MASK).bit_count() + 13 * (taken >> QUEEN_SPADES & 1)
+    return count_cards(taken & HEARTS_MASK) + 13 * (taken >> QUEEN_SPADES & 1)
 
 
 def legal_play(hand: int, led: int, first: bool, broken: bool, lead_unbroken: int) -> int:
@@ -191,19 +192,20 @@ class DamePiqueHand(Hand):
         return None
 
     def _pass_apply(self, seat: int, action: int) -> None:
-        self.passed[seat] = pass_cards(action)
-        if all(self.passed):
+        passed = self.passed
+        passed[seat] = pass_cards(action)
+        if passed[0] and passed[1] and passed[2] and passed[3]:
             # All transfers happen at once.
             off = self.pass_offset
             held = self.held
             for s in range(4):
-                held[s] &= ~self.passed[s]
+                held[s] &= ~passed[s]
             for s in range(4):
-                held[(s + off) % 4] |= self.passed[s]
+                held[(s + off) % 4] |= passed[s]
             if self.log_events:
                 for s in range(4):
-                    passed = self.passed[s]
-                    self.events.append(CardsPassed(s, (s + off) % 4, passed, passed.bit_count()))
+                    given = passed[s]
+                    self.events.append(CardsPassed(s, (s + off) % 4, given, count_cards(given)))
                 self.hands_changed()
             self._start_play()
 
@@ -288,16 +290,16 @@ class DamePiqueHand(Hand):
         # and whether Q♠ is among them, which make its note, and the action scored after)
         # from lines made once (`score_line`), not looked up by its fields.
         at = self.cursor
+        lines = _PENALTY_LINES
         for s in range(4):
             t = taken[s]
             points = _points(t)
             key = ((at * 4 + s) * 27 + points) * 2 + (t >> QUEEN_SPADES & 1)
-            line = _PENALTY_LINES.get(key)
+            line = lines[key] if key < len(lines) else None
             if line is None:
-                if len(_PENALTY_LINES) >= _PENALTY_LINES_KEPT:
-                    _PENALTY_LINES.clear()
                 line = score_line(s, "penalty", (points,), "DP.SCORE", _points_note(t), at)
-                _PENALTY_LINES[key] = line
+                if key < len(lines):
+                    lines[key] = line
             self.add_line(line)
 
     def describe(self) -> list[str]:
@@ -343,10 +345,9 @@ PHASES: dict[Enum, PhaseRule] = {
 }
 
 
-# The penalty lines made so far, by `_score`'s key (a few hundred: a hand scores after its
-# 52 or 56 actions).
-_PENALTY_LINES: Final[dict[int, ScoreLine]] = {}
-_PENALTY_LINES_KEPT: Final = 1 << 12
+# The penalty lines made so far, by `_score`'s key, for a score after one of the first 64
+# actions (a hand scores after its 52 or 56).
+_PENALTY_LINES: Final[list[ScoreLine | None]] = [None] * (64 * 4 * 27 * 2)
 
 
 def _note(hearts: int, queen: bool) -> str:
@@ -362,7 +363,7 @@ _NOTES: Final = tuple(_note(h, False) for h in range(14)) + tuple(_note(h, True)
 
 def _points_note(taken: int) -> str:
     """`3 hearts, QS`: what a seat's penalty is made of (DP.SCORE)."""
-    return _NOTES[(taken & HEARTS_MASK).bit_count() + 14 * (taken >> QUEEN_SPADES & 1)]
+    return _NOTES[count_cards(taken & HEARTS_MASK) + 14 * (taken >> QUEEN_SPADES & 1)]
 
 
 class DamePiqueMatch(Match):

@@ -612,11 +612,11 @@ class ImperialeHand(Hand):
             # IMP-A.TARGET / IMP-M.END
             when = (
                 f"after trick {len(self.trick_leaders)}"
-                if self.trick_leaders
+                if len(self.trick_leaders)
                 else "in the announcements"
             )
             out.append(f"seat {self.winner} reaches {self.opts.target_fiches} impériales {when}")
-        if self.trick_leaders:
+        if len(self.trick_leaders):
             out.append("tricks: " + ", ".join(f"seat {s} {w}" for s, w in enumerate(self.won)))
         return out
 
