@@ -129,7 +129,7 @@ class DamePiqueHand(Hand):
         cycle = (number - 1) % 4
         self.pass_offset = _PASS_OFFSETS[cycle]
         self.pass_name = _PASS_NAMES[cycle]
-        self.passed: list[int] = [0, 0, 0, 0]
+        self.passed: vec[i64] = vec[i64]([0, 0, 0, 0])  # DP.PASS: the cards each seat gave
         self.taken: vec[i64] = vec[i64]([0, 0, 0, 0])  # cards won in tricks, per seat
         self.broken = False  # DP.HEARTS: hearts broken by an earlier trick
         # What the options make of DP.HEARTS, read once per match (DamePiqueMatch).
