@@ -446,9 +446,10 @@ class Hand(ABC):
 
     def apply_run(self, seats: list[int], actions: list[int], start: int) -> int:
         """Apply the actions from `start` on for as long as the fast path can (legal card
-        plays, and the actions of a phase with a `run`); return the index of the first not
+        plays, and the actions other phases accept); return the index of the first not
         applied. `Match.step` takes each action the run stops at. This one runs `_play_run`
-        while the phase `plays`, else the phase's `run`, and keeps the actions applied."""
+        while the phase `plays`, else the phase's `run` or `_phase_run`, and keeps the
+        actions applied."""
         if self.over:
             return start
         rule = self.phases[self._phase]
@@ -457,11 +458,36 @@ class Hand(ABC):
         elif rule.run is not None:
             end = rule.run(self, seats, actions, start)
         else:
-            return start
+            end = self._phase_run(seats, actions, start)
         if end > start:
             self.actions.extend(actions[start:end])
             self.action_seats.extend(seats[start:end])
         return end
+
+    def _phase_run(self, seats: list[int], actions: list[int], start: int) -> int:
+        """Apply in order, through the phase table, the actions of phases that are not the
+        card play and have no `run`, as long as `Match.step` would accept them (well formed,
+        not a resignation, by a seat, and the phase's `refuse` accepts them): the same
+        functions, without the match's dispatch per action. Stops before any other action,
+        when the card play or a phase with a `run` begins, or when the hand is over; returns
+        the index of the first action not applied."""
+        n = self.players
+        i = start
+        end = len(actions)
+        while i < end and not self.over:
+            rule = self.phases[self._phase]
+            if rule.plays or rule.run is not None:
+                break
+            seat = seats[i]
+            action = actions[i]
+            if not 0 <= seat < n or action_error(action) is not None or action & 7 == RESIGN:
+                break
+            if rule.refuse(self, seat, action) is not None:
+                break
+            self.cursor = len(self.actions) + i - start + 1
+            rule.apply(self, seat, action)
+            i += 1
+        return i
 
     # -- the card play (the hooks a game supplies) ----------------------------------------
 

@@ -210,7 +210,7 @@ class DamePiqueHand(Hand):
             self._start_play()
 
     def _pass_run(self, seats: list[int], actions: list[int], start: int) -> int:
-        # Replay's loop over the exchange (PhaseRule.run): the passes `Match.step` would
+        # Replay's loop over the exchange (PhaseRule.run, DP.PASS): the passes `Match.step` would
         # accept (well formed, by a seat, and `_pass_refusal` accepts them), each applied by
         # `_pass_apply`, until one is not or the exchange completes.
         i = start
