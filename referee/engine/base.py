@@ -33,11 +33,18 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, Final, NamedTuple, NoReturn
 
-from librt.vecs import vec
+from librt.vecs import append, vec
 from mypy_extensions import i64, mypyc_attr
 
 from tapis_cartes.referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_error, action_str
-from tapis_cartes.referee.engine.cards import R3, RankOrder, card_str, iter_cards, mask_str
+from tapis_cartes.referee.engine.cards import (
+    R3,
+    RankOrder,
+    card_str,
+    count_cards,
+    iter_cards,
+    mask_str,
+)
 from tapis_cartes.referee.engine.errors import (
     DealError,
     IllegalAction,
@@ -179,6 +186,19 @@ _LINES: dict[tuple[int, str, Score, str, str, int], ScoreLine] = {}
 _LINES_KEPT: Final = 1 << 16
 
 
+def score_line(seat: int, kind: str, delta: Score, rule: str, note: str, at: int) -> ScoreLine:
+    """The `ScoreLine` of these values: made once per value (they repeat from hand to hand)
+    and shared, being immutable."""
+    fields = (seat, kind, delta, rule, note, at)
+    line = _LINES.get(fields)
+    if line is None:
+        if len(_LINES) >= _LINES_KEPT:
+            _LINES.clear()
+        # tuple.__new__: the class's own __new__ is Python code, a frame per line.
+        line = _LINES[fields] = tuple.__new__(ScoreLine, fields)
+    return line
+
+
 @dataclass(frozen=True, slots=True)
 class TrickWon:
     number: int  # 1-based within the hand
@@ -310,13 +330,18 @@ class PhaseRule(NamedTuple):
     """What a hand does in one of its phases, one function each (as OpenSpiel's hearts
     switches on its phase): the seats to act, the legal actions of a seat (sorted), why an
     action is refused (pure: `None` when it is accepted) and the change an accepted action
-    makes. `plays`: the phase is the card play, whose plays replay may run in one loop."""
+    makes. `plays`: the phase is the card play, whose plays replay may run in one loop.
+    `run` (optional): replay's loop over this phase's actions, `(hand, seats, actions,
+    start) -> end`: it applies in order the actions `Match.step` would accept (asking `refuse`
+    of each, then `apply`), stops at the first other one or when the phase changes, and
+    returns the index of the first not applied (`Hand.apply_run` keeps those applied)."""
 
     to_act: Callable[[Any], tuple[int, ...]]
     legal: Callable[[Any, int], list[int]]
     refuse: Callable[[Any, int, int], IllegalAction | None]
     apply: Callable[[Any, int, int], None]
     plays: bool = False
+    run: Callable[[Any, list[int], list[int], int], int] | None = None
 
 
 _NO_PHASES: Final[dict[Enum, PhaseRule]] = {}  # a hand's phase table until its game sets it
@@ -351,14 +376,18 @@ class Hand(ABC):
         self.lines: list[ScoreLine] = []
         self.events: list[Event] = []  # kept only when the match logs events
         self.log_events = match.log_events
-        # The completed tricks, in order, as ints (no object per trick: `tricks` builds them
-        # for a caller who asks): each one's leader and winner, and the cards of all of them
-        # in playing order, `players` cards a trick.
-        self.trick_leaders: list[int] = []
-        self.trick_winners: list[int] = []
-        self.trick_cards: list[int] = []
+        # The completed tricks, in order, as native ints (no object per trick: `tricks` builds
+        # them for a caller who asks): each one's leader and winner, and the cards of all of
+        # them in playing order, `players` cards a trick, followed by those of the trick in
+        # progress (from `trick_start` on: `cards`). Room for a whole pack, 13 tricks.
+        self.trick_leaders: vec[i64] = vec[i64](capacity=13)
+        self.trick_winners: vec[i64] = vec[i64](capacity=13)
+        self.trick_cards: vec[i64] = vec[i64](capacity=52)
+        self.trick_start = 0
         # Each seat's cards now (games update it), native ints: no int object per card played.
-        self.held: vec[i64] = vec[i64](deal.hands)
+        # (Built from a comprehension: compiled, `vec[i64](a_tuple)` first asks the tuple for
+        # a buffer, which raises and clears a TypeError.)
+        self.held: vec[i64] = vec[i64]([m for m in deal.hands])
         self.cursor = 0  # 1-based index of the action being applied (0: none yet)
         self.over = False
         self.phases: dict[Enum, PhaseRule] = _NO_PHASES  # set by each game: its phase table
@@ -369,26 +398,33 @@ class Hand(ABC):
         self.turn = -1  # the seat to play a card
         self.trick_number = 1  # the trick in progress (the last one once the hand is over)
         # The trick in progress, as ints: its leader, led suit (-1: none yet), its cards as a
-        # mask and in playing order. Once the hand is over it is the last trick, kept on view.
+        # mask (in playing order: `cards`). Once the hand is over it is the last trick, kept on
+        # view.
         self.leader = -1
         self.led = -1
         self.mask = 0
-        self.cards: list[int] = []
 
     @property
     def phase(self) -> Enum:
         return self._phase
 
     @property
+    def cards(self) -> list[int]:
+        """The cards of the trick in progress in playing order (once the hand is over, of
+        the last trick)."""
+        played = self.trick_cards
+        return [played[k] for k in range(self.trick_start, len(played))]
+
+    @property
     def tricks(self) -> list[PlayedTrick]:
         """The completed tricks, in order."""
         n = self.players
         cards = self.trick_cards
+        leaders = self.trick_leaders
+        winners = self.trick_winners
         return [
-            PlayedTrick(leader, cards[k * n : k * n + n], winner, n)
-            for k, (leader, winner) in enumerate(
-                zip(self.trick_leaders, self.trick_winners, strict=True)
-            )
+            PlayedTrick(leaders[k], [cards[j] for j in range(k * n, k * n + n)], winners[k], n)
+            for k in range(len(leaders))
         ]
 
     # -- the phase table ------------------------------------------------------------------
@@ -429,15 +465,48 @@ class Hand(ABC):
 
     def apply_run(self, seats: list[int], actions: list[int], start: int) -> int:
         """Apply the actions from `start` on for as long as the fast path can (legal card
-        plays); return the index of the first not applied. `Match.step` takes each action
-        the run stops at. This one runs `_play_run` while the phase `plays` and keeps the
-        actions it applied."""
-        if self.over or not self.phases[self._phase].plays:
+        plays, and the actions other phases accept); return the index of the first not
+        applied. `Match.step` takes each action the run stops at. This one runs `_play_run`
+        while the phase `plays`, else the phase's `run` or `_phase_run`, and keeps the
+        actions applied."""
+        if self.over:
             return start
-        end = self._play_run(seats, actions, start)
-        self.actions.extend(actions[start:end])
-        self.action_seats.extend(seats[start:end])
+        rule = self.phases[self._phase]
+        if rule.plays:
+            end = self._play_run(seats, actions, start)
+        elif rule.run is not None:
+            end = rule.run(self, seats, actions, start)
+        else:
+            end = self._phase_run(seats, actions, start)
+        if end > start:
+            self.actions.extend(actions[start:end])
+            self.action_seats.extend(seats[start:end])
         return end
+
+    def _phase_run(self, seats: list[int], actions: list[int], start: int) -> int:
+        """Apply in order, through the phase table, the actions of phases that are not the
+        card play and have no `run`, as long as `Match.step` would accept them (well formed,
+        not a resignation, by a seat, and the phase's `refuse` accepts them): the same
+        functions, without the match's dispatch per action. Stops before any other action,
+        when the card play or a phase with a `run` begins, or when the hand is over; returns
+        the index of the first action not applied."""
+        n = self.players
+        i = start
+        end = len(actions)
+        while i < end and not self.over:
+            rule = self.phases[self._phase]
+            if rule.plays or rule.run is not None:
+                break
+            seat = seats[i]
+            action = actions[i]
+            if not 0 <= seat < n or action_error(action) is not None or action & 7 == RESIGN:
+                break
+            if rule.refuse(self, seat, action) is not None:
+                break
+            self.cursor = len(self.actions) + i - start + 1
+            rule.apply(self, seat, action)
+            i += 1
+        return i
 
     # -- the card play (the hooks a game supplies) ----------------------------------------
 
@@ -476,7 +545,8 @@ class Hand(ABC):
         """The cards `seat` may play now (0 when it may not play)."""
         if self.over or not self.phases[self._phase].plays or seat != self.turn:
             return 0
-        return self.legal_mask(self.held[seat], self.led, self.mask, len(self.cards))
+        count = len(self.trick_cards) - self.trick_start
+        return self.legal_mask(self.held[seat], self.led, self.mask, count)
 
     def _turn_to_act(self) -> tuple[int, ...]:
         return (self.turn,)
@@ -493,7 +563,8 @@ class Hand(ABC):
             return self.not_your_turn(seat, action, self._turn_rule())
         c = action >> 3
         hand = self.held[seat]
-        legal = self.legal_mask(hand, self.led, self.mask, len(self.cards))
+        count = len(self.trick_cards) - self.trick_start
+        legal = self.legal_mask(hand, self.led, self.mask, count)
         if legal >> c & 1:
             return None
         if not hand >> c & 1:
@@ -510,61 +581,81 @@ class Hand(ABC):
         """Play the legal card plays of `actions[start:]` in order, without recording them;
         stop before the first action that is not a legal play by the seat to play, or when
         `_trick_end` stops the hand. Returns the index of the first action not played. (The
-        hot path of replay: the trick in progress is kept in locals, ints only.)"""
+        hot path of replay: the trick in progress is kept in locals, native ints only.)"""
         held = self.held
-        n = self.players
-        turn = self.turn
-        leader = self.leader
-        led = self.led
-        mask = self.mask
-        cards = self.cards
-        i = start
-        end = len(actions)
+        n: i64 = self.players
+        turn: i64 = self.turn
+        leader: i64 = self.leader
+        led: i64 = self.led
+        mask: i64 = self.mask
+        played = self.trick_cards  # the trick in progress is its tail, from `first` on
+        first: i64 = self.trick_start
+        count: i64 = len(played) - first
+        i: i64 = start
+        end: i64 = len(actions)
         while i < end:
             action = actions[i]
             seat = seats[i]
             # A card play (kind 0) of a card id 0..51 by the seat to play, else stop: no
-            # mask is built from an id out of range.
-            if action & 7 or seat != turn or not 0 <= action < 416:
+            # mask is built from an id out of range, and the action and seat are ranged as
+            # Python ints before they are native ones (which hold 64 bits).
+            if action & 7 or not 0 <= action < 416 or not 0 <= seat < 64:
                 break
-            c = action >> 3
-            bit = 1 << c
-            hand = held[seat]
-            if not self.legal_mask(hand, led, mask, len(cards)) & bit:
+            s: i64 = seat
+            if s != turn:
                 break
-            held[seat] = hand ^ bit
+            c: i64 = action >> 3
+            bit: i64 = 1
+            bit <<= c  # (compiled, `1 << c` of a native int shifts 32 bits only)
+            hand = held[s]
+            if not self.legal_mask(hand, led, mask, count) & bit:
+                break
+            held[s] = hand ^ bit
             if led < 0:
-                leader = seat
+                leader = s
                 led = c // 13
                 if self.trick_number == 1:
-                    self._first_lead(seat, c)
+                    self.trick_cards = played  # a hook sees the hand as it is
+                    self._first_lead(s, c)
             mask |= bit
-            cards.append(c)
+            played = append(played, c)
+            count += 1
             i += 1
-            if len(cards) < n:
-                turn = seat + 1 if seat + 1 < n else 0
+            if count < n:
+                # (Statements, not `a if c else b`: compiled, that is a boxed int.)
+                turn = s + 1
+                if turn >= n:
+                    turn = 0
                 continue
-            best = winning_card(self.rank_order, self.trump, led, mask)  # CARD.WIN
-            turn = leader + cards.index(best)
-            turn = turn - n if turn >= n else turn
-            self.trick_won(leader, cards, turn)
+            best: i64 = winning_card(self.rank_order, self.trump, led, mask)  # CARD.WIN
+            # The winner played `best`: the leader's k-th follower, k its place in the trick.
+            k: i64 = 0
+            while played[first + k] != best:
+                k += 1
+            turn = leader + k
+            if turn >= n:
+                turn -= n
+            self.trick_cards = played
+            self.trick_won(leader, turn)
             self.cursor = len(self.actions) + i - start
             self.turn = turn
-            self.leader, self.led, self.mask, self.cards = leader, led, mask, cards
+            self.leader, self.led, self.mask = leader, led, mask
             stop = self._trick_end(turn, best, led, mask)
             if self.over:
                 return i  # the last trick stays on view
             self.trick_number += 1
             leader = led = -1
             mask = 0
-            cards.clear()  # the trick is kept (trick_won): the list is the next trick's
+            first += n  # the trick is kept (trick_won); the next one starts after it
+            count = 0
+            self.trick_start = first
             if stop:
                 break
+        self.trick_cards = played
         self.turn = turn
         self.leader = leader
         self.led = led
         self.mask = mask
-        self.cards = cards
         return i
 
     def _trick_view(self) -> tuple[tuple[int, int], ...]:
@@ -607,13 +698,11 @@ class Hand(ABC):
         return tuple(self.match_scores)
 
     def score(self, seat: int, kind: str, delta: Score, rule: str, note: str = "") -> None:
-        fields = (seat, kind, delta, rule, note, self.cursor)
-        line = _LINES.get(fields)
-        if line is None:  # a line made once per value (they repeat from hand to hand)
-            if len(_LINES) >= _LINES_KEPT:
-                _LINES.clear()
-            # tuple.__new__: the class's own __new__ is Python code, a frame per line.
-            line = _LINES[fields] = tuple.__new__(ScoreLine, fields)
+        """Score `delta` to `seat` after the action being applied (a `ScoreLine`)."""
+        self.add_line(score_line(seat, kind, delta, rule, note, self.cursor))
+
+    def add_line(self, line: ScoreLine) -> None:
+        """Keep a score line of this hand (`score` makes them), logged with the events."""
         self.lines.append(line)
         if self.log_events:
             self.events.append(line)
@@ -649,13 +738,14 @@ class Hand(ABC):
         legal = tuple(self.legal_actions(seat))
         return NotYourTurn("not-your-turn", msg, rule, seat=seat, legal=legal, reason=reason)
 
-    def trick_won(self, leader: int, cards: list[int], winner: int) -> None:
-        """Record a completed trick: its leader, its cards in playing order, its winner."""
-        self.trick_leaders.append(leader)
-        self.trick_winners.append(winner)
-        self.trick_cards.extend(cards)
+    def trick_won(self, leader: int, winner: int) -> None:
+        """Record a completed trick, whose cards are `cards` (in `trick_cards` already): its
+        leader and its winner."""
+        self.trick_leaders = append(self.trick_leaders, leader)
+        self.trick_winners = append(self.trick_winners, winner)
         if self.log_events:
             n = self.players
+            cards = self.cards
             plays = tuple(((leader + k) % n, c) for k, c in enumerate(cards))
             self.events.append(TrickWon(len(self.trick_leaders), winner, plays))
 
@@ -1072,7 +1162,7 @@ def check_cards(
             _bad_card(deal, c, where, pack, rule, pack_name)
         seen |= 1 << c
     for s, m in enumerate(deal.hands):
-        n = m.bit_count()
+        n = count_cards(m)
         if n != hand_size:
             raise DealError(
                 "hand-size",

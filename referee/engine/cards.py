@@ -42,6 +42,7 @@ __all__ = [
     "card",
     "card_str",
     "cards_of",
+    "count_cards",
     "deck_of_ranks",
     "distinct_mask",
     "iter_cards",
@@ -158,6 +159,23 @@ def distinct_mask(cards: bytes) -> int:
             return -1
         mask |= bit
     return mask
+
+
+def count_cards(mask: int) -> int:
+    """How many cards a mask holds: `mask.bit_count()`, in native code for a mask of the 52
+    cards (compiled, `int.bit_count` is a call of a Python method)."""
+    if not 0 <= mask <= FULL_DECK:
+        return mask.bit_count()
+    # 52 bits: each step below stays within 64 bits, and each constant within 62 (compiled,
+    # a larger one is a Python int, converted at each use).
+    m: i64 = mask
+    m -= m >> 1 & 0x0555555555555555
+    m = (m & 0x3333333333333333) + (m >> 2 & 0x3333333333333333)
+    m = (m + (m >> 4)) & 0x0F0F0F0F0F0F0F0F
+    m += m >> 8
+    m += m >> 16
+    m += m >> 32
+    return m & 0x7F
 
 
 def iter_cards(mask: int) -> Iterator[int]:

@@ -25,7 +25,14 @@ from typing import Any, Final
 from librt.vecs import vec
 from mypy_extensions import i64
 
-from tapis_cartes.referee.engine.actions import PASS, PLAY, encode, pass_cards, pass_choices
+from tapis_cartes.referee.engine.actions import (
+    PASS,
+    PLAY,
+    action_error,
+    encode,
+    pass_cards,
+    pass_choices,
+)
 from tapis_cartes.referee.engine.base import (
     CardFact,
     CardsPassed,
@@ -36,9 +43,11 @@ from tapis_cartes.referee.engine.base import (
     PhaseEnum,
     PhaseRule,
     Rules,
+    ScoreLine,
     Start,
     check_cards,
     check_deck,
+    score_line,
 )
 from tapis_cartes.referee.engine.cards import (
     CLUBS,
@@ -50,6 +59,7 @@ from tapis_cartes.referee.engine.cards import (
     SUIT_MASK,
     card,
     card_str,
+    count_cards,
     iter_cards,
     mask_str,
 )
@@ -76,7 +86,7 @@ _FOLLOW: Final = TrickRules(Regime.FOLLOW, R3)  # DP.FOLLOW: follow suit, else a
 
 def _points(taken: int) -> int:
     """DP.SCORE: one point a heart, thirteen for Q♠."""
-    return (taken & HEARTS_MASK).bit_count() + 13 * (taken >> QUEEN_SPADES & 1)
+    return count_cards(taken & HEARTS_MASK) + 13 * (taken >> QUEEN_SPADES & 1)
 
 
 def legal_play(hand: int, led: int, first: bool, broken: bool, lead_unbroken: int) -> int:
@@ -119,13 +129,14 @@ class DamePiqueHand(Hand):
         cycle = (number - 1) % 4
         self.pass_offset = _PASS_OFFSETS[cycle]
         self.pass_name = _PASS_NAMES[cycle]
-        self.passed: list[int] = [0, 0, 0, 0]
+        self.passed: vec[i64] = vec[i64]([0, 0, 0, 0])  # DP.PASS: the cards each seat gave
         self.taken: vec[i64] = vec[i64]([0, 0, 0, 0])  # cards won in tricks, per seat
         self.broken = False  # DP.HEARTS: hearts broken by an earlier trick
         # What the options make of DP.HEARTS, read once per match (DamePiqueMatch).
         self.lead_unbroken = match.lead_unbroken
         self.broken_by_any_heart = match.broken_by_any_heart
         self.breaking = match.breaking
+        self.add_to_others = match.add_to_others  # DP.VOLTE
         self._phase = Phase.PASS
         if self.pass_offset == 0:
             self._start_play()
@@ -181,21 +192,42 @@ class DamePiqueHand(Hand):
         return None
 
     def _pass_apply(self, seat: int, action: int) -> None:
-        self.passed[seat] = pass_cards(action)
-        if all(self.passed):
+        passed = self.passed
+        passed[seat] = pass_cards(action)
+        if passed[0] and passed[1] and passed[2] and passed[3]:
             # All transfers happen at once.
             off = self.pass_offset
             held = self.held
             for s in range(4):
-                held[s] &= ~self.passed[s]
+                held[s] &= ~passed[s]
             for s in range(4):
-                held[(s + off) % 4] |= self.passed[s]
+                held[(s + off) % 4] |= passed[s]
             if self.log_events:
                 for s in range(4):
-                    passed = self.passed[s]
-                    self.events.append(CardsPassed(s, (s + off) % 4, passed, passed.bit_count()))
+                    given = passed[s]
+                    self.events.append(CardsPassed(s, (s + off) % 4, given, count_cards(given)))
                 self.hands_changed()
             self._start_play()
+
+    def _pass_run(self, seats: list[int], actions: list[int], start: int) -> int:
+        # Replay's loop over the exchange (DP.PASS; PhaseRule.run): the passes `Match.step`
+        # would accept (well formed, by a seat, and `_pass_refusal` accepts them), each applied
+        # by `_pass_apply`, until one is not or the exchange completes. (Direct calls: through
+        # the phase table, `Hand._phase_run`, a Dame de Pique hand costs 4,000 instructions
+        # more.)
+        i = start
+        end = len(actions)
+        while i < end and self._phase is Phase.PASS:
+            seat = seats[i]
+            action = actions[i]
+            if action & 7 != PASS or not 0 <= seat < 4 or action_error(action) is not None:
+                break
+            if self._pass_refusal(seat, action) is not None:
+                break
+            self.cursor = len(self.actions) + i - start + 1
+            self._pass_apply(seat, action)
+            i += 1
+        return i
 
     # -- the card play (the base's loop, with these hooks) --------------------------------
 
@@ -245,17 +277,32 @@ class DamePiqueHand(Hand):
         self._phase = Phase.OVER
         self.over = True
         taken = self.taken
-        points = [_points(taken[0]), _points(taken[1]), _points(taken[2]), _points(taken[3])]
-        shooter = points.index(26) if 26 in points else -1
+        shooter = -1
+        for s in range(4):
+            if _points(taken[s]) == 26:
+                shooter = s
         if shooter >= 0:
             # DP.VOLTE: all 13 hearts and Q♠ to one seat.
-            add = self.opts.moon_mode is MoonMode.ADD_TO_OTHERS
+            add = self.add_to_others
             for s in range(4):
                 delta = (26 if add else 0) if s != shooter else (0 if add else -26)
                 self.score(s, "volte", (delta,), "DP.VOLTE", f"seat {shooter} took all 26")
             return
+        # DP.SCORE: each seat's penalty. Its line is read by an int key (the seat, the points
+        # and whether Q♠ is among them, which make its note, and the action scored after)
+        # from lines made once (`score_line`), not looked up by its fields.
+        at = self.cursor
+        lines = _PENALTY_LINES
         for s in range(4):
-            self.score(s, "penalty", (points[s],), "DP.SCORE", _points_note(taken[s]))
+            t = taken[s]
+            points = _points(t)
+            key = ((at * 4 + s) * 27 + points) * 2 + (t >> QUEEN_SPADES & 1)
+            line = lines[key] if key < len(lines) else None
+            if line is None:
+                line = score_line(s, "penalty", (points,), "DP.SCORE", _points_note(t), at)
+                if key < len(lines):
+                    lines[key] = line
+            self.add_line(line)
 
     def describe(self) -> list[str]:
         return [f"exchange: {self.pass_name}" if self.pass_offset else "no exchange"]
@@ -292,11 +339,17 @@ PHASES: dict[Enum, PhaseRule] = {
         DamePiqueHand._pass_legal,
         DamePiqueHand._pass_refusal,
         DamePiqueHand._pass_apply,
+        run=DamePiqueHand._pass_run,
     ),
     Phase.PLAY: PhaseRule(
         Hand._turn_to_act, Hand._play_legal, Hand._play_refusal, Hand._play_apply, plays=True
     ),
 }
+
+
+# The penalty lines made so far, by `_score`'s key, for a score after one of the first 64
+# actions (a hand scores after its 52 or 56).
+_PENALTY_LINES: Final[list[ScoreLine | None]] = [None] * (64 * 4 * 27 * 2)
 
 
 def _note(hearts: int, queen: bool) -> str:
@@ -312,7 +365,7 @@ _NOTES: Final = tuple(_note(h, False) for h in range(14)) + tuple(_note(h, True)
 
 def _points_note(taken: int) -> str:
     """`3 hearts, QS`: what a seat's penalty is made of (DP.SCORE)."""
-    return _NOTES[(taken & HEARTS_MASK).bit_count() + 14 * (taken >> QUEEN_SPADES & 1)]
+    return _NOTES[count_cards(taken & HEARTS_MASK) + 14 * (taken >> QUEEN_SPADES & 1)]
 
 
 class DamePiqueMatch(Match):
@@ -333,6 +386,11 @@ class DamePiqueMatch(Match):
         self.lead_unbroken = lead_mask(opts.qs_counts_as_heart_for_lead)
         self.broken_by_any_heart = opts.hearts_broken_by is HeartsBrokenBy.PLAYED
         self.breaking = HEARTS_MASK | (1 << QUEEN_SPADES if opts.qs_breaks_hearts else 0)
+        # DP.VOLTE, DP.DEAL and DP.END as the options set them, read once (an option is a
+        # pydantic attribute, slow to read at every hand).
+        self.add_to_others = opts.moon_mode is MoonMode.ADD_TO_OTHERS
+        self.dealer_step = 1 if opts.dealer_rotation is DealerRotation.CLOCKWISE else -1
+        self.end_threshold = opts.end_threshold
 
     def _new_hand(self, number: int, dealer: int, deal: Deal) -> Hand:
         return DamePiqueHand(self, number, dealer, deal)
@@ -360,12 +418,14 @@ class DamePiqueMatch(Match):
         return encode(PASS, 0) if action & 7 == PASS else action
 
     def _next_dealer(self, previous: HandResult) -> int:
-        step = 1 if self.opts.dealer_rotation is DealerRotation.CLOCKWISE else -1
-        return (previous.dealer + step) % 4
+        return (previous.dealer + self.dealer_step) % 4
 
     def _end_after_hand(self) -> None:
         # DP.END: a total at or above the threshold ends the match; lowest total wins.
-        if any(s[0] >= self.opts.end_threshold for s in self.scores):
-            self.finished = True
-            self.end_reason = f"a total reached {self.opts.end_threshold}"
-            self.winners = self._leaders(range(4))
+        threshold = self.end_threshold
+        for score in self.scores:
+            if score[0] >= threshold:
+                self.finished = True
+                self.end_reason = f"a total reached {threshold}"
+                self.winners = self._leaders(range(4))
+                return

@@ -71,7 +71,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from tapis_cartes.referee.engine.base import (
     CardFact,
@@ -98,6 +98,7 @@ from tapis_cartes.referee.engine.cards import (
     SUIT_WORDS,
     card,
     card_str,
+    count_cards,
     deck_of_ranks,
     iter_cards,
     mask_str,
@@ -142,7 +143,7 @@ MAJOR_RANKS = (JACK, QUEEN, KING, ACE)  # a quatrième majeure, an impériale de
 QUATRIEME = tuple(sum(1 << card(r, s) for r in MAJOR_RANKS) for s in range(4))
 CARRE = tuple(sum(1 << card(r, s) for s in range(4)) for r in range(13))
 # R2 point values by rank (2 .. ace): pips, K Q J 10, A 11.
-POINT_VALUE = (2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 11)
+POINT_VALUE: Final[tuple[int, ...]] = (2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 11)
 _RANK_WORDS = {
     SIX: "sixes",
     SEVEN: "sevens",
@@ -160,8 +161,10 @@ def point_of(hand: int, by_count: bool) -> tuple[int, int, int]:
     best_key: tuple[int, ...] = (-1,)
     for s in range(4):
         cards = hand & SUIT_MASK[s]
-        total = sum(POINT_VALUE[c % 13] for c in iter_cards(cards))
-        count = cards.bit_count()
+        total = 0
+        for c in iter_cards(cards):  # a loop: compiled, no generator object per suit
+            total += POINT_VALUE[c % 13]
+        count = count_cards(cards)
         key = (count, total) if by_count else (total,)
         if key > best_key:
             best_key = key
@@ -612,11 +615,11 @@ class ImperialeHand(Hand):
             # IMP-A.TARGET / IMP-M.END
             when = (
                 f"after trick {len(self.trick_leaders)}"
-                if self.trick_leaders
+                if len(self.trick_leaders)
                 else "in the announcements"
             )
             out.append(f"seat {self.winner} reaches {self.opts.target_fiches} impériales {when}")
-        if self.trick_leaders:
+        if len(self.trick_leaders):
             out.append("tricks: " + ", ".join(f"seat {s} {w}" for s, w in enumerate(self.won)))
         return out
 
