@@ -387,10 +387,9 @@ def _checked_match(
 ) -> tuple[Match, tuple[str, ...], list[HandFields], Start]:
     """`match_for_record`, the fields of each hand the engine reads (`check_fields`,
     `engine_only`; `hands`: as `hand_fields` read them, else read here) and its start.
-    `head`: the bytes
-    that alone hold the record's format version, rules, seats and start (`_head`): the rules,
-    seats and start found to hold for a head are not checked again for a record it begins
-    (`_HEADS_CHECKED`)."""
+    `head`: the bytes that alone hold the record's format version, rules, seats and start
+    (`_head`): the rules, seats and start found to hold for a head are not checked again for
+    a record it begins (`_HEADS_CHECKED`)."""
     known = _HEADS_CHECKED.get(head) if head and engine_only else None
     if known is not None:
         rules, units, start = known

@@ -82,7 +82,7 @@ def _rescored(rid: str, envelope: bytes, changes: dict[str, Option]) -> Rescored
         rec, hands = decode_apart(record)
         report = rescore_record(rid, rec, changes, hands, record)
         if report.status != "ok" and hands is not None:
-            decode_record(record)  # a record that fails is first one that decodes whole
+            decode_record(record)  # one that fails must first decode whole: else record:decode
     except (DecodeError, RecordError) as exc:
         code = exc.code if isinstance(exc, RecordError) else "decode"
         detail = str(exc) if isinstance(exc, RecordError) else "the envelope does not decode"
