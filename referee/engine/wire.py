@@ -231,11 +231,12 @@ def check_hand(fields: HandFields, number: int, players: int, pack: int, h: int)
 
 
 def _check_deal(hand: HandFields, players: int, pack: int, h: int) -> None:
-    where = f"hands[{h - 1}].deal"
     masks = hand.masks
     if len(masks) != players:
         raise RecordError(
-            "deal:deal-hands", f"{where}.hands: {len(masks)} hands for {players} seats", hand=h
+            "deal:deal-hands",
+            f"{_deal_at(h)}.hands: {len(masks)} hands for {players} seats",
+            hand=h,
         )
     dealt = 0
     for m in masks:
@@ -244,7 +245,7 @@ def _check_deal(hand: HandFields, players: int, pack: int, h: int) -> None:
         s, m = next((s, m) for s, m in enumerate(masks) if m & ~pack)
         raise RecordError(
             "deal:card-not-in-pack",
-            f"{where}.hands[{s}]: {card_str(next(iter_cards(m & ~pack)))} is not in "
+            f"{_deal_at(h)}.hands[{s}]: {card_str(next(iter_cards(m & ~pack)))} is not in "
             "this game's pack",
             hand=h,
         )
@@ -252,37 +253,46 @@ def _check_deal(hand: HandFields, players: int, pack: int, h: int) -> None:
     if retourne >= 0 and not (retourne < 52 and pack >> retourne & 1):
         raise RecordError(
             "deal:card-not-in-pack",
-            f"{where}.retourne: {card_str(retourne)} is not in this game's pack",
+            f"{_deal_at(h)}.retourne: {card_str(retourne)} is not in this game's pack",
             hand=h,
         )
     talon = hand.talon
     if talon:
-        _cards_in_pack(talon, pack, f"{where}.talon", h)
+        _cards_in_pack(talon, pack, "talon", h)
     deck = hand.deck
     if deck:
         mask = distinct_mask(deck)  # -1: a card twice, or no card
         if mask < 0 or mask & ~pack:  # which fault, looked for only when there is one
-            _cards_in_pack(deck, pack, f"{where}.deck", h)
-            raise RecordError("deal:duplicate-card", f"{where}.deck: a card appears twice", hand=h)
+            _cards_in_pack(deck, pack, "deck", h)
+            raise RecordError(
+                "deal:duplicate-card", f"{_deal_at(h)}.deck: a card appears twice", hand=h
+            )
         if len(deck) != pack.bit_count():
             raise RecordError(
                 "deal:deck-size",
-                f"{where}.deck: {len(deck)} cards; the pack has {pack.bit_count()}",
+                f"{_deal_at(h)}.deck: {len(deck)} cards; the pack has {pack.bit_count()}",
                 hand=h,
             )
 
 
-def _cards_in_pack(cards: bytes, pack: int, where: str, h: int) -> None:
-    """Cards one a byte (a talon, a pack): all of the game's pack (`deal:card-not-in-pack`);
-    checked in one pass of C (`bytes.translate`), the culprit looked for only when there is
-    one."""
+def _deal_at(h: int) -> str:
+    """Where hand `h`'s deal is in a record (a fault's message: made only for one)."""
+    return f"hands[{h - 1}].deal"
+
+
+def _cards_in_pack(cards: bytes, pack: int, field: str, h: int) -> None:
+    """Cards one a byte (the deal's talon or deck, `field`): all of the game's pack
+    (`deal:card-not-in-pack`); checked in one pass of C (`bytes.translate`), the culprit
+    looked for only when there is one."""
     in_pack = _PACK_BYTES.get(pack)
     if in_pack is None:
         in_pack = _PACK_BYTES[pack] = bytes(iter_cards(pack))
     if cards.translate(None, in_pack):
         bad = next(c for c in cards if not (c < 52 and pack >> c & 1))
         raise RecordError(
-            "deal:card-not-in-pack", f"{where}: {card_str(bad)} is not in this game's pack", hand=h
+            "deal:card-not-in-pack",
+            f"{_deal_at(h)}.{field}: {card_str(bad)} is not in this game's pack",
+            hand=h,
         )
 
 
