@@ -4,7 +4,6 @@ summaries or envelopes, and one record by its id (or a unique prefix of it)."""
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -13,7 +12,7 @@ from typing import Any
 import sqlite_utils
 
 from tapis_cartes.records.archive.add import SUMMARY_COLUMNS
-from tapis_cartes.records.archive.schema import ArchiveError
+from tapis_cartes.records.archive.schema import ArchiveError, from_json
 from tapis_cartes.referee.engine import RulesError, find_game
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.v1 import record_pb2 as pb
@@ -91,7 +90,7 @@ def query_records(db: sqlite_utils.Database, selection: Selection) -> list[dict[
     for values in selection.rows(db, ", ".join(SUMMARY_COLUMNS)):
         row = dict(zip(SUMMARY_COLUMNS, values, strict=True))
         for key in ("options", "players", "winners", "scores"):
-            row[key] = json.loads(row[key])
+            row[key] = from_json(row[key], f"records.{key}", f"record {row['record_id']}")
         row["finished"] = bool(row["finished"])
         out.append(row)
     return out

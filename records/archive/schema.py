@@ -50,6 +50,21 @@ def to_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
+def from_json(text: Any, column: str, row: str) -> Any:
+    """The value of a JSON column as the archive stores it (`to_json`); `ArchiveError` naming
+    the column and the row (e.g. "record 1f3a..") when it is not JSON: the archive is a file
+    anyone may have changed."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        shown = repr(text)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise ArchiveError(
+            f"the archive's {column} of {row} is {shown}, not the JSON Tapis stores "
+            "(was the file changed by another program?)"
+        ) from None
+
+
 def open_archive(path: str | Path, create: bool = True) -> sqlite_utils.Database:
     """The archive at `path`, its tables made if missing; `ArchiveError` if it does not exist
     (or is not an archive: another SQLite file, an empty file) and `create` is false, or if it

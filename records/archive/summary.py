@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import sqlite_utils
 
-from tapis_cartes.records.archive.schema import ArchiveError, now
+from tapis_cartes.records.archive.schema import ArchiveError, from_json, now
 
 __all__ = ["list_runs", "run_results", "summarize"]
 
@@ -54,16 +53,17 @@ def summarize(db: sqlite_utils.Database, run_id: int, finish: bool) -> dict[str,
         "ORDER BY records.rowid LIMIT 5",
         [run_id],
     ):
+        at = f"record {rid} (run {run_id})"
         samples.append(
             {
                 "record_id": rid,
-                "old_scores": json.loads(old),
-                "new_scores": json.loads(new),
-                "old_winners": json.loads(ow),
-                "new_winners": json.loads(nw),
-                "first_diff": json.loads(diff) if diff else None,
+                "old_scores": from_json(old, "rescore_results.old_scores", at),
+                "new_scores": from_json(new, "rescore_results.new_scores", at),
+                "old_winners": from_json(ow, "rescore_results.old_winners", at),
+                "new_winners": from_json(nw, "rescore_results.new_winners", at),
+                "first_diff": from_json(diff, "rescore_results.first_diff", at) if diff else None,
                 "game": game,
-                "names": json.loads(players),
+                "names": from_json(players, "records.players", at),
             }
         )
     refusals = {
@@ -98,7 +98,7 @@ def list_runs(db: sqlite_utils.Database) -> list[dict[str, Any]]:
     interrupted: its counts are those of its last summary, if any)."""
     out = []
     for row in db.query(f"SELECT {_RUN_COLUMNS} FROM rescore_runs ORDER BY run_id"):
-        row["options"] = json.loads(row["options"])
+        row["options"] = from_json(row["options"], "rescore_runs.options", f"run {row['run_id']}")
         out.append(row)
     return out
 
@@ -115,7 +115,7 @@ def run_results(
     )
     if run is None:
         raise ArchiveError(f"no re-scoring run {run_id} in the archive")
-    run["options"] = json.loads(run["options"])
+    run["options"] = from_json(run["options"], "rescore_runs.options", f"run {run_id}")
     sql = (
         "SELECT r.record_id, r.status, r.rule, r.detail, r.old_scores, r.new_scores, "
         "r.old_winners, r.new_winners, r.old_finished, r.new_finished, r.first_diff, "
@@ -135,8 +135,10 @@ def run_results(
     results = []
     for row in db.query(sql, params):
         decoded = ("old_scores", "new_scores", "old_winners", "new_winners", "first_diff", "names")
+        at = f"record {row['record_id']} (run {run_id})"
         for key in decoded:
-            row[key] = None if row[key] is None else json.loads(row[key])
+            column = "records.players" if key == "names" else f"rescore_results.{key}"
+            row[key] = None if row[key] is None else from_json(row[key], column, at)
         for key in ("old_finished", "new_finished"):
             row[key] = None if row[key] is None else bool(row[key])
         results.append(row)

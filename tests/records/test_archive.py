@@ -273,6 +273,32 @@ def test_rescore_of_a_record_whose_bytes_were_changed_in_the_file(
     assert got["refusals"] == {"record:decode": 2, "record:rules": 1}
 
 
+def test_a_json_column_changed_by_hand_is_a_clear_error(archive: Path, tmp_path: Path) -> None:
+    """The archive's own JSON columns (a record's players, a run's results), changed by
+    another program: the commands that read them say which column of which row is not what
+    Tapis stores (exit 2), never a traceback; a re-score's results are stored first."""
+    db = copy_of(archive, tmp_path)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE records SET players = 'not json'")
+    conn.close()
+    for args in (["archive", "query", db], ["archive", "rescore", db, *SET, "--workers", "1"]):
+        done = tapis(*args)
+        assert done.returncode == 2, done.stderr
+        assert "records.players of record " in done.stderr and "'not json'" in done.stderr
+        assert "Traceback" not in done.stderr
+    ((run_id, finished),) = rows(db, "SELECT run_id, finished_at FROM rescore_runs")
+    assert finished is not None
+    assert rows(db, "SELECT count(*) FROM rescore_results WHERE run_id = ?", run_id) == [(N,)]
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE rescore_results SET old_scores = '[1, 2' WHERE rowid = 1")
+    conn.close()
+    done = tapis("archive", "runs", db, str(run_id))
+    assert done.returncode == 2 and "rescore_results.old_scores of record " in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_interrupted_rescore_continues(
     archive: Path, corpus: list[pb.RecordEnvelope], tmp_path: Path, workers: str
