@@ -172,9 +172,9 @@ def replay(
 ) -> T:
     """Drive the engine through `rec` and tell `visitor` (see the module's docstring); with
     `changes`, under the record's options changed by them. `hands`: the fields of its hands
-    the engine reads, when the caller read them from the record's bytes (`record_bytes`,
-    by `decode_apart` or `hand_fields`; `rec` may then be decoded without its hands, for a
-    visitor not told them). Returns `visitor.result()`."""
+    the engine reads, when the caller read them from the record's bytes (`record_bytes`, by
+    `decode_apart`; `rec` may then be decoded without its hands, for a visitor not told
+    them). Returns `visitor.result()`."""
     seed: bytes | None = None
     visitor.rec = rec
     head = _head(record_bytes, hands)
@@ -386,7 +386,7 @@ def _checked_match(
     head: bytes = b"",
 ) -> tuple[Match, tuple[str, ...], list[HandFields], Start]:
     """`match_for_record`, the fields of each hand the engine reads (`check_fields`,
-    `engine_only`; `hands`: as `hand_fields` read them, else read here) and its start.
+    `engine_only`; `hands`: as `decode_apart` read them, else `hand_fields`) and its start.
     `head`: the bytes that alone hold the record's format version, rules, seats and start
     (`_head`): the rules, seats and start found to hold for a head are not checked again for
     a record it begins (`_HEADS_CHECKED`)."""

@@ -49,7 +49,7 @@ def replay_changed(
     the recorded deals and actions, stopping where the match now ends (or at the record's
     end, the match then unfinished). `NotReplayable` when the new rules refuse it, or when a
     field of the record does not fit its own game (rule `record:<code>`). `hands`: its hands'
-    fields, when read from its bytes (`record_bytes`: `decode_apart`, `hand_fields`)."""
+    fields, when read from its bytes (`record_bytes`, by `decode_apart`)."""
     return replay(rec, _ChangedVisitor(), changes, hands, record_bytes)
 
 

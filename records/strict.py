@@ -280,15 +280,9 @@ def decode_apart(record_bytes: bytes) -> tuple[pb.GameRecord, list[HandFields] |
     return decode_record(record_bytes[: hands[0].key_at] + record_bytes[hands[-1].end :]), hands
 
 
-def hand_fields(rec: pb.GameRecord, record_bytes: bytes | None = None) -> list[HandFields]:
-    """The fields the engine reads of each hand of `rec`: read from `record_bytes` (the bytes
-    `rec` is decoded from) where they hold them canonically, natively and with no protobuf
-    object per hand (referee/engine/wire.py `read_hands`: then the values are the decoder's),
-    else from the decoded record."""
-    if record_bytes is not None:
-        hands = read_hands(record_bytes)
-        if hands is not None and len(hands) == len(rec.hands):
-            return hands
+def hand_fields(rec: pb.GameRecord) -> list[HandFields]:
+    """The fields the engine reads of each hand of `rec`, from the decoded record (read from
+    the record's bytes instead: `decode_apart`)."""
     return [_fields_of(hand) for hand in rec.hands[:]]  # a slice: a list in one call of C
 
 
@@ -442,7 +436,7 @@ def content_holds(
 ) -> bool:
     """The quick way to what `check_content` checks: True only when `record_bytes` are
     exactly what `rebuild_record` makes of `match` (the replay of `rec`, decoded from them;
-    `units`: its game's; `hands`: its hands' fields, as `hand_fields` read them); False when
+    `units`: its game's; `hands`: its hands' fields, as `decode_apart` read them); False when
     they are not, or when this cannot tell (a timed record, a hand in progress, hands not read
     from the bytes). The rebuild is not made: the record's bytes before its hands and after
     them are compared with `record_head`'s and `record_tail_of`'s; each hand's number,
@@ -453,7 +447,7 @@ def content_holds(
         rec.rules.HasField("time_control")
         or not results
         or len(hands) != len(results)
-        or hands[0].lines_at < 0  # not read from the bytes (`hand_fields`: all or none)
+        or hands[0].lines_at < 0  # not read from the bytes (`decode_apart`: all or none)
     ):
         return False
     # The head: fields 1 to 5, which alone make the match (its rules and start), the seats'
