@@ -3,13 +3,17 @@ under its own rules with some options changed (the deals and actions are kept;
 records/rescore.py re-scores one record) and stores the new scores and winners in
 `rescore_runs` / `rescore_results`. The work is split in shards of rowid ranges that the
 tasks read themselves (read-only; records/archive/shards.py); an executor runs them (in this
-process, on a local process pool, or on Dask) and the caller, the one writer, stores each
-shard's results in its own transaction. An interrupted run is continued by the same call.
+process, on a local process pool, or on Dask) and the caller, the one writer, stores the
+results as they come: the first shard's at once, then in one transaction a second at most
+(`STORE_SECONDS`, `STORE_ROWS`). An interrupted run is continued by the same call; the
+results of its last second, not stored, are made again.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +50,21 @@ def _run_for(db: sqlite_utils.Database, options: str, game: str) -> tuple[int, b
 
 
 def store_shard(db: sqlite_utils.Database, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Store a shard's `rescore_results` rows, in one transaction."""
+    """Store `rescore_results` rows (of one or more shards), in one transaction, in the
+    order of their record ids: the order of the results' key, whose pages are then each
+    written once (the shards follow the rowids, in no order of record id)."""
     with db.atomic():
         db.conn.executemany(
             "INSERT OR REPLACE INTO rescore_results (run_id, record_id, status, rule, detail, "
             "old_scores, new_scores, old_winners, new_winners, first_diff, old_finished, "
             "new_finished) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
+            sorted(rows, key=itemgetter(1)),
         )
+
+
+# The results are stored a second at most after they come (or once this many are waiting):
+# a transaction per shard would write most pages of the results' key again for each shard.
+STORE_SECONDS, STORE_ROWS = 1.0, 20_000
 
 
 # A shard holds at most MAX_SHARD records, and at least MIN_SHARD while that many are left.
@@ -116,7 +127,7 @@ def rescore(
 ) -> RescoreSummary:
     """Re-score the selected records with `changes` applied to their options. Continues the
     unfinished run with the same options and selection, if any. `progress(done, total)` is
-    called after each stored shard."""
+    called after each store."""
     db = open_archive(db_path, create=False)
     try:
         game_name = ""
@@ -145,10 +156,21 @@ def rescore(
         if progress is not None:
             progress(done, total)
         results_of = executor.map_tasks(run_shard, shards)
+        waiting: list[tuple[Any, ...]] = []
+        stored_at = -STORE_SECONDS  # the first shard's results are stored at once
         try:
             for _, results in results_of:
-                store_shard(db, results)  # one transaction per shard
-                done += len(results)
+                waiting += results
+                if len(waiting) >= STORE_ROWS or time.monotonic() - stored_at >= STORE_SECONDS:
+                    store_shard(db, waiting)
+                    stored_at = time.monotonic()
+                    done += len(waiting)
+                    waiting = []
+                    if progress is not None:
+                        progress(done, total)
+            if waiting:
+                store_shard(db, waiting)
+                done += len(waiting)
                 if progress is not None:
                     progress(done, total)
         finally:

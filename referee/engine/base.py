@@ -991,10 +991,11 @@ class Match(ABC):
         applied, so the current hand's `actions` tell the position of the fault."""
         if len(seats) != len(actions):
             raise InvalidAction(f"{len(actions)} actions but {len(seats)} seats to take them")
-        # Lists (one copy, in C): the runs then read them without a generic call per item
-        # (a record's seats are bytes, its actions a protobuf container).
-        seat_list = list(seats)
-        action_list = list(actions)
+        # Lists (one copy, in C, unless they are lists already: nothing here changes them):
+        # the runs then read them without a generic call per item (a record's seats are
+        # bytes, its actions a protobuf container).
+        seat_list = seats if isinstance(seats, list) else list(seats)
+        action_list = actions if isinstance(actions, list) else list(actions)
         i, n = 0, len(action_list)
         while i < n:
             hand = self.hand

@@ -195,7 +195,6 @@ _U32: Final = 0xFFFFFFFF  # the largest value of a uint32 field (HandRecord.numb
 
 # --- a hand's fields against its game ---------------------------------------------------------
 
-_SEATS: Final = [bytes(range(n)) for n in range(256)]  # the seats of n players, one a byte
 _PACK_BYTES: dict[int, bytes] = {}  # a pack's cards, one a byte (a few packs: every game's)
 
 
@@ -219,8 +218,8 @@ def check_hand(fields: HandFields, number: int, players: int, pack: int, h: int)
     n = len(actions)
     if len(seats) != n:
         raise RecordError("actions", f"{n} actions but {len(seats)} seats", hand=h)
-    if seats.translate(None, _SEATS[players]):  # a byte that is no seat (one pass of C)
-        a = next(i for i, s in enumerate(seats) if s >= players)
+    a = _first_not_seat(seats, players)
+    if a >= 0:
         raise RecordError(
             "action:bad-seat", f"seat {seats[a]} does not exist", hand=h, action=a + 1
         )
@@ -228,6 +227,19 @@ def check_hand(fields: HandFields, number: int, players: int, pack: int, h: int)
     if a >= 0:
         _check_action(actions[a], pack, h, a + 1)
         raise AssertionError(f"action {actions[a]} is out of range")  # _check_action raised
+
+
+def _first_not_seat(seats: bytes, players: int) -> i64:
+    """The index of the first byte of `seats` that is no seat of `players`, or -1 (native
+    ints: no int object per seat)."""
+    limit: i64 = players
+    i: i64 = 0
+    n: i64 = len(seats)
+    while i < n:
+        if seats[i] >= limit:
+            return i
+        i += 1
+    return -1
 
 
 def _check_deal(hand: HandFields, players: int, pack: int, h: int) -> None:

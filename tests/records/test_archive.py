@@ -292,7 +292,7 @@ def test_a_json_column_changed_by_hand_is_a_clear_error(archive: Path, tmp_path:
     assert rows(db, "SELECT count(*) FROM rescore_results WHERE run_id = ?", run_id) == [(N,)]
     conn = sqlite3.connect(db)
     with conn:
-        conn.execute("UPDATE rescore_results SET old_scores = '[1, 2' WHERE rowid = 1")
+        conn.execute("UPDATE rescore_results SET old_scores = '[1, 2'")
     conn.close()
     done = tapis("archive", "runs", db, str(run_id))
     assert done.returncode == 2 and "rescore_results.old_scores of record " in done.stderr
