@@ -511,7 +511,7 @@ class Hand(ABC):
     # -- the card play (the hooks a game supplies) ----------------------------------------
 
     @abstractmethod
-    def legal_mask(self, hand: int, led: int, mask: int, count: int) -> int:
+    def legal_mask(self, hand: i64, led: i64, mask: i64, count: i64) -> i64:
         """The cards of `hand` the seat to play may play to the trick in progress: led suit
         `led` (-1: it leads), the cards on it `mask`, `count` of them. Int arithmetic only:
         this is the hot path of replay."""

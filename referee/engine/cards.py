@@ -239,6 +239,12 @@ class RankOrder:
         base = (mask.bit_length() - 1) // 13 * 13
         return base + self.best13[mask >> base & 0x1FFF]
 
+    def best_in(self, mask: i64, suit: i64) -> i64:
+        """The strongest card of `mask` in `suit` (0..3), which it holds (`best` when the suit
+        is known: native ints, no `bit_length`)."""
+        base: i64 = 13 * suit
+        return base + self.best13[mask >> base & 0x1FFF]
+
 
 # RULES.md 0.3. R1 "Triomphe order": the ace between the ten and the jack.
 R1 = RankOrder.from_ranks("R1", (TWO, 1, 2, 3, SIX, SEVEN, 6, 7, TEN, ACE, JACK, QUEEN, KING))

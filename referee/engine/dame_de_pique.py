@@ -89,7 +89,7 @@ def _points(taken: int) -> int:
     return count_cards(taken & HEARTS_MASK) + 13 * (taken >> QUEEN_SPADES & 1)
 
 
-def legal_play(hand: int, led: int, first: bool, broken: bool, lead_unbroken: int) -> int:
+def legal_play(hand: i64, led: i64, first: bool, broken: bool, lead_unbroken: i64) -> i64:
     """LEGAL_DP (RULES.md 4.1): the cards of `hand` that may be played to a trick whose led
     suit is `led` (-1: this seat leads), on the first trick or not, hearts broken or not.
     `lead_unbroken` is the mask of the cards that may be led while hearts are unbroken (all
@@ -231,7 +231,7 @@ class DamePiqueHand(Hand):
 
     # -- the card play (the base's loop, with these hooks) --------------------------------
 
-    def legal_mask(self, hand: int, led: int, mask: int, count: int) -> int:
+    def legal_mask(self, hand: i64, led: i64, mask: i64, count: i64) -> i64:
         return legal_play(hand, led, self.trick_number == 1, self.broken, self.lead_unbroken)
 
     def _turn_rule(self) -> str:

@@ -73,6 +73,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final, NamedTuple
 
+from mypy_extensions import i64
+
 from tapis_cartes.referee.engine.base import (
     CardFact,
     Deal,
@@ -504,7 +506,7 @@ class ImperialeHand(Hand):
 
     # -- the card play (the base's loop, with these hooks) --------------------------------
 
-    def legal_mask(self, hand: int, led: int, mask: int, count: int) -> int:
+    def legal_mask(self, hand: i64, led: i64, mask: i64, count: i64) -> i64:
         if led < 0 and self.first_lead_trump and self.trick_number == 1:
             # IMP-A.3P (three_player_first_lead_trump): the first lead is a trump if possible.
             return (hand & SUIT_MASK[self.trump]) or hand

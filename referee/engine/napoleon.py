@@ -40,6 +40,8 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
+from mypy_extensions import i64
+
 from tapis_cartes.referee.engine.actions import BID, BID_WORDS, PLAY, encode
 from tapis_cartes.referee.engine.base import (
     Deal,
@@ -215,7 +217,7 @@ class NapoleonHand(Hand):
 
     # -- the card play (the base's loop, with these hooks) --------------------------------
 
-    def legal_mask(self, hand: int, led: int, mask: int, count: int) -> int:
+    def legal_mask(self, hand: i64, led: i64, mask: i64, count: i64) -> i64:
         return legal_cards(_TRICK_RULES, hand, self.trump, led, mask)  # NAP.FOLLOW
 
     def _turn_rule(self) -> str:

@@ -66,6 +66,8 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
+from mypy_extensions import i64
+
 from tapis_cartes.referee.engine.actions import (
     ABANDON,
     ABANDON_WORDS,
@@ -501,7 +503,7 @@ class TriompheHand(Hand):
 
     # -- the card play (the base's loop, with these hooks) --------------------------------
 
-    def legal_mask(self, hand: int, led: int, mask: int, count: int) -> int:
+    def legal_mask(self, hand: i64, led: i64, mask: i64, count: i64) -> i64:
         # The regime's legal set (TRI.FORCEE, TRI.FORCAT, TRI.PLAISANT).
         return legal_cards(self.trick_rules, hand, self.trump, led, mask, count == self.players - 1)
 
