@@ -299,6 +299,40 @@ def test_a_json_column_changed_by_hand_is_a_clear_error(archive: Path, tmp_path:
     assert "Traceback" not in done.stderr
 
 
+def test_rescore_stores_the_first_shard_at_once_then_a_second_at_most_apart(
+    archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one writer stores the first shard's results at once (an interrupted run keeps
+    them), then gathers what comes within `STORE_SECONDS` (or `STORE_ROWS`) in one
+    transaction, each in the order of the results' key; every record is stored once."""
+    from tapis_cartes.records.archive import rescoring
+    from tapis_cartes.records.executors import SerialExecutor
+
+    db = copy_of(archive, tmp_path)
+    stores: list[list[str]] = []
+    store = rescoring.store_shard
+
+    def counted(conn: Any, rows_: list[tuple[Any, ...]]) -> None:
+        stores.append([row[1] for row in rows_])
+        store(conn, rows_)
+
+    monkeypatch.setattr(rescoring, "store_shard", counted)
+    monkeypatch.setattr(rescoring, "STORE_SECONDS", 3600.0)
+    summary = rescoring.rescore(db, CHANGES, executor=SerialExecutor(), shard_size=5)
+    assert summary.total == summary.scored == N
+    assert [len(ids) for ids in stores] == [5, N - 5]  # the first shard, then the rest at once
+    assert sorted(id_ for ids in stores for id_ in ids) == sorted(
+        r for (r,) in rows(db, "SELECT record_id FROM records")
+    )
+    stored = rows(db, "SELECT record_id FROM rescore_results ORDER BY rowid")
+    assert [r for (r,) in stored][5:] == sorted(stores[1])  # stored in key order
+
+    stores.clear()
+    monkeypatch.setattr(rescoring, "STORE_ROWS", 10)
+    rescoring.rescore(db, {"moon_mode": "add_to_others"}, executor=SerialExecutor(), shard_size=5)
+    assert [len(ids) for ids in stores] == [5, 10, 9]  # then whenever 10 wait, then the rest
+
+
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_interrupted_rescore_continues(
     archive: Path, corpus: list[pb.RecordEnvelope], tmp_path: Path, workers: str
