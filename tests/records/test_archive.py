@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tapis_cartes.clients.corpus import make_corpus
+from tapis_cartes.records.archive import rescoring
 from tapis_cartes.records.archive.schema import to_json
 from tapis_cartes.records.codec import (
     MAGIC,
@@ -22,6 +23,7 @@ from tapis_cartes.records.codec import (
     score_from_pb,
     write_envelopes,
 )
+from tapis_cartes.records.executors import SerialExecutor
 from tapis_cartes.v1 import record_pb2 as pb
 from tests.commands import ROOT, tapis
 from tests.records.archives import (
@@ -305,9 +307,6 @@ def test_rescore_stores_the_first_shard_at_once_then_a_second_at_most_apart(
     """The one writer stores the first shard's results at once (an interrupted run keeps
     them), then gathers what comes within `STORE_SECONDS` (or `STORE_ROWS`) in one
     transaction, each in the order of the results' key; every record is stored once."""
-    from tapis_cartes.records.archive import rescoring
-    from tapis_cartes.records.executors import SerialExecutor
-
     db = copy_of(archive, tmp_path)
     stores: list[list[str]] = []
     store = rescoring.store_shard
