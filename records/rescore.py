@@ -63,14 +63,15 @@ class Rescored:
     new_finished: bool | None = None
 
 
-def record_scores(rec: pb.GameRecord) -> list[list[int]]:
-    """The final scores a record says, one list of the game's units per seat; none when the
-    record names no game Tapis knows (an archive's record changed in the file: the report
-    still says it is not replayable, never raises)."""
-    try:
-        units = find_game(rec.rules.game).units
-    except RulesError:
-        return []
+def record_scores(rec: pb.GameRecord, units: tuple[str, ...] | None = None) -> list[list[int]]:
+    """The final scores a record says, one list of the game's units (`units`, if known) per
+    seat; none when the record names no game Tapis knows (an archive's record changed in the
+    file: the report still says it is not replayable, never raises)."""
+    if units is None:
+        try:
+            units = find_game(rec.rules.game).units
+        except RulesError:
+            return []
     read = score_getter(units)
     return [list(read(s)) for s in rec.outcome.scores[:]]  # a slice: a list in one call of C
 
@@ -102,7 +103,7 @@ def rescored(
         "ok",
         "",
         "",
-        record_scores(rec),
+        record_scores(rec, units),
         [list(s) for s in match.scores],
         list(rec.outcome.winners),
         list(match.winners),

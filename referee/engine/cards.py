@@ -51,6 +51,7 @@ __all__ = [
     "parse_card",
     "parse_cards",
     "rank_of",
+    "suit_mask",
     "suit_of",
 ]
 
@@ -72,7 +73,15 @@ QUEEN: Final = 10
 KING: Final = 11
 ACE: Final = 12
 
-SUIT_MASK: Final[tuple[int, ...]] = tuple(0x1FFF << (13 * s) for s in range(4))
+
+def suit_mask(s: i64) -> i64:
+    """The mask of suit `s`'s 13 cards (s in 0..3; `SUIT_MASK[s]`), in native ints."""
+    mask: i64 = 0x1FFF  # (not `0x1FFF << n`: mypyc makes that a 32-bit shift for an i64)
+    mask <<= 13 * s
+    return mask
+
+
+SUIT_MASK: Final[tuple[int, ...]] = tuple(suit_mask(s) for s in range(4))
 FULL_DECK: Final = (1 << 52) - 1
 
 _RANK_INPUT = {name: i for i, name in enumerate(RANK_NAMES)} | {

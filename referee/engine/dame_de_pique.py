@@ -279,7 +279,7 @@ class DamePiqueHand(Hand):
         taken = self.taken
         shooter = -1
         for s in range(4):
-            if _points(taken[s]) == 26:
+            if taken[s] & POINT_CARDS == POINT_CARDS:  # DP.VOLTE: all 13 hearts and Q♠
                 shooter = s
         if shooter >= 0:
             # DP.VOLTE: all 13 hearts and Q♠ to one seat.

@@ -17,7 +17,13 @@ from enum import Enum
 
 from mypy_extensions import i64
 
-from tapis_cartes.referee.engine.cards import SUIT_MASK, SUIT_WORDS, RankOrder, card_str
+from tapis_cartes.referee.engine.cards import (
+    SUIT_MASK,
+    SUIT_WORDS,
+    RankOrder,
+    card_str,
+    suit_mask,
+)
 
 __all__ = [
     "PlayedTrick",
@@ -51,22 +57,15 @@ class TrickRules:
     force_after_ruff: bool = False  # IMP-A option (2.3.7): beat the led suit even when ruffed
 
 
-def _suit(s: i64) -> i64:
-    """`SUIT_MASK[s]` (s in 0..3), in native ints."""
-    mask: i64 = 0x1FFF  # (compiled, `0x1FFF << n` of a native int shifts 32 bits only)
-    mask <<= 13 * s
-    return mask
-
-
 def follow(hand: i64, led: i64) -> i64:
     """FOLLOW: the cards of the led suit if the hand has any, else the whole hand."""
-    return (hand & _suit(led)) or hand
+    return (hand & suit_mask(led)) or hand
 
 
 def winning_card(order: RankOrder, trump: i64, led: i64, mask: i64) -> i64:
     """CARD.WIN (0.4): the highest trump on the trick if there is one, else the highest card
     of the led suit. `mask` holds the cards played; `trump` is a suit or -1."""
-    if trump >= 0 and mask & _suit(trump):
+    if trump >= 0 and mask & suit_mask(trump):
         return order.best_in(mask, trump)
     return order.best_in(mask, led)
 
