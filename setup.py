@@ -10,15 +10,16 @@ directories that `namespace_tree()` makes (`python setup.py --namespace-tree`: s
 makes it before running mypy over it).
 
 The engine is written once, in Python. When mypyc and a C compiler are at hand, `pip install`
-also compiles these modules to C extensions (2 to 3 times faster replay); otherwise, or with
-`TAPIS_PURE_PYTHON=1`, the same modules run as plain Python. A build records the SHA-256 of
-each compiled source in `referee/engine/_compiled.json`; `referee/engine/__init__.py` uses
-the compiled modules only while every source still matches, so an edited module never runs
-stale compiled code.
+also compiles these modules (`COMPILED`: the engine and the records' replay glue) to C
+extensions (2 to 3 times faster replay); otherwise, or with `TAPIS_PURE_PYTHON=1`, the same
+modules run as plain Python. A build records the SHA-256 of each compiled source in
+`referee/engine/_compiled.json`; `referee/engine/_native.py` has the compiled modules used
+only while every source still matches, so an edited module never runs stale compiled code.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -42,18 +43,21 @@ PACKAGE_DIR = {
 }
 # Where mypy and mypyc find the namespace by path (see the docstring).
 TREE = ROOT / "build" / "ns"
-COMPILED = [
-    "referee/engine/cards.py",
-    "referee/engine/shuffle.py",
-    "referee/engine/tricks.py",
-    "referee/engine/actions.py",
-    "referee/engine/base.py",
-    "referee/engine/dame_de_pique.py",
-    "referee/engine/napoleon.py",
-    "referee/engine/triomphe.py",
-    "referee/engine/imperiale.py",
-    "referee/engine/wire.py",
-]
+
+
+def _compiled_sources() -> list[str]:
+    """The modules compiled (the engine's, then the records' replay glue): the one list,
+    `_ENGINE + _GLUE` in referee/engine/_native.py (read here without importing it)."""
+    tree = ast.parse((ROOT / "referee" / "engine" / "_native.py").read_text())
+    found: dict[str, list[str]] = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(target, ast.Name) and target.id in ("_ENGINE", "_GLUE"):
+            found[target.id] = list(ast.literal_eval(node.value))
+    return found["_ENGINE"] + found["_GLUE"]
+
+
+COMPILED = _compiled_sources()
 STAMP = "referee/engine/_compiled.json"
 
 
@@ -101,7 +105,7 @@ def _pure() -> bool:
 
 
 def _stamp() -> str:
-    digests = {Path(p).stem: hashlib.sha256((ROOT / p).read_bytes()).hexdigest() for p in COMPILED}
+    digests = {p: hashlib.sha256((ROOT / p).read_bytes()).hexdigest() for p in COMPILED}
     return json.dumps(digests, indent=1, sort_keys=True) + "\n"
 
 

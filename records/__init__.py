@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import tapis_cartes.referee.engine._native  # noqa: F401  first: compiled or source modules
 from tapis_cartes.lazy import load
 
 if TYPE_CHECKING:

@@ -37,6 +37,8 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Generic, TypeVar
 
+from mypy_extensions import mypyc_attr
+
 from tapis_cartes.records.codec import score_from_pb, start_from_pb
 from tapis_cartes.records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
 from tapis_cartes.records.strict import check_fields, check_rules_fields, check_start
@@ -73,6 +75,7 @@ __all__ = [
 T = TypeVar("T")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # each command's visitor is plain Python
 class BaseVisitor(Generic[T]):
     """What a replay tells, hook by hook; every hook does nothing by default. Strict: the first
     fault (`handle_error`) is raised. `self.rec`, `self.match` and `self.units` are set before
@@ -118,6 +121,7 @@ class BaseVisitor(Generic[T]):
         raise NotImplementedError
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class MatchVisitor(BaseVisitor[Match]):
     """The replayed match; with `check`, the record's score lines, scores and outcome are
     compared with the replay's (`compare_record`) at the end."""
@@ -133,6 +137,7 @@ class MatchVisitor(BaseVisitor[Match]):
         return self.match
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LenientVisitor(BaseVisitor[Match | None]):
     """A replay that keeps every fault (`errors`, in the order met) instead of stopping at the
     first, and goes on where it can: the comparison of score lines and scores goes on hand

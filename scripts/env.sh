@@ -1,8 +1,9 @@
 # Sourced by scripts/run and scripts/test: make ./.venv with what the project needs.
 # TAPIS_EXTRAS names the extras to install: scripts/run installs none (what serving needs),
 # scripts/test "dev" (the default: the tests, OpenSpiel, Dask, the linters ...).
-# (Re)installs when pyproject.toml, setup.py or a compiled engine module changed since the
-# last install; the install compiles the engine with mypyc when it can (setup.py).
+# (Re)installs when pyproject.toml, setup.py or a compiled module (referee/engine/_native.py
+# lists them) changed since the last install; the install compiles them with mypyc when it
+# can (setup.py).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${TAPIS_VENV:-$ROOT/.venv}"
@@ -12,7 +13,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 STAMP="$VENV/.tapis-installed"
 EXTRAS="${TAPIS_EXTRAS-dev}"
-WANT="$(cd "$ROOT" && cat pyproject.toml setup.py referee/engine/{cards,shuffle,actions,tricks,base,dame_de_pique,napoleon,triomphe,imperiale,wire}.py | sha256sum | cut -d' ' -f1)${TAPIS_PURE_PYTHON:-}"
+WANT="$(cd "$ROOT" && cat pyproject.toml setup.py referee/engine/_native.py $(grep -o "\"[a-z_/]*\.py\"" referee/engine/_native.py | tr -d "\"") | sha256sum | cut -d' ' -f1)${TAPIS_PURE_PYTHON:-}"
 # An install with the dev extras also serves; one without them does not run the tests.
 HAVE="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$HAVE" != "$WANT:$EXTRAS" ] && [ "$HAVE" != "$WANT:dev" ]; then

@@ -84,6 +84,8 @@ def test_the_wheel_holds_one_namespace_with_protos_types_and_engine(wheel: Path)
         assert needed in names, needed
     compiled = [n for n in names if n.startswith("tapis_cartes/referee/engine/") and ".so" in n]
     assert bool(compiled) == COMPILES, compiled
+    glue = [n for n in names if n.startswith("tapis_cartes/records/replay.") and ".so" in n]
+    assert bool(glue) == COMPILES, glue
     assert ("tapis_cartes/referee/engine/_compiled.json" in names) == COMPILES
     # The runtime dependencies are what serving needs: no development tool among them.
     metadata = zipfile.ZipFile(wheel).read(f"tapis_cartes-{__version__}.dist-info/METADATA")
