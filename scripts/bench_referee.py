@@ -171,9 +171,17 @@ class Child:
         raise KeyError(key)
 
     def cpu_seconds(self) -> float:
-        """User + system CPU time of the process so far (all its threads)."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / clock_ticks()
+        """User + system CPU time so far of the process (all its threads) and of its
+        children (the referee's store writer, a process of its own)."""
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # a process that ended meanwhile
+            if int(stat.parent.name) == self.pid or int(fields[1]) == self.pid:
+                total += int(fields[11]) + int(fields[12])
+        return total / clock_ticks()
 
     def check_alive(self) -> None:
         if self.proc.poll() is not None:
@@ -1391,16 +1399,17 @@ def run_all(args: argparse.Namespace) -> int:
                 f"{took['max']:.2f}"
             )
     if store is not None and {"process_cpu_s", "loop_cpu_s", "writer_cpu_s"} <= store.keys():
-        # Where the referee's CPU went, by thread: the event loop (the servicer, the tables,
-        # gRPC's calls), the store's writer (SQLite, its commits), the rest (gRPC's own threads).
+        # Where the referee's CPU went: the event loop's thread (the servicer, the tables,
+        # gRPC's calls), the store's writer process (SQLite, its commits), the referee's other
+        # threads (gRPC's own).
         loop_s, writer_s = store["loop_cpu_s"], store["writer_cpu_s"]
-        rest_s = max(0.0, store["process_cpu_s"] - loop_s - writer_s)
+        rest_s = max(0.0, store["process_cpu_s"] - loop_s)
         writes = max(1, store["writes"])
         print(
             f"  the referee's CPU once serving, whole run: event-loop thread {loop_s:.1f}"
-            f" s, store writer {writer_s:.1f} s, other threads (gRPC's) {rest_s:.1f} s; per "
-            f"write stored: {1e6 * loop_s / writes:,.0f} / {1e6 * writer_s / writes:,.0f} / "
-            f"{1e6 * rest_s / writes:,.0f} us"
+            f" s, store writer process {writer_s:.1f} s, other threads (gRPC's) {rest_s:.1f}"
+            f" s; per write stored: {1e6 * loop_s / writes:,.0f} /"
+            f" {1e6 * writer_s / writes:,.0f} / {1e6 * rest_s / writes:,.0f} us"
         )
     if (
         paced is not None

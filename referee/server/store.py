@@ -1,15 +1,20 @@
 """The referee's durable store: one SQLite file in WAL mode, owned by one referee.
 
 A table's durable form is its rules, its seats, its secret seed and its action list: every
-state is rebuilt by replay. Writes go through one writer thread that commits them in
-batches: several submissions arriving together share one commit, and each caller's future
-resolves only after the commit that holds its write (`synchronous=FULL`: a commit survives a
-crash of the process or of the machine).
+state is rebuilt by replay. Writes go to one writer, a process of its own
+(referee/server/writer.py), that commits them in batches: several submissions arriving
+together share one commit, and each caller's future resolves only after the commit that holds
+its write (`synchronous=FULL`: a commit survives a crash of the process or of the machine).
+The writer is a process, not a thread, so that its SQLite calls never wait for the interpreter
+the event loop holds (as a thread, each of its calls did, adding milliseconds to every
+acknowledgement under load); the loop sends the writes down a pipe and reads the answers
+when they come, waiting for nothing.
 
 One referee owns a store: `Store` takes an exclusive lock (flock) on the database file for as
-long as it is open, and a second `Store` on the same file fails with `StoreLocked`. The lock
-goes with the process, also after `kill -9`. A store written by an earlier version is brought
-up to the current schema when opened (columns and tables added, nothing removed).
+long as it is open, and a second `Store` on the same file fails with `StoreLocked` (after
+waiting a moment: `LOCK_WAIT`). The lock goes with the referee and its writer, also after
+`kill -9`: the writer stops as soon as its referee is gone. A store written by an earlier
+version is brought up to the current schema when opened (columns and tables added, nothing removed).
 """
 
 from __future__ import annotations
@@ -19,17 +24,23 @@ import collections
 import contextlib
 import fcntl
 import json
+import logging
 import os
-import queue
+import pickle
 import sqlite3
-import threading
+import struct
+import subprocess
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tapis_cartes.referee.errors import StoreError, StoreLocked
+from tapis_cartes.referee.server.writer import connect
+
+log = logging.getLogger("tapis.store")
 
 __all__ = ["REQUEST_MEMORY", "Request", "Store", "StoreError", "StoreLocked", "StoredTable"]
 
@@ -119,15 +130,24 @@ class Request:
     seat: int | None
 
 
-Write = Callable[[sqlite3.Connection], None]
+# A write: the statements it runs, in one transaction with the writes committed with it; each
+# step `(name, params, failure)`, the statement `writer.STATEMENTS[name]` (referee/server/
+# writer.py) and, for one that must change exactly one row, what the write fails with when it
+# does not.
+Step = tuple[str, Any, str]
+Write = tuple[Step, ...]
+
+_WRITER = Path(__file__).with_name("writer.py")
+_LENGTH = struct.Struct("<I")
+LOCK_WAIT = 5.0  # seconds a new store waits for the lock of a referee still stopping
 
 
 class Store:
-    """SQLite store with a batching writer thread."""
+    """SQLite store written by a writer process that commits in batches."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, lock_wait: float = LOCK_WAIT) -> None:
         self.path = str(path)
-        self._lock_fd = _lock(self.path)
+        self._lock_fd = _lock(self.path, lock_wait)
         try:
             conn = self._connect()
             try:
@@ -145,111 +165,64 @@ class Store:
         except sqlite3.Error as exc:
             os.close(self._lock_fd)
             raise StoreError(f"{self.path}: not a Tapis store ({exc})") from None
-        # (A SimpleQueue: its put, once per write on the event loop, is a C call, where a
-        # Queue's takes a Python lock and notifies a Python condition.)
-        self._queue: queue.SimpleQueue[tuple[Write, asyncio.Future[None]] | None] = (
-            queue.SimpleQueue()
-        )
         self._closed = False
-        self.writer_cpu = 0.0  # seconds of CPU the writer thread used, once it has stopped
-        self._thread = threading.Thread(target=self._writer, name="tapis-store", daemon=True)
-        self._thread.start()
+        self._failed = ""  # why the writer stopped on its own (every write then fails)
+        self.writer_cpu = 0.0  # seconds of CPU the writer used, once it has stopped
         self.commits = 0  # number of commits (for tests and benchmarks)
         self.writes = 0
         # How long the latest transactions took, BEGIN to the end of COMMIT, and their COMMIT
-        # alone (the log written and synced to the disk), in seconds: appended by the writer
-        # thread only.
+        # alone (the log written and synced to the disk), in seconds, as the writer measured
+        # them.
         self._took: collections.deque[tuple[float, float]] = collections.deque(
             maxlen=COMMIT_SAMPLES
         )
+        self._pending: dict[int, asyncio.Future[None]] = {}  # by write id, in order
+        self._next_id = 0
+        self._out = bytearray()  # frames not yet taken by the pipe to the writer
+        self._waiting = False  # whether the loop waits for the pipe to take `_out`
+        self._in = bytearray()  # the writer's answers not yet read whole
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop that reads the answers
+        self._start_writer()
+
+    def _start_writer(self) -> None:
+        to_writer, writer_in = os.pipe()
+        writer_out, from_writer = os.pipe()
+        try:
+            fds = (to_writer, from_writer, self._lock_fd)
+            self._writer = subprocess.Popen(
+                [sys.executable, "-I", str(_WRITER), self.path, *map(str, fds)],
+                pass_fds=fds,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # signals to the referee's group are the referee's
+            )
+        except OSError as exc:
+            for fd in (to_writer, writer_in, writer_out, from_writer, self._lock_fd):
+                os.close(fd)
+            raise StoreError(f"{self.path}: cannot start the store's writer: {exc}") from None
+        finally:
+            os.close(to_writer)
+            os.close(from_writer)
+        self._to, self._from = writer_in, writer_out
+        os.set_blocking(self._to, False)
+        os.set_blocking(self._from, False)
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        return conn
+        return connect(self.path)
 
     # -- writing ------------------------------------------------------------------------
-
-    def _writer(self) -> None:
-        conn = self._connect()
-        while True:
-            item = self._queue.get()
-            if item is None:
-                break
-            batch = [item]
-            stop = False
-            while len(batch) < 512:
-                try:
-                    more = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                batch.append(more)
-            results = self._commit(conn, [write for write, _ in batch])
-            # One wake-up of each event loop per commit, not one per write.
-            by_loop: dict[asyncio.AbstractEventLoop, list[Settlement]] = {}
-            for (_, future), error in zip(batch, results, strict=True):
-                by_loop.setdefault(future.get_loop(), []).append((future, error))
-            for loop, settlements in by_loop.items():
-                with contextlib.suppress(RuntimeError):  # a loop closed meanwhile
-                    loop.call_soon_threadsafe(_settle, settlements)
-            if stop:
-                break
-        conn.close()
-        self.writer_cpu = time.thread_time()
-
-    def _commit(self, conn: sqlite3.Connection, writes: list[Write]) -> list[BaseException | None]:
-        """Commit the writes together (one transaction, as few SQLite calls as can be: each
-        gives the interpreter back and waits to take it again); if one fails, none of them
-        is kept and each is committed on its own instead, so only the failing ones fail."""
-        try:
-            began = time.perf_counter()
-            conn.execute("BEGIN IMMEDIATE")
-            for write in writes:
-                write(conn)
-            committing = time.perf_counter()
-            conn.execute("COMMIT")
-        except Exception:
-            _rollback(conn)
-        else:
-            self._committed(began, committing, len(writes))
-            return [None] * len(writes)
-        results: list[BaseException | None] = []
-        for write in writes:
-            try:
-                began = time.perf_counter()
-                conn.execute("BEGIN IMMEDIATE")
-                write(conn)
-                committing = time.perf_counter()
-                conn.execute("COMMIT")
-            except Exception as exc:  # the write's own failure, given to its caller
-                _rollback(conn)
-                results.append(exc)
-            else:
-                self._committed(began, committing, 1)
-                results.append(None)
-        return results
-
-    def _committed(self, began: float, committing: float, writes: int) -> None:
-        done = time.perf_counter()
-        self._took.append((done - began, done - committing))
-        self.commits += 1
-        self.writes += writes
+    # The writes go to the writer as they are queued, from the event loop's thread; its
+    # answers are read by that loop (a reader on the pipe): nothing here waits for another
+    # thread, nor makes the writer wait for the interpreter.
 
     def commit_stats(self) -> dict[str, Any]:
         """Commits and writes so far, and how long the latest (up to `COMMIT_SAMPLES`) took:
-        `transaction_ms`, BEGIN to the end of COMMIT (waits for the interpreter included),
-        and `commit_ms`, the COMMIT alone (the log written and synced to the disk), each at
-        the 50th, 90th, 99th percentile and the longest, in milliseconds: what the store adds
-        to an acknowledgement; once the store is closed, `writer_cpu_s`, the CPU its writer
-        thread used."""
-        took = list(self._took)  # a copy: the writer may append meanwhile
+        `transaction_ms`, BEGIN to the end of COMMIT, and `commit_ms`, the COMMIT alone (the
+        log written and synced to the disk), each at the 50th, 90th, 99th percentile and the
+        longest, in milliseconds: what the store adds to an acknowledgement; once the store
+        is closed, `writer_cpu_s`, the CPU its writer process used."""
+        took = list(self._took)
         stats: dict[str, Any] = {"commits": self.commits, "writes": self.writes}
-        if not self._thread.is_alive():
+        if self._closed:
             stats["writer_cpu_s"] = round(self.writer_cpu, 6)
         if took:
             stats["transaction_ms"] = _percentiles(sorted(t for t, _ in took))
@@ -262,55 +235,172 @@ class Store:
 
     def queue(self, write: Write) -> asyncio.Future[None]:
         """Queue `write` for the writer, now: the writes are committed in the order they
-        are queued. The future is done once it is committed (or failed)."""
+        are queued. The future is done once it is committed (or failed: with the
+        `sqlite3` error of its failure)."""
         if self._closed:
             raise StoreError(f"{self.path}: the store is closed")
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put((write, future))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        if self._failed:
+            future.set_exception(sqlite3.OperationalError(self._failed))
+            return future
+        if loop is not self._loop:
+            self._bind(loop)
+        wid = self._next_id
+        self._next_id += 1
+        self._pending[wid] = future
+        data = pickle.dumps((wid, write), protocol=pickle.HIGHEST_PROTOCOL)
+        self._out += _LENGTH.pack(len(data))
+        self._out += data
+        if len(self._out) == len(data) + 4:  # nothing was waiting: send now
+            self._send()
         return future
+
+    def _bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Read the writer's answers on `loop` (the loop of the writes from now on)."""
+        if self._pending:
+            raise StoreError(f"{self.path}: writes under way on another event loop")
+        old = self._loop
+        if old is not None and not old.is_closed():
+            old.remove_reader(self._from)
+            old.remove_writer(self._to)
+        self._waiting = False
+        self._loop = loop
+        loop.add_reader(self._from, self._answers)
+
+    def _send(self) -> None:
+        """Give the pipe what it takes of the queued frames; the rest when it can take more."""
+        try:
+            sent = os.write(self._to, self._out)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:  # the writer is gone: its answers' end says why
+            self._fail(f"the store's writer cannot be reached ({exc.strerror})")
+            return
+        del self._out[:sent]
+        waiting = bool(self._out)
+        if waiting != self._waiting:  # the loop calls back when the pipe takes more
+            assert self._loop is not None
+            if waiting:
+                self._loop.add_writer(self._to, self._send)
+            else:
+                self._loop.remove_writer(self._to)
+            self._waiting = waiting
+
+    def _answers(self) -> None:
+        """Read what the writer answered (on the loop, when the pipe has it)."""
+        try:
+            data = os.read(self._from, 1 << 20)
+        except BlockingIOError:
+            return
+        if not data:
+            self._fail(f"the store's writer stopped (exit status {self._writer.poll()})")
+            return
+        self._in += data
+        self._read_answers()
+
+    def _read_answers(self) -> None:
+        """Settle the writes of each whole answer read so far."""
+        at = 0
+        while len(self._in) - at >= 4:
+            (n,) = _LENGTH.unpack_from(self._in, at)
+            if len(self._in) - at - 4 < n:
+                break
+            self._settle(pickle.loads(self._in[at + 4 : at + 4 + n]))
+            at += 4 + n
+        del self._in[:at]
+
+    def _settle(self, answer: tuple[Any, list[tuple[int, float, float]], float | None]) -> None:
+        acks, timing, cpu = answer
+        for writes, transaction, commit in timing:
+            self._took.append((transaction, commit))
+            self.commits += 1
+            self.writes += writes
+        if cpu is not None:
+            self.writer_cpu = cpu
+        for wid, failure in acks:
+            future = self._pending.pop(wid)
+            if future.done():
+                continue
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+                if failure is None:
+                    future.set_result(None)
+                else:
+                    kind, text = failure
+                    future.set_exception(getattr(sqlite3, kind, sqlite3.OperationalError)(text))
+
+    def _fail(self, why: str) -> None:
+        """The writer stopped on its own (or cannot be reached): every write under way and
+        every later one fails (the referee answers UNAVAILABLE; a restart replays the store,
+        whose commits are the truth)."""
+        if self._failed:
+            return
+        self._failed = f"{self.path}: {why}"
+        log.error("store failed", extra={"fields": {"store": self.path, "error": why}})
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(self._from)
+            loop.remove_writer(self._to)
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                with contextlib.suppress(RuntimeError):
+                    future.set_exception(sqlite3.OperationalError(self._failed))
 
     def close(self) -> None:
         """Commit what is queued, stop the writer and release the store."""
         if self._closed:
             return
         self._closed = True
-        self._queue.put(None)
-        self._thread.join()
-        os.close(self._lock_fd)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(self._from)
+            loop.remove_writer(self._to)
+        if not self._failed:
+            stop = pickle.dumps(None)
+            self._out += _LENGTH.pack(len(stop)) + stop
+            try:
+                os.set_blocking(self._to, True)
+                _write_all(self._to, self._out)
+                self._out.clear()
+                os.set_blocking(self._from, True)
+                while data := os.read(self._from, 1 << 20):  # its answers, then its end
+                    self._in += data
+                    self._read_answers()
+            except OSError as exc:
+                self._fail(f"the store's writer cannot be reached ({exc.strerror})")
+        if self._pending:
+            self._fail("the store's writer stopped before answering")
+        self._writer.wait()
+        for fd in (self._to, self._from, self._lock_fd):
+            os.close(fd)
 
     # -- the writes the referee makes -----------------------------------------------------
 
     async def create_table(self, table: StoredTable, request: tuple[str, str, str] | None) -> None:
         """A new table with its seats; with `request` (client, request id, digest), the
         request id remembered in the same commit."""
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO tables (id, created, creator, game, ruleset, options, players, seed,"
-                " time_control) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    table.id,
-                    table.created,
-                    table.creator,
-                    table.game,
-                    table.ruleset,
-                    json.dumps(table.options, sort_keys=True),
-                    table.players,
-                    table.seed,
-                    None
-                    if table.time_control is None
-                    else json.dumps(table.time_control, sort_keys=True),
-                ),
-            )
-            conn.executemany(
-                "INSERT INTO seats (table_id, seat, name, open, token_hash, taken_order)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                [(table.id, *s) for s in table.seats],
-            )
-            if request is not None:
-                _remember(conn, request, table.id, None)
-
-        await self.write(write)
+        time_control = (
+            None if table.time_control is None else json.dumps(table.time_control, sort_keys=True)
+        )
+        row = (
+            table.id,
+            table.created,
+            table.creator,
+            table.game,
+            table.ruleset,
+            json.dumps(table.options, sort_keys=True),
+            table.players,
+            table.seed,
+            time_control,
+        )
+        steps: list[Step] = [
+            ("table", row, ""),
+            ("seats", [(table.id, *s) for s in table.seats], ""),
+        ]
+        if request is not None:
+            steps.append(_remember(request, table.id, None))
+        await self.write(tuple(steps))
 
     async def take_seat(
         self,
@@ -321,18 +411,16 @@ class Store:
         order: int,
         request: tuple[str, str, str] | None,
     ) -> None:
-        def write(conn: sqlite3.Connection) -> None:
-            cur = conn.execute(
-                "UPDATE seats SET name = ?, token_hash = ?, taken_order = ?"
-                " WHERE table_id = ? AND seat = ? AND token_hash IS NULL",
+        steps: list[Step] = [
+            (
+                "take-seat",
                 (name, token_hash, order, table_id, seat),
+                f"seat {seat} of {table_id} is not open",
             )
-            if cur.rowcount != 1:
-                raise sqlite3.IntegrityError(f"seat {seat} of {table_id} is not open")
-            if request is not None:
-                _remember(conn, request, table_id, seat)
-
-        await self.write(write)
+        ]
+        if request is not None:
+            steps.append(_remember(request, table_id, seat))
+        await self.write(tuple(steps))
 
     def queue_action(
         self,
@@ -347,55 +435,22 @@ class Store:
         """Queue action `index` of a table now (`queue`). With `follows`, it is stored only
         with action `index - 1` (queued before it, not committed yet): when that one fails,
         this one fails too, and the table's actions never have a gap."""
-
-        def write(conn: sqlite3.Connection) -> None:
-            if not follows:
-                conn.execute(
-                    "INSERT INTO actions (table_id, idx, seat, action, elapsed_ms, timeout)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (table_id, index, seat, action, elapsed_ms, int(timeout)),
-                )
-                return
-            cur = conn.execute(
-                "INSERT INTO actions (table_id, idx, seat, action, elapsed_ms, timeout)"
-                " SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS"
-                " (SELECT 1 FROM actions WHERE table_id = ? AND idx = ?)",
-                (table_id, index, seat, action, elapsed_ms, int(timeout), table_id, index - 1),
-            )
-            if cur.rowcount != 1:
-                raise sqlite3.OperationalError(
-                    f"action {index} of {table_id} not stored: action {index - 1} was not"
-                )
-
-        return self.queue(write)
+        row = (table_id, index, seat, action, elapsed_ms, int(timeout))
+        if not follows:
+            return self.queue((("action", row, ""),))
+        failure = f"action {index} of {table_id} not stored: action {index - 1} was not"
+        return self.queue((("action-after", (*row, table_id, index - 1), failure),))
 
     async def finish(self, table_id: str, envelope: bytes, record_id: str) -> None:
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "UPDATE tables SET finished = 1, record = ?, record_id = ? WHERE id = ?",
-                (envelope, record_id, table_id),
-            )
-
-        await self.write(write)
+        await self.write((("finish", (envelope, record_id, table_id), ""),))
 
     async def close_table(self, table_id: str, status: str, reason: str) -> None:
         """Close a table without a record: `expired` or `broken`, with the reason."""
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "UPDATE tables SET closed_status = ?, closed_reason = ? WHERE id = ?",
-                (status, reason, table_id),
-            )
-
-        await self.write(write)
+        await self.write((("close-table", (status, reason, table_id), ""),))
 
     async def forget_requests(self, before: float) -> None:
         """Forget the request ids remembered before `before` (a time.time())."""
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM requests WHERE created < ?", (before,))
-
-        await self.write(write)
+        await self.write((("forget-requests", (before,), ""),))
 
     # -- reading (at start-up; finished tables and request ids when asked for) -----------
 
@@ -478,20 +533,32 @@ class Store:
         return int(row[0])
 
 
-def _lock(path: str) -> int:
-    """Open the database file (created if need be) and lock it for this process alone."""
+def _lock(path: str, wait: float) -> int:
+    """Open the database file (created if need be) and lock it for this process (and its
+    writer) alone; a lock still held is waited for up to `wait` seconds (a referee killed
+    with a commit under way keeps it until its writer has stopped, a moment later)."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise StoreError(f"{path}: cannot open the store: {exc.strerror}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise StoreLocked(
-            f"{path}: the store is in use by another referee (one referee owns a store)"
-        ) from None
-    return fd
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise StoreLocked(
+                    f"{path}: the store is in use by another referee (one referee owns a store)"
+                ) from None
+            time.sleep(0.02)
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _percentiles(ordered: list[float]) -> dict[str, float]:
@@ -504,20 +571,9 @@ def _percentiles(ordered: list[float]) -> dict[str, float]:
     return {"p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": at(1)}
 
 
-def _rollback(conn: sqlite3.Connection) -> None:
-    if conn.in_transaction:
-        conn.execute("ROLLBACK")
-
-
-def _remember(
-    conn: sqlite3.Connection, request: tuple[str, str, str], table_id: str, seat: int | None
-) -> None:
+def _remember(request: tuple[str, str, str], table_id: str, seat: int | None) -> Step:
     client, request_id, digest = request
-    conn.execute(
-        "INSERT OR REPLACE INTO requests (client, request_id, digest, table_id, seat, created)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (client, request_id, digest, table_id, seat, time.time()),
-    )
+    return ("request", (client, request_id, digest, table_id, seat, time.time()), "")
 
 
 def _stored(
@@ -562,16 +618,3 @@ def _json_object(text: Any, subject: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"{subject} not a JSON object")
     return value
-
-
-Settlement = tuple[asyncio.Future[None], BaseException | None]
-
-
-def _settle(settlements: list[Settlement]) -> None:
-    for future, error in settlements:
-        if future.done():
-            continue
-        if error is None:
-            future.set_result(None)
-        else:
-            future.set_exception(error)

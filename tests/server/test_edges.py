@@ -14,7 +14,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tapis_cartes.records.codec import decode_record
 from tapis_cartes.records.signing import load_public_key
 from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.server import store as store_module
 from tapis_cartes.referee.server import tables
 from tapis_cartes.referee.server.app import ListenError, RunningServer, create_server
 from tapis_cartes.referee.server.store import StoreLocked
@@ -204,15 +204,19 @@ def test_concurrent_creations_by_one_client_keep_the_count_exact(tmp_path: Path)
     run(body, tmp_path, max_tables_per_client=20)
 
 
-def _slow_commits(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
-    """Every commit of the store takes `seconds` longer (a slow disk)."""
-    commit = tables.Store._commit
+SLOW_WRITER = Path(__file__).with_name("slow_writer.py")
 
-    def slow(self: Any, conn: sqlite3.Connection, writes: list[Any]) -> list[Any]:
-        time.sleep(seconds)
-        return commit(self, conn, writes)
 
-    monkeypatch.setattr(tables.Store, "_commit", slow)
+def _slow_writer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The referees started from now on store through tests/server/slow_writer.py, whose
+    commits `_slow_commits` slows down."""
+    monkeypatch.setattr(store_module, "_WRITER", SLOW_WRITER)
+
+
+def _slow_commits(tmp_path: Path, seconds: float) -> None:
+    """Every commit of the store (`run`'s, in `tmp_path`) takes `seconds` longer from now on
+    (a slow disk)."""
+    (tmp_path / "t.db.commit-delay").write_text(str(seconds))
 
 
 def test_a_caller_gone_mid_commit_leaves_the_match_finished_with_its_record(
@@ -227,7 +231,7 @@ def test_a_caller_gone_mid_commit_leaves_the_match_finished_with_its_record(
                 watched.append(response.event)
 
         watcher = asyncio.create_task(watch())
-        _slow_commits(monkeypatch, 0.4)
+        _slow_commits(tmp_path, 0.4)
         code, _ = await _code(
             stub.Resign(
                 pb.ResignRequest(table_id=table_id, seat=2), metadata=auth(tokens[2]), timeout=0.1
@@ -241,6 +245,7 @@ def test_a_caller_gone_mid_commit_leaves_the_match_finished_with_its_record(
         assert decode_record(got.envelope.record).outcome.resigned == 2
         assert server.referee.open_tables("ipv4:127.0.0.1") == 0
 
+    _slow_writer(monkeypatch)
     run(body, tmp_path)
 
 
@@ -254,13 +259,14 @@ def test_a_cancelled_submission_is_applied_once_and_answered_again(
         submit = pb.SubmitActionRequest(
             table_id=table_id, seat=0, expected_action_index=0, action=view.legal_actions[0].action
         )
-        _slow_commits(monkeypatch, 0.3)
+        _slow_commits(tmp_path, 0.3)
         code, _ = await _code(stub.SubmitAction(submit, metadata=auth(tokens[0]), timeout=0.05))
         assert code == grpc.StatusCode.DEADLINE_EXCEEDED
         again = await stub.SubmitAction(submit, metadata=auth(tokens[0]))  # the client retries
         assert again.action_index == 0
         assert (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).action_index == 1
 
+    _slow_writer(monkeypatch)
     run(body, tmp_path)
 
 

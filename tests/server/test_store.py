@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import random
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +23,7 @@ from .util import auth, new_table, play_random, run
 
 
 def _insert(table_id: str, idx: int) -> Write:
-    def write(conn: sqlite3.Connection) -> None:
-        conn.execute(
-            "INSERT INTO actions (table_id, idx, seat, action) VALUES (?, ?, 0, 0)",
-            (table_id, idx),
-        )
-
-    return write
+    return (("action", (table_id, idx, 0, 0, 0, 0), ""),)
 
 
 def _table(db: Path) -> None:
@@ -90,7 +87,7 @@ def test_writes_alone_or_few_are_committed(tmp_path: Path, n: int) -> None:
         assert 0 < took["p50"] <= took["p90"] <= took["p99"] <= took["max"]
         assert n > 1 or took["p50"] == took["max"]
     assert stats["commit_ms"]["max"] <= stats["transaction_ms"]["max"]
-    assert stats["writer_cpu_s"] > 0  # the store closed: what its writer thread used
+    assert stats["writer_cpu_s"] > 0  # the store closed: what its writer process used
 
 
 # The schema of the stores written before closed tables and request ids (kept to test that
@@ -161,7 +158,7 @@ def test_a_second_store_on_the_same_file_is_refused(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.db")
     try:
         with pytest.raises(StoreLocked, match="in use by another referee"):
-            Store(tmp_path / "s.db")
+            Store(tmp_path / "s.db", lock_wait=0.2)
     finally:
         store.close()
     Store(tmp_path / "s.db").close()  # free again once the first one closed
@@ -190,3 +187,72 @@ def test_an_action_queued_to_follow_another_is_stored_only_with_it(tmp_path: Pat
     kept = [row for row in conn.execute("SELECT idx, seat FROM actions ORDER BY idx")]
     conn.close()
     assert kept == [(0, 0), (1, 1), (2, 2)]
+
+
+def test_a_writer_that_dies_fails_the_writes_under_way_and_later_ones(tmp_path: Path) -> None:
+    """The writer process killed: what it had not answered fails (the referee answers
+    UNAVAILABLE: nothing was acknowledged), and so does every later write, at once; the
+    store still closes."""
+    store = Store(tmp_path / "s.db")
+
+    async def main() -> list[BaseException | None]:
+        _table(tmp_path / "s.db")
+        await store.write(_insert("t", 0))
+        store._writer.kill()
+        store._writer.wait()
+        under_way = store.write(_insert("t", 1))
+        results = await asyncio.gather(under_way, return_exceptions=True)
+        later = await asyncio.gather(store.write(_insert("t", 2)), return_exceptions=True)
+        return [*results, *later]
+
+    results = asyncio.run(asyncio.wait_for(main(), 10))
+    store.close()
+    assert all(isinstance(r, sqlite3.OperationalError) for r in results), results
+    assert all("writer" in str(r) for r in results), results
+    conn = sqlite3.connect(tmp_path / "s.db")
+    assert conn.execute("SELECT idx FROM actions").fetchall() == [(0,)]
+    conn.close()
+
+
+KILLED = """
+import asyncio, sys
+from tapis_cartes.referee.server.store import Store
+store = Store(sys.argv[1])
+
+async def main():
+    await store.queue_action("t", 0, 0, 8)
+    print(store._writer.pid, flush=True)
+    for i in range(1, 100000):
+        store.queue_action("t", i, 0, 8)
+        await asyncio.sleep(0)
+
+asyncio.run(main())
+"""
+
+
+def test_a_referee_killed_mid_writes_leaves_its_store_whole_and_free(tmp_path: Path) -> None:
+    """A referee killed with `kill -9` while it writes: its writer stops (it commits nothing
+    more) and the store is free again at once for the next referee, which finds the actions
+    committed before the kill, with no gap."""
+    db = tmp_path / "s.db"
+    Store(db).close()
+    _table(db)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(db)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    writer = int(proc.stdout.readline())
+    time.sleep(0.3)  # writes under way
+    proc.kill()
+    proc.wait()
+    proc.stdout.close()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{writer}").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not Path(f"/proc/{writer}").exists(), "the writer outlived its referee"
+    store = Store(db, lock_wait=0)  # free: no referee, no writer holds it
+    store.close()
+    conn = sqlite3.connect(db)
+    kept = [i for (i,) in conn.execute("SELECT idx FROM actions ORDER BY idx")]
+    conn.close()
+    assert kept and kept == list(range(len(kept)))

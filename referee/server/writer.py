@@ -1,0 +1,233 @@
+"""The referee store's writer: a process of its own (referee/server/store.py starts it), so
+that its SQLite calls never wait for the interpreter the event loop holds. Standard library
+only: it starts in a few milliseconds.
+
+It reads writes from one pipe and answers on another, each message a frame: a 4-byte
+little-endian length, then a pickle. A write is `(wid, steps)`, each step `(name, params,
+failure)`: the statement `STATEMENTS[name]` run with `params`; a statement that must change
+exactly one row fails the write with `failure` when it changes another number. `None` asks the
+writer to stop: it commits what came before, answers, sends its CPU time and exits. What is
+queued together is committed together (one transaction, at most `BATCH` writes); when one
+write of a transaction fails, none of them is kept and each is committed on its own instead,
+so only the failing ones fail. The answer to a transaction is `(acks, timing, cpu)`: each
+write's id with None or its failure (the name of its `sqlite3` exception and its text), the
+transaction's writes and how long it took (BEGIN to the end of COMMIT, and its COMMIT alone,
+in seconds), and None (the CPU time, in the last answer).
+
+The writer holds the store's lock (the descriptor it inherits): a referee killed with writes
+under way releases its store only once its writer has stopped. When the referee goes away
+(its pipe closes) the writer stops at once, committing nothing more: no write it had not
+answered was acknowledged. It ignores SIGINT and SIGTERM, which are the referee's to handle
+(a terminal's Ctrl-C, a service manager's stop reach the whole group): the referee stops it
+when it has stored what it had.
+
+Usage (by the store only): python -I writer.py DB_PATH READ_FD WRITE_FD LOCK_FD
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sqlite3
+import struct
+import sys
+import time
+from typing import Any
+
+BATCH = 512  # writes committed together at most
+
+# The statements a write may run: (SQL, whether its params are a list of rows, the
+# `sqlite3` exception raised when it does not change exactly one row, or None: no check).
+STATEMENTS: dict[str, tuple[str, bool, str | None]] = {
+    "table": (
+        "INSERT INTO tables (id, created, creator, game, ruleset, options, players, seed,"
+        " time_control) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        False,
+        None,
+    ),
+    "seats": (
+        "INSERT INTO seats (table_id, seat, name, open, token_hash, taken_order)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        True,
+        None,
+    ),
+    "request": (
+        "INSERT OR REPLACE INTO requests (client, request_id, digest, table_id, seat, created)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        False,
+        None,
+    ),
+    "take-seat": (
+        "UPDATE seats SET name = ?, token_hash = ?, taken_order = ?"
+        " WHERE table_id = ? AND seat = ? AND token_hash IS NULL",
+        False,
+        "IntegrityError",
+    ),
+    "action": (
+        "INSERT INTO actions (table_id, idx, seat, action, elapsed_ms, timeout)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        False,
+        None,
+    ),
+    # An action stored only with the one before it (already stored, or in this transaction).
+    "action-after": (
+        "INSERT INTO actions (table_id, idx, seat, action, elapsed_ms, timeout)"
+        " SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS"
+        " (SELECT 1 FROM actions WHERE table_id = ? AND idx = ?)",
+        False,
+        "OperationalError",
+    ),
+    "finish": (
+        "UPDATE tables SET finished = 1, record = ?, record_id = ? WHERE id = ?",
+        False,
+        None,
+    ),
+    "close-table": (
+        "UPDATE tables SET closed_status = ?, closed_reason = ? WHERE id = ?",
+        False,
+        None,
+    ),
+    "forget-requests": ("DELETE FROM requests WHERE created < ?", False, None),
+}
+
+_LENGTH = struct.Struct("<I")
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """The store's connection settings, the writer's and the referee's readers' alike."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+class Frames:
+    """The frames read from a pipe: `batch` waits for one, then takes those already there."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+        self.eof = False
+
+    def _fill(self) -> None:
+        data = os.read(self.fd, 1 << 20)
+        if not data:
+            self.eof = True
+        self.buffer += data
+
+    def _complete(self) -> int:
+        """The bytes of the whole frames at the start of the buffer."""
+        at = 0
+        while len(self.buffer) - at >= 4:
+            (n,) = _LENGTH.unpack_from(self.buffer, at)
+            if len(self.buffer) - at - 4 < n:
+                break
+            at += 4 + n
+        return at
+
+    def batch(self, limit: int) -> list[Any] | None:
+        """The next messages, `limit` at most (waiting for the first); None at the end."""
+        while self._complete() == 0:
+            if self.eof:
+                return None
+            self._fill()
+        out: list[Any] = []
+        at = 0
+        while len(out) < limit and len(self.buffer) - at >= 4:
+            (n,) = _LENGTH.unpack_from(self.buffer, at)
+            if len(self.buffer) - at - 4 < n:
+                break
+            out.append(pickle.loads(self.buffer[at + 4 : at + 4 + n]))
+            at += 4 + n
+        del self.buffer[:at]
+        return out
+
+
+def send(fd: int, message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_LENGTH.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _run(conn: sqlite3.Connection, steps: Any) -> None:
+    for name, params, failure in steps:
+        sql, many, check = STATEMENTS[name]
+        cur = conn.executemany(sql, params) if many else conn.execute(sql, params)
+        if check is not None and cur.rowcount != 1:
+            raise getattr(sqlite3, check)(failure)
+
+
+def _failure(exc: Exception) -> tuple[str, str]:
+    kind = type(exc).__name__ if isinstance(exc, sqlite3.Error) else "OperationalError"
+    return kind, str(exc)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+def commit(
+    conn: sqlite3.Connection, writes: list[tuple[int, Any]]
+) -> tuple[list[tuple[int, tuple[str, str] | None]], list[tuple[int, float, float]]]:
+    """Commit the writes together; if one fails, each on its own (see the module's doc)."""
+    timing = []
+    try:
+        began = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        for _, steps in writes:
+            _run(conn, steps)
+        committing = time.perf_counter()
+        conn.execute("COMMIT")
+        done = time.perf_counter()
+    except Exception:
+        _rollback(conn)
+    else:
+        timing.append((len(writes), done - began, done - committing))
+        return [(wid, None) for wid, _ in writes], timing
+    acks: list[tuple[int, tuple[str, str] | None]] = []
+    for wid, steps in writes:
+        try:
+            began = time.perf_counter()
+            conn.execute("BEGIN IMMEDIATE")
+            _run(conn, steps)
+            committing = time.perf_counter()
+            conn.execute("COMMIT")
+            done = time.perf_counter()
+        except Exception as exc:  # the write's own failure, given to its caller
+            _rollback(conn)
+            acks.append((wid, _failure(exc)))
+        else:
+            timing.append((1, done - began, done - committing))
+            acks.append((wid, None))
+    return acks, timing
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    path, rfd, wfd = argv[0], int(argv[1]), int(argv[2])  # argv[3]: the lock, held open
+    conn = connect(path)
+    frames = Frames(rfd)
+    while True:
+        batch = frames.batch(BATCH)
+        if batch is None:
+            return 0  # the referee went away: nothing more is committed
+        stop = None in batch
+        writes = [m for m in batch if m is not None]
+        acks, timing = commit(conn, writes) if writes else ([], [])
+        if stop:
+            conn.close()
+            send(wfd, (acks, timing, time.process_time()))
+            return 0
+        try:
+            send(wfd, (acks, timing, None))
+        except BrokenPipeError:
+            return 0  # the referee went away
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
