@@ -34,7 +34,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_g
 
 from tapis_cartes.records.signing import key_id, load_or_create_private_key
 from tapis_cartes.referee import __version__
-from tapis_cartes.referee.errors import ListenError
+from tapis_cartes.referee.errors import ListenError, StoreError
 from tapis_cartes.referee.server.limits import DEFAULT_LIMITS, Limits
 from tapis_cartes.referee.server.service import RefereeServicer, add_referee_service
 from tapis_cartes.referee.server.store import Store
@@ -267,9 +267,24 @@ async def serve(
     if web is not None:
         print(f"tapis web front on http://{web.rsplit(':', 1)[0]}:{running.web_port}/", flush=True)
     stop = asyncio.Event()
+    failed: list[str] = []
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+
+    def store_failed(why: str) -> None:
+        # A referee that cannot store stops (exit status 1), to be restarted from what was
+        # committed: its tables may be behind their store (a commit the writer made but never
+        # answered), and replay is the truth.
+        failed.append(why)
+        stop.set()
+
+    running.store.on_failure = store_failed
     await stop.wait()
-    log.info("shutdown requested", extra={"fields": {"port": running.port}})
+    if failed:
+        log.error("referee stopping: its store failed", extra={"fields": {"error": failed[0]}})
+    else:
+        log.info("shutdown requested", extra={"fields": {"port": running.port}})
     await running.stop()
+    if failed:
+        raise StoreError(failed[0])

@@ -32,7 +32,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,6 +182,9 @@ class Store:
         self._waiting = False  # whether the loop waits for the pipe to take `_out`
         self._in = bytearray()  # the writer's answers not yet read whole
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop that reads the answers
+        # Called (on the loop) with why, when the writer stops on its own: the referee then
+        # stops (`serve`), to be restarted from what was committed.
+        self.on_failure: Callable[[str], None] | None = None
         self._start_writer()
 
     def _start_writer(self) -> None:
@@ -346,6 +349,8 @@ class Store:
             if not future.done():
                 with contextlib.suppress(RuntimeError):
                     future.set_exception(sqlite3.OperationalError(self._failed))
+        if self.on_failure is not None and not self._closed:
+            self.on_failure(self._failed)
 
     def close(self) -> None:
         """Commit what is queued, stop the writer and release the store."""

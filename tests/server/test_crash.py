@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
+import signal
 from pathlib import Path
 
 import grpc
+import pytest
 
 from tapis_cartes.records.codec import decode_record
 from tapis_cartes.records.signing import load_public_key
@@ -137,3 +140,51 @@ async def _to_act(
         if view.legal_actions:
             return seat, view
     raise AssertionError("nobody may act")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def test_a_referee_whose_store_writer_dies_stops_and_restarts_whole(tmp_path: Path) -> None:
+    """The store's writer process killed under a running referee: the next change is
+    answered UNAVAILABLE (nothing acknowledged that is not stored), the referee stops with
+    exit status 1 and says why, and a restart serves every table as committed."""
+    server = Server(tmp_path)
+    server.start()
+
+    async def main() -> None:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = rpc.RefereeServiceStub(channel)
+            await server.serving(channel)
+            first = await stub.CreateTable(
+                pb.CreateTableRequest(
+                    game="dame-de-pique", seats=[pb.SeatRequest(name=f"P{i}") for i in range(4)]
+                )
+            )
+            assert server.proc is not None
+            (writer,) = _children(server.proc.pid)
+            os.kill(writer, signal.SIGKILL)
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.CreateTable(
+                    pb.CreateTableRequest(game="napoleon", seats=[pb.SeatRequest(name="A")] * 4)
+                )
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert server.proc.wait(20) == 1
+            server.start()
+            await server.serving(channel)
+            got = await stub.GetTable(pb.GetTableRequest(table_id=first.table_id))
+            assert got.table_id == first.table_id
+
+    asyncio.run(main())
+    log = (tmp_path / "server-0.log").read_text()
+    assert '"event":"referee stopping: its store failed"' in log, log[-2000:]
+    assert "the store's writer stopped" in log
+    assert server.terminate() == 0
