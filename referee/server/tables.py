@@ -1189,7 +1189,10 @@ class Referee:
                     table, f"its record could not be issued ({_what(exc)})", exc
                 )
         table.durable_events = len(table.events)
-        table.notify()
+        # The watchers are woken a turn of the loop later: the answer to the submission that
+        # made these events (its caller is woken now) is built and sent before the next
+        # seat's turn, which is not what that caller waits for.
+        asyncio.get_running_loop().call_soon(table.notify)
         return end
 
     async def _issue_record(self, table: Table) -> EndEvent:

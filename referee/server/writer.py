@@ -35,6 +35,8 @@ import sys
 import time
 from typing import Any
 
+__all__ = ["BATCH", "STATEMENTS", "Frames", "commit", "connect", "main", "send"]
+
 BATCH = 512  # writes committed together at most
 
 # The statements a write may run: (SQL, whether its params are a list of rows, the
