@@ -26,9 +26,7 @@ import fcntl
 import json
 import logging
 import os
-import pickle
 import sqlite3
-import struct
 import subprocess
 import sys
 import time
@@ -38,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tapis_cartes.referee.errors import StoreError, StoreLocked
-from tapis_cartes.referee.server.writer import connect
+from tapis_cartes.referee.server.writer import connect, frame, take_frames, write_all
 
 log = logging.getLogger("tapis.store")
 
@@ -138,7 +136,6 @@ Step = tuple[str, Any, str]
 Write = tuple[Step, ...]
 
 _WRITER = Path(__file__).with_name("writer.py")
-_LENGTH = struct.Struct("<I")
 LOCK_WAIT = 5.0  # seconds a new store waits for the lock of a referee still stopping
 
 
@@ -252,10 +249,9 @@ class Store:
         wid = self._next_id
         self._next_id += 1
         self._pending[wid] = future
-        data = pickle.dumps((wid, write), protocol=pickle.HIGHEST_PROTOCOL)
-        self._out += _LENGTH.pack(len(data))
+        data = frame((wid, write))
         self._out += data
-        if len(self._out) == len(data) + 4:  # nothing was waiting: send now
+        if len(self._out) == len(data):  # nothing was waiting: send now
             self._send()
         return future
 
@@ -304,14 +300,8 @@ class Store:
 
     def _read_answers(self) -> None:
         """Settle the writes of each whole answer read so far."""
-        at = 0
-        while len(self._in) - at >= 4:
-            (n,) = _LENGTH.unpack_from(self._in, at)
-            if len(self._in) - at - 4 < n:
-                break
-            self._settle(pickle.loads(self._in[at + 4 : at + 4 + n]))
-            at += 4 + n
-        del self._in[:at]
+        for answer in take_frames(self._in):
+            self._settle(answer)
 
     def _settle(self, answer: tuple[Any, list[tuple[int, float, float]], float | None]) -> None:
         acks, timing, cpu = answer
@@ -362,11 +352,10 @@ class Store:
             loop.remove_reader(self._from)
             loop.remove_writer(self._to)
         if not self._failed:
-            stop = pickle.dumps(None)
-            self._out += _LENGTH.pack(len(stop)) + stop
+            self._out += frame(None)  # the writer stops after it
             try:
                 os.set_blocking(self._to, True)
-                _write_all(self._to, self._out)
+                write_all(self._to, self._out)
                 self._out.clear()
                 os.set_blocking(self._from, True)
                 while data := os.read(self._from, 1 << 20):  # its answers, then its end
@@ -558,12 +547,6 @@ def _lock(path: str, wait: float) -> int:
                     f"{path}: the store is in use by another referee (one referee owns a store)"
                 ) from None
             time.sleep(0.02)
-
-
-def _write_all(fd: int, data: bytes | bytearray) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _percentiles(ordered: list[float]) -> dict[str, float]:

@@ -35,7 +35,17 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["BATCH", "STATEMENTS", "Frames", "commit", "connect", "main", "send"]
+__all__ = [
+    "BATCH",
+    "STATEMENTS",
+    "Frames",
+    "commit",
+    "connect",
+    "frame",
+    "main",
+    "take_frames",
+    "write_all",
+]
 
 BATCH = 512  # writes committed together at most
 
@@ -105,53 +115,50 @@ def connect(path: str) -> sqlite3.Connection:
     return conn
 
 
+def frame(message: Any) -> bytes:
+    """A message as one frame: its pickle's length (4 bytes, little-endian), then the pickle."""
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LENGTH.pack(len(data)) + data
+
+
+def take_frames(buffer: bytearray, limit: int = -1) -> list[Any]:
+    """The messages of the whole frames at the start of `buffer` (`limit` at most, when
+    given), taken out of it; a frame not whole yet stays."""
+    out: list[Any] = []
+    at = 0
+    while len(out) != limit and len(buffer) - at >= 4:
+        (n,) = _LENGTH.unpack_from(buffer, at)
+        if len(buffer) - at - 4 < n:
+            break
+        out.append(pickle.loads(buffer[at + 4 : at + 4 + n]))
+        at += 4 + n
+    del buffer[:at]
+    return out
+
+
+def write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 class Frames:
     """The frames read from a pipe: `batch` waits for one, then takes those already there."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.buffer = bytearray()
-        self.eof = False
-
-    def _fill(self) -> None:
-        data = os.read(self.fd, 1 << 20)
-        if not data:
-            self.eof = True
-        self.buffer += data
-
-    def _complete(self) -> int:
-        """The bytes of the whole frames at the start of the buffer."""
-        at = 0
-        while len(self.buffer) - at >= 4:
-            (n,) = _LENGTH.unpack_from(self.buffer, at)
-            if len(self.buffer) - at - 4 < n:
-                break
-            at += 4 + n
-        return at
 
     def batch(self, limit: int) -> list[Any] | None:
         """The next messages, `limit` at most (waiting for the first); None at the end."""
-        while self._complete() == 0:
-            if self.eof:
+        while True:
+            out = take_frames(self.buffer, limit)
+            if out:
+                return out
+            data = os.read(self.fd, 1 << 20)
+            if not data:
                 return None
-            self._fill()
-        out: list[Any] = []
-        at = 0
-        while len(out) < limit and len(self.buffer) - at >= 4:
-            (n,) = _LENGTH.unpack_from(self.buffer, at)
-            if len(self.buffer) - at - 4 < n:
-                break
-            out.append(pickle.loads(self.buffer[at + 4 : at + 4 + n]))
-            at += 4 + n
-        del self.buffer[:at]
-        return out
-
-
-def send(fd: int, message: Any) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    view = memoryview(_LENGTH.pack(len(data)) + data)
-    while view:
-        view = view[os.write(fd, view) :]
+            self.buffer += data
 
 
 def _run(conn: sqlite3.Connection, steps: Any) -> None:
@@ -223,10 +230,10 @@ def main(argv: list[str]) -> int:
         acks, timing = commit(conn, writes) if writes else ([], [])
         if stop:
             conn.close()
-            send(wfd, (acks, timing, time.process_time()))
+            write_all(wfd, frame((acks, timing, time.process_time())))
             return 0
         try:
-            send(wfd, (acks, timing, None))
+            write_all(wfd, frame((acks, timing, None)))
         except BrokenPipeError:
             return 0  # the referee went away
 
