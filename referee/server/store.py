@@ -146,7 +146,7 @@ class Store:
         self.path = str(path)
         self._lock_fd = _lock(self.path, lock_wait)
         try:
-            conn = self._connect()
+            conn = connect(self.path)
             try:
                 conn.executescript(SCHEMA)
                 have = {
@@ -206,9 +206,6 @@ class Store:
         os.set_blocking(self._to, False)
         os.set_blocking(self._from, False)
 
-    def _connect(self) -> sqlite3.Connection:
-        return connect(self.path)
-
     # -- writing ------------------------------------------------------------------------
     # The writes go to the writer as they are queued, from the event loop's thread; its
     # answers are read by that loop (a reader on the pipe): nothing here waits for another
@@ -259,13 +256,17 @@ class Store:
         """Read the writer's answers on `loop` (the loop of the writes from now on)."""
         if self._pending:
             raise StoreError(f"{self.path}: writes under way on another event loop")
-        old = self._loop
-        if old is not None and not old.is_closed():
-            old.remove_reader(self._from)
-            old.remove_writer(self._to)
-        self._waiting = False
+        self._detach()
         self._loop = loop
         loop.add_reader(self._from, self._answers)
+
+    def _detach(self) -> None:
+        """No more reading of answers nor sending on the loop (when it is still open)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(self._from)
+            loop.remove_writer(self._to)
+        self._waiting = False
 
     def _send(self) -> None:
         """Give the pipe what it takes of the queued frames; the rest when it can take more."""
@@ -330,10 +331,7 @@ class Store:
             return
         self._failed = f"{self.path}: {why}"
         log.error("store failed", extra={"fields": {"store": self.path, "error": why}})
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.remove_reader(self._from)
-            loop.remove_writer(self._to)
+        self._detach()
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
@@ -347,10 +345,7 @@ class Store:
         if self._closed:
             return
         self._closed = True
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.remove_reader(self._from)
-            loop.remove_writer(self._to)
+        self._detach()
         if not self._failed:
             self._out += frame(None)  # the writer stops after it
             try:
@@ -460,7 +455,7 @@ class Store:
         elif live:
             where = "closed_status IS NULL AND (finished = 0 OR record IS NULL)"
         chosen = f"(SELECT id FROM tables WHERE {where})"
-        conn = self._connect()
+        conn = connect(self.path)
         try:
             rows = conn.execute(
                 "SELECT id, created, creator, game, ruleset, options, players, seed, finished,"
@@ -495,7 +490,7 @@ class Store:
 
     def load_record(self, table_id: str) -> bytes | None:
         """The stored record (envelope bytes) of a finished table, without replaying it."""
-        conn = self._connect()
+        conn = connect(self.path)
         try:
             row = conn.execute("SELECT record FROM tables WHERE id = ?", (table_id,)).fetchone()
         finally:
@@ -504,7 +499,7 @@ class Store:
 
     def find_request(self, client: str, request_id: str) -> Request | None:
         """The request a client made with this id, remembered for `REQUEST_MEMORY`."""
-        conn = self._connect()
+        conn = connect(self.path)
         try:
             row = conn.execute(
                 "SELECT digest, table_id, seat FROM requests"
@@ -517,7 +512,7 @@ class Store:
 
     def count_finished(self) -> int:
         """Finished tables with their record (left on disk at start-up)."""
-        conn = self._connect()
+        conn = connect(self.path)
         try:
             row = conn.execute(
                 "SELECT count(*) FROM tables WHERE finished = 1 AND record IS NOT NULL"
