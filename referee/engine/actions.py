@@ -140,10 +140,13 @@ def in_range(action: int, pack: int) -> bool:
     return True
 
 
-def first_out_of_range(actions: list[int], pack: int) -> int:
-    """The index of the first of `actions` not `in_range` of `pack`; -1 when all are."""
+def first_out_of_range(actions: list[int], pack: int, end: int = -1) -> int:
+    """The index of the first of `actions` (of the first `end`, when given) not `in_range`
+    of `pack`; -1 when all are."""
     cards: i64 = pack  # a pack: at most 52 bits
-    for i, action in enumerate(actions):
+    n = len(actions) if end < 0 else min(end, len(actions))
+    for i in range(n):
+        action = actions[i]
         if 0 <= action < 416 and not action & 7:  # PLAY, `in_range`'s quick case, inline
             c: i64 = action >> 3
             if cards >> c & 1:

@@ -158,7 +158,10 @@ class HandFields:
     """The fields of a recorded hand the engine reads: its number, dealer, deal (each seat's
     cards as a mask, the retourne or -1, the talon, the pack), seats and actions; and, when
     read from a record's bytes, where its key is, where its score lines begin and where it
-    ends (else -1)."""
+    ends (else -1); and, so read, the cards of its card plays from `plays_from` on
+    (`plain_cards`: every action from there is a card play, kind 0 and a card id 0..51), so
+    that only the actions before are ranged one by one (`check_hand`). Else `plays_from` is
+    the number of actions: each is ranged."""
 
     def __init__(
         self,
@@ -172,6 +175,8 @@ class HandFields:
         actions: list[int],
         lines_at: int = -1,
         end: int = -1,
+        plays_from: int = -1,
+        plain_cards: int = 0,
     ) -> None:
         self.number = number
         self.dealer = dealer
@@ -184,6 +189,8 @@ class HandFields:
         self.lines_at = lines_at
         self.end = end
         self.key_at = -1
+        self.plays_from = len(actions) if plays_from < 0 else plays_from
+        self.plain_cards = plain_cards
 
     def deal(self) -> Deal:
         """The engine's deal of the hand."""
@@ -223,7 +230,11 @@ def check_hand(fields: HandFields, number: int, players: int, pack: int, h: int)
         raise RecordError(
             "action:bad-seat", f"seat {seats[a]} does not exist", hand=h, action=a + 1
         )
-    a = first_out_of_range(actions, pack)
+    # The actions before `plays_from` one by one; those after, card plays all, by their
+    # cards at once (and one by one only when one is not of the pack, to find it).
+    a = first_out_of_range(actions, pack, fields.plays_from)
+    if a < 0 and fields.plain_cards & ~pack:
+        a = first_out_of_range(actions, pack)
     if a >= 0:
         _check_action(actions[a], pack, h, a + 1)
         raise AssertionError(f"action {actions[a]} is out of range")  # _check_action raised
@@ -394,21 +405,45 @@ def read_hand(data: bytes, start: int, end: int) -> HandFields | None:
     r.pos = after_deal
     seats = _bytes(r, 4 << 3 | 2)
     actions: list[object] = []  # ints: those below `_BOXED_LIMIT` shared, not made anew
+    plays_from: i64 = 0  # the actions from here on are card plays (kind 0, a card 0..51)
+    cards: i64 = 0  # their cards
     if r.key(5 << 3 | 2):
         n = r.length()
         if n <= 0:
             return None
-        packed = _Reader(data, r.pos, r.pos + n)
+        # Packed varints, read here (an action is one byte or two: a card play is below
+        # 416); a longer one by the reader.
+        at: i64 = r.pos
+        stop: i64 = at + n
         boxed = _BOXED
-        while packed.pos < packed.end:
-            action = packed.varint()
-            if action < 0:
-                return None
+        count: i64 = 0
+        while at < stop:
+            action: i64 = data[at]
+            if action < 0x80:
+                at += 1
+            else:
+                high: i64 = data[at + 1] if at + 1 < stop else 0
+                if 0 < high < 0x80:
+                    action = (action & 0x7F) | high << 7
+                    at += 2
+                else:
+                    packed = _Reader(data, at, stop)
+                    action = packed.varint()
+                    if action < 0:
+                        return None
+                    at = packed.pos
+            count += 1
+            if action < 416 and not action & 7:
+                bit: i64 = 1
+                bit <<= action >> 3
+                cards |= bit
+            else:
+                plays_from = count
             if action < _BOXED_LIMIT:
                 actions.append(boxed[action])
             else:
                 actions.append(action)
-        r.pos = packed.end
+        r.pos = stop
     lines_at = r.pos
     # The fields after them (score lines, scores, clocks, any other) are read by the
     # decoder: here only well formed, and none of fields 1 to 5 again.
@@ -431,6 +466,8 @@ def read_hand(data: bytes, start: int, end: int) -> HandFields | None:
         cast(list[int], actions),
         lines_at,
         end,
+        plays_from,
+        cards,
     )
 
 
