@@ -332,16 +332,17 @@ class PhaseRule(NamedTuple):
     action is refused (pure: `None` when it is accepted) and the change an accepted action
     makes. `plays`: the phase is the card play, whose plays replay may run in one loop.
     `run` (optional): replay's loop over this phase's actions, `(hand, seats, actions,
-    start) -> end`: it applies in order the actions `Match.step` would accept (asking `refuse`
-    of each, then `apply`), stops at the first other one or when the phase changes, and
-    returns the index of the first not applied (`Hand.apply_run` keeps those applied)."""
+    start) -> end`, the seats one a byte: it applies in order the actions `Match.step` would
+    accept (asking `refuse` of each, then `apply`), stops at the first other one or when the
+    phase changes, and returns the index of the first not applied (`Hand.apply_run` keeps
+    those applied)."""
 
     to_act: Callable[[Any], tuple[int, ...]]
     legal: Callable[[Any, int], list[int]]
     refuse: Callable[[Any, int, int], IllegalAction | None]
     apply: Callable[[Any, int, int], None]
     plays: bool = False
-    run: Callable[[Any, list[int], list[int], int], int] | None = None
+    run: Callable[[Any, bytes, list[int], int], int] | None = None
 
 
 _NO_PHASES: Final[dict[Enum, PhaseRule]] = {}  # a hand's phase table until its game sets it
@@ -463,7 +464,7 @@ class Hand(ABC):
         self.actions.append(action)
         self.action_seats.append(seat)
 
-    def apply_run(self, seats: list[int], actions: list[int], start: int) -> int:
+    def apply_run(self, seats: bytes, actions: list[int], start: int) -> int:
         """Apply the actions from `start` on for as long as the fast path can (legal card
         plays, and the actions other phases accept); return the index of the first not
         applied. `Match.step` takes each action the run stops at. This one runs `_play_run`
@@ -479,11 +480,15 @@ class Hand(ABC):
         else:
             end = self._phase_run(seats, actions, start)
         if end > start:
-            self.actions.extend(actions[start:end])
-            self.action_seats.extend(seats[start:end])
+            if self.actions:
+                self.actions.extend(actions[start:end])
+                self.action_seats.extend(seats[start:end])
+            else:  # the hand's first actions: the slices are its lists (one copy, not two)
+                self.actions = actions[start:end]
+                self.action_seats = list(seats[start:end])
         return end
 
-    def _phase_run(self, seats: list[int], actions: list[int], start: int) -> int:
+    def _phase_run(self, seats: bytes, actions: list[int], start: int) -> int:
         """Apply in order, through the phase table, the actions of phases that are not the
         card play and have no `run`, as long as `Match.step` would accept them (well formed,
         not a resignation, by a seat, and the phase's `refuse` accepts them): the same
@@ -574,10 +579,10 @@ class Hand(ABC):
         return self.illegal(code, seat, action, why, rule)
 
     def _play_apply(self, seat: int, action: int) -> None:
-        played = self._play_run([seat], [action], 0)
+        played = self._play_run(bytes((seat,)), [action], 0)
         assert played == 1
 
-    def _play_run(self, seats: list[int], actions: list[int], start: int) -> int:
+    def _play_run(self, seats: bytes, actions: list[int], start: int) -> int:
         """Play the legal card plays of `actions[start:]` in order, without recording them;
         stop before the first action that is not a legal play by the seat to play, or when
         `_trick_end` stops the hand. Returns the index of the first action not played. (The
@@ -991,22 +996,29 @@ class Match(ABC):
         applied, so the current hand's `actions` tell the position of the fault."""
         if len(seats) != len(actions):
             raise InvalidAction(f"{len(actions)} actions but {len(seats)} seats to take them")
-        # Lists (one copy, in C, unless they are lists already: nothing here changes them):
-        # the runs then read them without a generic call per item (a record's seats are
-        # bytes, its actions a protobuf container).
-        seat_list = seats if isinstance(seats, list) else list(seats)
+        # The seats as bytes and the actions as a list (one copy, in C, unless they are
+        # already: nothing here changes them): the runs then read them without a generic call
+        # per item (a record's seats are bytes, its actions a protobuf container). Seats that
+        # are no bytes (one out of 0..255, or not an int) are stepped one by one: `step`
+        # says what is wrong.
+        try:
+            seat_bytes = seats if isinstance(seats, bytes) else bytes(seats)
+        except (TypeError, ValueError):
+            for seat, action in zip(seats, actions, strict=True):
+                self.step(seat, action)
+            return
         action_list = actions if isinstance(actions, list) else list(actions)
         i, n = 0, len(action_list)
         while i < n:
             hand = self.hand
             if hand is not None and not hand.over and not self.finished:
-                j = hand.apply_run(seat_list, action_list, i)
+                j = hand.apply_run(seat_bytes, action_list, i)
                 if hand.over:
                     self._close_hand(hand)
                 if j > i:
                     i = j
                     continue
-            self.step(seat_list[i], action_list[i])
+            self.step(seat_bytes[i], action_list[i])
             i += 1
 
     def apply(self, seat: int, action: int) -> list[Event]:

@@ -209,7 +209,7 @@ class DamePiqueHand(Hand):
                 self.hands_changed()
             self._start_play()
 
-    def _pass_run(self, seats: list[int], actions: list[int], start: int) -> int:
+    def _pass_run(self, seats: bytes, actions: list[int], start: int) -> int:
         # Replay's loop over the exchange (DP.PASS; PhaseRule.run): the passes `Match.step`
         # would accept (well formed, by a seat, and `_pass_refusal` accepts them), each applied
         # by `_pass_apply`, until one is not or the exchange completes. (Direct calls: through

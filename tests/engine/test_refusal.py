@@ -287,3 +287,34 @@ def test_step_many_refuses_what_refusal_says_at_the_first_fault() -> None:
         again.step_many([*seats, turn], [*actions, bad])
     assert str(info.value).startswith(f"{bad} is not an action")
     assert again.hand is not None and again.hand.actions == actions
+
+
+@pytest.mark.parametrize("seat", [300, -1, 2**64])
+def test_step_many_with_a_seat_no_byte_holds_is_stepped_one_by_one(seat: int) -> None:
+    """The runs read a hand's seats as bytes: seats that are not all 0..255 are stepped one
+    by one instead, and the one that is no seat is refused as `step` refuses it, after the
+    actions before it."""
+    rules = make_rules("hearts")
+    rng = random.Random(7)
+    played = Played(rules)
+    played.deal(rng)
+    for _ in range(30):
+        played.random_step(rng)
+    hand = played.match.hand
+    assert hand is not None
+    seats, actions = list(hand.action_seats), list(hand.actions)
+    dealer, deal = played.ops[0][1], played.ops[0][2]
+    assert isinstance(deal, Deal)
+    again = new_match(rules, log_events=False)
+    again.start_hand(dealer, deal)
+    alone = new_match(rules, log_events=False)
+    alone.start_hand(dealer, deal)
+    with pytest.raises(IllegalAction) as info:
+        again.step_many([*seats, seat], [*actions, actions[-1]])
+    for s, a in zip(seats, actions, strict=True):
+        alone.step(s, a)
+    with pytest.raises(IllegalAction) as one:
+        alone.step(seat, actions[-1])
+    assert (info.value.code, info.value.message) == (one.value.code, one.value.message)
+    assert info.value.code == "bad-seat"
+    assert again.hand is not None and again.hand.actions == actions

@@ -172,6 +172,8 @@ CASES: list[tuple[str, str, Callable[[pb.GameRecord], None], str, int | None, in
      "action:invalid", 1, 21),
     ("a card of another pack", "triomphe/individuelle/2p/finished",
      lambda r: _card_play(r, 0, 3), "action:invalid", 1, 4),
+    ("a card of another pack, late in the card play", "triomphe/individuelle/2p/finished",
+     lambda r: _card_play(r, 0, 7), "action:invalid", 1, 8),
     ("a retourne of 2^32-1", _IMP, lambda r: setattr(r.hands[0].deal, "retourne", 2**32 - 1),
      "deal:card-not-in-pack", 1, None),
     ("a mask beyond the pack", _DP,
