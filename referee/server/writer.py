@@ -137,6 +137,7 @@ def take_frames(buffer: bytearray, limit: int = -1) -> list[Any]:
 
 
 def write_all(fd: int, data: bytes | bytearray) -> None:
+    """Write all of `data` to `fd` (a blocking pipe), however many writes it takes."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]

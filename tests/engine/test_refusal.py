@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -266,22 +267,33 @@ def test_refusal_before_a_deal_and_between_hands() -> None:
     assert m.refusal(1, encode(RESIGN)) is None
 
 
-def test_step_many_refuses_what_refusal_says_at_the_first_fault() -> None:
-    """A replay stops at the first action `refusal` refuses, with that refusal."""
+def _hand_in_play(seed: int) -> tuple[Played, list[int], list[int], Callable[[], Match]]:
+    """A Hearts hand 30 random actions in (in its card play): the play, the hand's seats and
+    actions so far, and a maker of a new match at the start of that hand."""
     rules = make_rules("hearts")
-    rng = random.Random(5)
+    rng = random.Random(seed)
     played = Played(rules)
     played.deal(rng)
     for _ in range(30):
         played.random_step(rng)
     hand = played.match.hand
     assert hand is not None
-    seats, actions = list(hand.action_seats), list(hand.actions)
-    bad = encode(PLAY, 2**34)  # the card id of the hostile record
-    again = new_match(rules, log_events=False)
     dealer, deal = played.ops[0][1], played.ops[0][2]
     assert isinstance(deal, Deal)
-    again.start_hand(dealer, deal)
+
+    def fresh() -> Match:
+        m = new_match(rules, log_events=False)
+        m.start_hand(dealer, deal)
+        return m
+
+    return played, list(hand.action_seats), list(hand.actions), fresh
+
+
+def test_step_many_refuses_what_refusal_says_at_the_first_fault() -> None:
+    """A replay stops at the first action `refusal` refuses, with that refusal."""
+    played, seats, actions, fresh = _hand_in_play(5)
+    bad = encode(PLAY, 2**34)  # the card id of the hostile record
+    again = fresh()
     (turn,) = played.match.to_act()  # in the card play: the hostile card reaches its run
     with pytest.raises(InvalidAction) as info:
         again.step_many([*seats, turn], [*actions, bad])
@@ -294,21 +306,8 @@ def test_step_many_with_a_seat_no_byte_holds_is_stepped_one_by_one(seat: int) ->
     """The runs read a hand's seats as bytes: seats that are not all 0..255 are stepped one
     by one instead, and the one that is no seat is refused as `step` refuses it, after the
     actions before it."""
-    rules = make_rules("hearts")
-    rng = random.Random(7)
-    played = Played(rules)
-    played.deal(rng)
-    for _ in range(30):
-        played.random_step(rng)
-    hand = played.match.hand
-    assert hand is not None
-    seats, actions = list(hand.action_seats), list(hand.actions)
-    dealer, deal = played.ops[0][1], played.ops[0][2]
-    assert isinstance(deal, Deal)
-    again = new_match(rules, log_events=False)
-    again.start_hand(dealer, deal)
-    alone = new_match(rules, log_events=False)
-    alone.start_hand(dealer, deal)
+    _, seats, actions, fresh = _hand_in_play(7)
+    again, alone = fresh(), fresh()
     with pytest.raises(IllegalAction) as info:
         again.step_many([*seats, seat], [*actions, actions[-1]])
     for s, a in zip(seats, actions, strict=True):
