@@ -5,8 +5,11 @@ An `Executor` runs a function over tasks and yields each task with its result as
 so an interrupted job keeps everything stored so far.
 
 - `SerialExecutor`: in this process, one task after another.
-- `LocalPoolExecutor(workers)`: a local process pool (fresh interpreters, `spawn`); at most
-  two tasks queued per worker, so a long job holds little memory. The workers ignore Ctrl-C
+- `LocalPoolExecutor(workers)`: `workers` processes, the caller one of them: a local pool of
+  `workers - 1` (fresh interpreters, `spawn`), and the caller runs a task itself whenever
+  none of the pool's is done (so no core waits while the caller only collects, and one
+  interpreter fewer starts); at most `QUEUED` tasks queued per pool worker (`STARTING` until it
+  answers), so a long job holds little memory. The pool's workers ignore Ctrl-C
   (SIGINT, which a terminal sends to them too, even while they start): the caller is
   interrupted, at a point where the pool is not halfway through its own bookkeeping; a job
   stopped early (Ctrl-C, an error, a caller that stops reading) terminates its workers rather
@@ -23,8 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -47,6 +52,13 @@ __all__ = [
 T = TypeVar("T")
 R = TypeVar("R")
 
+_NO_TASK: Any = object()  # what `next` gives when no task is left
+
+# Tasks queued per worker of a local pool: 2 while the pool starts (the caller runs the
+# others meanwhile), then 4: enough that a worker still has one when the caller, busy with a
+# task of its own and the results, comes back to refill the queue.
+STARTING, QUEUED = 2, 4
+
 
 class Executor(Protocol):
     """Runs `fn` over `tasks`; yields (task, result) as each completes, in any order."""
@@ -63,42 +75,65 @@ class SerialExecutor:
 
 
 class LocalPoolExecutor:
-    """A local process pool (fresh interpreters: `spawn`), at most 2 tasks queued per worker."""
+    """`workers` local processes: the caller and a pool of `workers - 1` (fresh interpreters:
+    `spawn`), at most `QUEUED` tasks queued per pool worker. The caller runs the next task itself
+    when none of the pool's is done; with one worker, it runs them all."""
 
     def __init__(self, workers: int) -> None:
         self.workers = max(1, workers)
 
     def map_tasks(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
+        if self.workers == 1:
+            yield from SerialExecutor().map_tasks(fn, tasks)
+            return
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
+        helpers = self.workers - 1
         ctx = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_ignore_interrupt)
+        pool = ProcessPoolExecutor(helpers, mp_context=ctx, initializer=_worker_start)
         todo = iter(tasks)
         running: dict[Future[R], T] = {}
+        left = True  # whether `todo` may hold more tasks
 
-        def submit_next() -> None:
-            task = next(todo, None)
-            if task is not None:
+        def take() -> T:
+            """The next task, or `_NO_TASK` (then `todo` is not read again)."""
+            nonlocal left
+            task: T = next(todo, _NO_TASK) if left else _NO_TASK
+            left = task is not _NO_TASK
+            return task
+
+        def submit(most: int) -> None:
+            """Queue tasks on the pool until `most` are queued (or none is left)."""
+            while len(running) < most:
+                task = take()
+                if task is _NO_TASK:
+                    return
                 with _interrupt_blocked():  # a submit may start a worker
                     running[pool.submit(fn, task)] = task
 
         try:
             with _InterruptDeferred():
-                for _ in range(2 * self.workers):
-                    submit_next()
-            while running:
+                submit(STARTING * helpers)
+            while running or left:
+                finished = []
                 with _InterruptDeferred() as interrupt:
                     done: set[Future[R]] = set()
-                    while not done:  # polled: a Ctrl-C noted meanwhile stops the wait
+                    if running:
+                        done, _ = wait(running, timeout=0, return_when=FIRST_COMPLETED)
+                    while not done and not left:  # nothing for the caller: wait, polled
                         done, _ = wait(running, timeout=0.1, return_when=FIRST_COMPLETED)
-                        interrupt.raise_if_seen()
-                    finished = []
+                        interrupt.raise_if_seen()  # (a Ctrl-C noted meanwhile stops the wait)
                     for fut in done:
                         finished.append((running.pop(fut), fut))
-                        submit_next()
+                    if finished:
+                        submit(QUEUED * helpers)
                 for task, fut in finished:
                     yield task, fut.result()
+                if not finished:
+                    task = take()  # none of the pool's is done: the caller runs one
+                    if task is not _NO_TASK:
+                        yield task, fn(task)
         except BaseException:  # Ctrl-C, a task's error, or the caller stopped (GeneratorExit)
             _stop_now(pool)
             raise
@@ -157,7 +192,7 @@ class _InterruptDeferred:
 @contextlib.contextmanager
 def _interrupt_blocked() -> Iterator[None]:
     """SIGINT blocked in this thread while a worker may be starting: the worker inherits it
-    blocked (until `_ignore_interrupt`), so a Ctrl-C then does not kill it halfway through
+    blocked (until `_worker_start`), so a Ctrl-C then does not kill it halfway through
     its start with a traceback. The signal is not lost: it is delivered when unblocked, or
     to another thread meanwhile (Python runs its handler in the main thread)."""
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
@@ -167,10 +202,23 @@ def _interrupt_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
-def _ignore_interrupt() -> None:
-    """A pool worker's start: Ctrl-C is for the caller, which stops the pool."""
+def _worker_start() -> None:
+    """A pool worker's start: Ctrl-C is for the caller, which stops the pool; and the worker
+    ends as soon as the caller is gone (killed, it could not stop its pool: the worker would
+    wait forever to hand over a result nobody reads)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def _end_with_parent(parent: int) -> None:
+    """End this process once its parent is gone (it is then the child of another)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK)
+    os._exit(1)
+
+
+PARENT_CHECK = 1.0  # seconds between a pool worker's looks at its parent
 
 
 class DaskExecutor:

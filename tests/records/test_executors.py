@@ -18,8 +18,12 @@ from tapis_cartes.records.executors import LocalPoolExecutor, SerialExecutor, ma
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _pid_after(seconds: float) -> int:
-    time.sleep(seconds)
+def _pid_after(job: tuple[int, float]) -> int:
+    """The id of the process that ran the job: after sleeping `job[1]` seconds in a pool's
+    worker (the caller, `job[0]`, runs jobs too: it does not sleep)."""
+    caller, seconds = job
+    if os.getpid() != caller:
+        time.sleep(seconds)
     return os.getpid()
 
 
@@ -34,9 +38,10 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_stopped_job_terminates_its_workers_without_waiting_for_their_tasks() -> None:
-    results = LocalPoolExecutor(2).map_tasks(_pid_after, [0.0, 600.0, 600.0, 600.0])
-    task, pid = next(results)
-    assert task == 0.0 and pid != os.getpid()
+    me = os.getpid()
+    results = LocalPoolExecutor(2).map_tasks(_pid_after, [(me, 0.0)] + [(me, 600.0)] * 3)
+    # the caller runs the two jobs the pool was not given; the worker's quick one comes too
+    pid = next(pid for _, pid in results if pid != me)
     t0 = time.monotonic()
     results.close()  # as `map_in_order` and the commands do on Ctrl-C
     waited = time.monotonic() - t0
@@ -47,11 +52,64 @@ def test_a_stopped_job_terminates_its_workers_without_waiting_for_their_tasks() 
     assert not _alive(pid), "the worker outlived its pool"
 
 
+ORPHAN = textwrap.dedent(
+    """
+    import os, signal, sys
+    from tapis_cartes.records.executors import LocalPoolExecutor
+
+    def job(caller):
+        if os.getpid() != caller:
+            print(os.getpid(), flush=True)  # a worker's: busy now, for longer than the test
+            signal.pause()
+        return 0
+
+    if __name__ == "__main__":
+        for _ in LocalPoolExecutor(2).map_tasks(job, [os.getpid()] * 3):
+            pass  # the caller's own job is done: the worker's never will be
+    """
+)
+
+
+def test_a_worker_whose_caller_is_killed_ends_too(tmp_path: Path) -> None:
+    """Killed (SIGKILL, or SIGTERM: no handler), the caller cannot stop its pool: the
+    worker must not be left behind, busy or waiting to hand over a result."""
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHAN)
+    with subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            worker = int(proc.stdout.readline())
+            assert _alive(worker)
+        finally:
+            proc.kill()
+    deadline = time.monotonic() + 30
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(worker), "the worker outlived its killed caller"
+
+
 def test_a_finished_job_gives_every_result_in_order_like_the_serial_one() -> None:
-    tasks = [0.0] * 40
+    tasks = [(os.getpid(), 0.0)] * 40
     pool = [t for t, _ in map_in_order(LocalPoolExecutor(2), _pid_after, tasks)]
     serial = [t for t, _ in map_in_order(SerialExecutor(), _pid_after, tasks)]
     assert pool == serial == tasks
+
+
+def test_the_caller_is_one_of_the_workers() -> None:
+    """Two workers: the caller and one process of the pool, which gets the first tasks (the
+    caller runs the others while none of the pool's is done)."""
+    me = os.getpid()
+    ran = [pid for _, pid in LocalPoolExecutor(2).map_tasks(_pid_after, [(me, 0.0)] * 40)]
+    assert len(ran) == 40
+    assert me in ran
+    others = set(ran) - {me}
+    assert len(others) == 1, others
 
 
 STORM = textwrap.dedent(
