@@ -61,14 +61,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     # unless GRPC_VERBOSITY says otherwise. (Before grpc is first imported, by a command.)
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:  # Ctrl-C: what was written is whole (files are written whole)
+        # (also while the command's modules load, before it starts: nothing done yet)
+        print("tapis: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(argv: list[str]) -> int:
+    """The command of `argv`, parsed and run: its exit status."""
     args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:
         return int(args.func(args))
     except BrokenPipeError:
         return 0
-    except KeyboardInterrupt:  # Ctrl-C: what was written is whole (files are written whole)
-        print("tapis: interrupted", file=sys.stderr)
-        return 130
     except TapisError as exc:  # an error that ends the command: its message, its exit code
         print(exc, file=sys.stderr)
         return exit_status(exc)

@@ -210,3 +210,35 @@ def test_ctrl_c_ends_a_command_with_130_and_no_traceback(tmp_path: Path, args: l
     assert proc.returncode == 130, (out, err)
     assert "Traceback" not in err and "interrupted" in err, err
     assert list(tmp_path.iterdir()) == []  # no half-written output
+
+
+# The command's modules block while they load (before the command starts), for the test to
+# interrupt them there: a Ctrl-C right after typing a command.
+STALL_LOADING = """
+import importlib, time
+load = importlib.import_module
+def stalled(name, *args, **kwargs):
+    if name.startswith("tapis_cartes.clients."):
+        print("loading", flush=True)
+        time.sleep(60)
+    return load(name, *args, **kwargs)
+importlib.import_module = stalled
+"""
+
+
+def test_ctrl_c_while_a_command_loads_ends_it_with_130_and_no_traceback(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        cli_command(STALL_LOADING, "archive", "query", tmp_path / "a.db"),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "loading\n"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert err == "tapis: interrupted\n", err
+    assert list(tmp_path.iterdir()) == []  # nothing made
