@@ -10,8 +10,8 @@ own, which adds its subcommands to the parser:
     tapis corpus          records of bot matches played here (clients/corpus_cmd.py)
 
 Exit status: 0 success; 1 a transcript refused or a record invalid; 2 a file that cannot be
-read as records, or bad command-line usage; 130 interrupted (verify). An error that ends a
-command ends it with the exit code its class carries (`docs/errors.md`).
+read as records, or bad command-line usage; 130 interrupted (Ctrl-C, or SIGTERM). An error
+that ends a command ends it with the exit code its class carries (`docs/errors.md`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -61,12 +62,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     # unless GRPC_VERBOSITY says otherwise. (Before grpc is first imported, by a command.)
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     argv = sys.argv[1:] if argv is None else list(argv)
+    _terminate_as_interrupt()
     try:
         return _run(argv)
     except KeyboardInterrupt:  # Ctrl-C: what was written is whole (files are written whole)
         # (also while the command's modules load, before it starts: nothing done yet)
         print("tapis: interrupted", file=sys.stderr)
         return 130
+
+
+def _terminate_as_interrupt() -> None:
+    """SIGTERM (`kill`, `timeout`, a service manager) stops a command as Ctrl-C does: its
+    files are left whole or not at all, its stored work is kept, its workers are stopped
+    (exit 130). Not when Ctrl-C is ignored (a command started in the background by a shell):
+    SIGTERM then keeps its default, so that it still stops the command. (`tapis serve`
+    handles both itself.)"""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    signal.raise_signal(signal.SIGINT)  # its handler of the moment decides (executors.py)
 
 
 def _run(argv: list[str]) -> int:

@@ -242,3 +242,43 @@ def test_ctrl_c_while_a_command_loads_ends_it_with_130_and_no_traceback(tmp_path
     assert proc.returncode == 130, (out, err)
     assert err == "tapis: interrupted\n", err
     assert list(tmp_path.iterdir()) == []  # nothing made
+
+
+# The command blocks in the middle of writing a record file (its temporary file made).
+STALL_WRITING = """
+import time
+import tapis_cartes.clients.cli
+import tapis_cartes.records.codec as codec
+varint = codec._varint
+def stalled(n):
+    print("working", flush=True)
+    time.sleep(60)
+    return varint(n)
+codec._varint = stalled
+"""
+
+
+@pytest.mark.parametrize("args", [["record", "annotate", RECORD, "-o", "{tmp}/a.tapis"]])
+def test_sigterm_ends_a_command_as_ctrl_c_does(tmp_path: Path, args: list[str]) -> None:
+    """`kill` or `timeout` in the middle of a command: 130, its message, no file left (not
+    even the temporary one the write goes through)."""
+    argv = [str(a).replace("{tmp}", str(tmp_path)) for a in args]
+    proc = subprocess.Popen(
+        cli_command(STALL_WRITING, *argv),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        # as from a terminal: a test run in the background inherits SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "working\n"
+    writing = [f.name for f in tmp_path.iterdir()]
+    assert len(writing) == 1 and writing[0].startswith(".a.tapis."), writing  # the write's
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "interrupted" in err, err
+    assert list(tmp_path.iterdir()) == []
