@@ -184,6 +184,35 @@ for module in list(sys.modules.values()):
 """
 
 
+def _started(setup: str, *argv: str | Path) -> subprocess.Popen[str]:
+    """`tapis ARGV...` after `setup`, as from a terminal (Ctrl-C not ignored: a test run in the
+    background inherits SIGINT ignored)."""
+    return subprocess.Popen(
+        cli_command(setup, *argv),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def _stopped(
+    proc: subprocess.Popen[str], stage: str, signum: int, there: Callable[[], None] = lambda: None
+) -> str:
+    """Send `signum` once the command says it is at `stage` ("working", "loading") and
+    `there` (a check of that moment) passed; its stderr, once it ended with 130."""
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == f"{stage}\n"
+    there()
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "interrupted" in err, err
+    return err
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -195,20 +224,7 @@ for module in list(sys.modules.values()):
 )
 def test_ctrl_c_ends_a_command_with_130_and_no_traceback(tmp_path: Path, args: list[str]) -> None:
     argv = [str(a).replace("{tmp}", str(tmp_path)) for a in args]
-    proc = subprocess.Popen(
-        cli_command(STALL, *argv),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline() == "working\n"
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, (out, err)
-    assert "Traceback" not in err and "interrupted" in err, err
+    _stopped(_started(STALL, *argv), "working", signal.SIGINT)
     assert list(tmp_path.iterdir()) == []  # no half-written output
 
 
@@ -227,20 +243,8 @@ importlib.import_module = stalled
 
 
 def test_ctrl_c_while_a_command_loads_ends_it_with_130_and_no_traceback(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        cli_command(STALL_LOADING, "archive", "query", tmp_path / "a.db"),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline() == "loading\n"
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, (out, err)
-    assert err == "tapis: interrupted\n", err
+    proc = _started(STALL_LOADING, "archive", "query", tmp_path / "a.db")
+    assert _stopped(proc, "loading", signal.SIGINT) == "tapis: interrupted\n"
     assert list(tmp_path.iterdir()) == []  # nothing made
 
 
@@ -258,27 +262,14 @@ codec._varint = stalled
 """
 
 
-@pytest.mark.parametrize("args", [["record", "annotate", RECORD, "-o", "{tmp}/a.tapis"]])
-def test_sigterm_ends_a_command_as_ctrl_c_does(tmp_path: Path, args: list[str]) -> None:
+def test_sigterm_ends_a_command_as_ctrl_c_does(tmp_path: Path) -> None:
     """`kill` or `timeout` in the middle of a command: 130, its message, no file left (not
     even the temporary one the write goes through)."""
-    argv = [str(a).replace("{tmp}", str(tmp_path)) for a in args]
-    proc = subprocess.Popen(
-        cli_command(STALL_WRITING, *argv),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        # as from a terminal: a test run in the background inherits SIGINT ignored
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline() == "working\n"
-    writing = [f.name for f in tmp_path.iterdir()]
-    assert len(writing) == 1 and writing[0].startswith(".a.tapis."), writing  # the write's
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, (out, err)
-    assert "Traceback" not in err and "interrupted" in err, err
+
+    def writing() -> None:
+        names = [f.name for f in tmp_path.iterdir()]
+        assert len(names) == 1 and names[0].startswith(".a.tapis."), names  # the write's
+
+    proc = _started(STALL_WRITING, "record", "annotate", RECORD, "-o", tmp_path / "a.tapis")
+    _stopped(proc, "working", signal.SIGTERM, writing)
     assert list(tmp_path.iterdir()) == []
