@@ -12,7 +12,7 @@ is timed from the outside, as a user would see it:
    a file cut short: each bad record is reported and nothing else changes;
 3. `tapis archive query` (by player, by game);
 4. `tapis archive rescore --set moon_mode=subtract_self` with `--workers 1` (one process
-   reads, replays and writes) and with `--workers 2` (two worker processes and the writer),
+   reads, replays and writes) and with `--workers 2` (that process and one more replaying),
    the baseline and the measure in the same run; with `--dask`, also on a local Dask cluster
    of two workers (`--engine dask --workers 2`). The configurations take turns for
    `--rounds` rounds (1 worker, 2 workers, 1 worker, ...), each run on an archive without
