@@ -372,8 +372,14 @@ class Hand(ABC):
         self.dealer = dealer
         self.deal = deal
         self.players = match.rules.players
+        # The actions applied and their seats. `actions` may be a list a replay gave
+        # (`apply_run`, while `borrowed`): copied before anything is added to it.
         self.actions: list[int] = []
-        self.action_seats: list[int] = []
+        self.action_seats = bytearray()
+        self.borrowed = False
+        # A run's index of an action minus its place in the hand (`apply_run`, `apply`): the
+        # runs set `cursor` from it.
+        self.base = 0
         self.lines: list[ScoreLine] = []
         self.events: list[Event] = []  # kept only when the match logs events
         self.log_events = match.log_events
@@ -459,34 +465,51 @@ class Hand(ABC):
 
     def apply(self, seat: int, action: int) -> None:
         """Apply an action `refusal` accepts (`Match.step` asks it first) and keep it."""
-        self.cursor = len(self.actions) + 1
+        self.base = len(self.actions)
+        self.cursor = self.base + 1
         self._apply(seat, action)
+        self.keep(seat, action)
+
+    def keep(self, seat: int, action: int) -> None:
+        """Add an action to the hand's (a list a replay gave is copied first)."""
+        if self.borrowed:
+            self.actions = self.actions[:]
+            self.borrowed = False
         self.actions.append(action)
         self.action_seats.append(seat)
 
     def apply_run(self, seats: bytes, actions: list[int], start: int) -> int:
         """Apply the actions from `start` on for as long as the fast path can (legal card
-        plays, and the actions other phases accept); return the index of the first not
-        applied. `Match.step` takes each action the run stops at. This one runs `_play_run`
-        while the phase `plays`, else the phase's `run` or `_phase_run`, and keeps the
-        actions applied."""
-        if self.over:
-            return start
-        rule = self.phases[self._phase]
-        if rule.plays:
-            end = self._play_run(seats, actions, start)
-        elif rule.run is not None:
-            end = rule.run(self, seats, actions, start)
-        else:
-            end = self._phase_run(seats, actions, start)
-        if end > start:
-            if self.actions:
-                self.actions.extend(actions[start:end])
-                self.action_seats.extend(seats[start:end])
-            else:  # the hand's first actions: the slices are its lists (one copy, not two)
-                self.actions = actions[start:end]
-                self.action_seats = list(seats[start:end])
-        return end
+        plays, and the actions other phases accept), phase after phase; return the index of
+        the first not applied. `Match.step` takes each action the runs stop at. While the
+        phase `plays` this runs `_play_run`, else the phase's `run` or `_phase_run`. It keeps
+        the actions applied: when they are the whole of `actions` and the hand's first, the
+        list itself (`borrowed`, not a copy: see `Match.step_many`)."""
+        self.base = len(self.actions) - start
+        i = start
+        while not self.over:
+            rule = self.phases[self._phase]
+            if rule.plays:
+                end = self._play_run(seats, actions, i)
+            elif rule.run is not None:
+                end = rule.run(self, seats, actions, i)
+            else:
+                end = self._phase_run(seats, actions, i)
+            if end == i:
+                break
+            i = end
+        if i > start:
+            if start == 0 and i == len(actions) and not self.actions:
+                self.actions = actions
+                self.borrowed = True
+                self.action_seats = bytearray(seats)
+            else:
+                if self.borrowed:
+                    self.actions = self.actions[:]
+                    self.borrowed = False
+                self.actions.extend(actions[start:i])
+                self.action_seats.extend(seats[start:i])
+        return i
 
     def _phase_run(self, seats: bytes, actions: list[int], start: int) -> int:
         """Apply in order, through the phase table, the actions of phases that are not the
@@ -508,7 +531,7 @@ class Hand(ABC):
                 break
             if rule.refuse(self, seat, action) is not None:
                 break
-            self.cursor = len(self.actions) + i - start + 1
+            self.cursor = self.base + i + 1
             rule.apply(self, seat, action)
             i += 1
         return i
@@ -642,7 +665,7 @@ class Hand(ABC):
                 turn -= n
             self.trick_cards = played
             self.trick_won(leader, turn)
-            self.cursor = len(self.actions) + i - start
+            self.cursor = self.base + i
             self.turn = turn
             self.leader, self.led, self.mask = leader, led, mask
             stop = self._trick_end(turn, best, led, mask)
@@ -768,7 +791,7 @@ class HandResult:
         dealer: int,
         deal: Deal,
         actions: list[int],
-        action_seats: list[int],
+        action_seats: bytearray,
         lines: list[ScoreLine],
         scores_after: tuple[Score, ...],
         hand: Hand,
@@ -993,14 +1016,16 @@ class Match(ABC):
 
     def step_many(self, seats: Sequence[int], actions: Sequence[int]) -> None:
         """`step` each action in order (a replay); on a refusal the actions before it are
-        applied, so the current hand's `actions` tell the position of the fault."""
+        applied, so the current hand's `actions` tell the position of the fault. A list of
+        `actions` that is a whole hand's, from its first, may become that hand's `actions`
+        as it is (`Hand.apply_run`): the caller does not change it afterwards."""
         if len(seats) != len(actions):
             raise InvalidAction(f"{len(actions)} actions but {len(seats)} seats to take them")
         # The seats as bytes and the actions as a list (one copy, in C, unless they are
-        # already: nothing here changes them): the runs then read them without a generic call
-        # per item (a record's seats are bytes, its actions a protobuf container). Seats that
-        # are no bytes (one out of 0..255, or not an int) are stepped one by one: `step`
-        # says what is wrong.
+        # already: nothing here or in a hand changes them): the runs then read them without a
+        # generic call per item (a record's seats are bytes, its actions a protobuf
+        # container). Seats that are no bytes (one out of 0..255, or not an int) are stepped
+        # one by one: `step` says what is wrong.
         try:
             seat_bytes = seats if isinstance(seats, bytes) else bytes(seats)
         except (TypeError, ValueError):
@@ -1106,13 +1131,14 @@ class Match(ABC):
         hand = self.hand
         assert hand is not None
         if not hand.over:
-            hand.actions.append(action)
-            hand.action_seats.append(seat)
+            hand.keep(seat, action)
             hand.over = True
             self._close_hand(hand, scored=False)
         else:
-            self.results[-1].actions.append(action)
-            self.results[-1].action_seats.append(seat)
+            last = self.results[-1]
+            last.hand.keep(seat, action)
+            last.actions = last.hand.actions
+            last.action_seats = last.hand.action_seats
         self.resigned = seat
         self.finished = True
         self.end_reason = f"seat {seat} resigned"

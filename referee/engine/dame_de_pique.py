@@ -224,7 +224,7 @@ class DamePiqueHand(Hand):
                 break
             if self._pass_refusal(seat, action) is not None:
                 break
-            self.cursor = len(self.actions) + i - start + 1
+            self.cursor = self.base + i + 1
             self._pass_apply(seat, action)
             i += 1
         return i

@@ -290,7 +290,7 @@ def _check_deal(hand: HandFields, players: int, pack: int, h: int) -> None:
             raise RecordError(
                 "deal:duplicate-card", f"{_deal_at(h)}.deck: a card appears twice", hand=h
             )
-        if len(deck) != pack.bit_count():
+        if mask != pack:  # distinct cards of the pack: as many as the pack's only when all
             raise RecordError(
                 "deal:deck-size",
                 f"{_deal_at(h)}.deck: {len(deck)} cards; the pack has {pack.bit_count()}",
@@ -685,14 +685,7 @@ def _same_fields(hand: HandFields, result: HandResult) -> bool:
     for k, card in enumerate(deal.talon):
         if talon[k] != card:
             return False
-    seats = hand.seats
-    played = result.action_seats
-    if len(seats) != len(played):
-        return False
-    for k, seat in enumerate(played):
-        if seats[k] != seat:
-            return False
-    return hand.actions == result.actions
+    return hand.seats == result.action_seats and hand.actions == result.actions
 
 
 def record_tail(
