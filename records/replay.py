@@ -185,7 +185,7 @@ def replay(
     head = _head(record_bytes, hands)
     try:
         match, units, hands, start = _checked_match(
-            rec, type(visitor).engine_fields_only, hands, head
+            rec, type(visitor).engine_fields_only, hands, head, changes is None
         )
     except RecordError as exc:
         visitor.handle_error(exc, None)
@@ -389,37 +389,45 @@ def _checked_match(
     engine_only: bool = False,
     hands: list[HandFields] | None = None,
     head: bytes = b"",
+    fresh: bool = True,
 ) -> tuple[Match, tuple[str, ...], list[HandFields], Start]:
     """`match_for_record`, the fields of each hand the engine reads (`check_fields`,
     `engine_only`; `hands`: as `decode_apart` read them, else `hand_fields`) and its start.
     `head`: the bytes that alone hold the record's format version, rules, seats and start
     (`_head`): the rules, seats and start found to hold for a head are not checked again for
-    a record it begins (`_HEADS_CHECKED`)."""
+    a record it begins (`_HEADS_CHECKED`). Not `fresh`: the match is only read (its rules,
+    players and pack), never played, and may be one made for an earlier record."""
     known = _HEADS_CHECKED.get(head) if head and engine_only else None
+    blank: Match | None = None
     if known is not None:
-        rules, units, start = known
+        rules, units, start, blank = known
     else:
         rules, units = _record_rules(rec.rules.SerializeToString(deterministic=True))
         if len(rec.seats) != rules.players:
             raise RecordError("seats", f"{len(rec.seats)} seats for {rules.players} players")
         start_bytes = rec.start.SerializeToString(deterministic=True)
         start = _record_start(start_bytes, units, rules.players)
-    try:
-        match = new_match(rules, start, log_events=False)
-    except RulesError as exc:
-        raise RecordError("start", f"the start scores do not hold: {exc}") from None
+    if blank is not None and not fresh:
+        match = blank
+    else:
+        try:
+            match = new_match(rules, start, log_events=False)
+        except RulesError as exc:
+            raise RecordError("start", f"the start scores do not hold: {exc}") from None
     checked = check_fields(rec, match, units, engine_only, hands, known is not None)
-    if known is None and head and engine_only:
+    if head and engine_only and (known is None or (blank is None and not fresh)):
         if len(_HEADS_CHECKED) >= _HEADS_KEPT:
             _HEADS_CHECKED.clear()
-        _HEADS_CHECKED[head] = (rules, units, start)
+        _HEADS_CHECKED[head] = (rules, units, start, None if fresh else match)
     return match, units, checked, start
 
 
 # The heads of records (`_head`) whose rules, seats and start were found to hold (with
 # `check_fields`' checks of the seats with `engine_only`), with the rules, units and start
-# they give: a head makes them alone. At most `_HEADS_KEPT`, then forgotten all at once.
-_HEADS_CHECKED: dict[bytes, tuple[Rules, tuple[str, ...], Start]] = {}
+# they give, and a match of them never played (once a caller that does not play it asked:
+# such callers get that one). A head makes them alone. At most `_HEADS_KEPT`, then
+# forgotten all at once.
+_HEADS_CHECKED: dict[bytes, tuple[Rules, tuple[str, ...], Start, Match | None]] = {}
 _HEADS_KEPT = 4096
 
 

@@ -563,17 +563,18 @@ def hand_scores(result: HandResult, fields: tuple[int, ...]) -> bytes:
     its actions in an untimed record), as `build_record` sets them (`fields`: as
     `_score_body`)."""
     scores = _scores_by_value(fields)
-    parts = [_line_bytes(line, fields, _LINE_BYTES) for line in result.lines]
+    lines = _lines_by_value(fields)
+    parts = [_line_bytes(line, fields, lines) for line in result.lines]
     parts += [_score_bytes(score, fields, scores) for score in result.scores_after]
     return b"".join(parts)
 
 
-# A score line's field, by the line (the engine makes each line once per value and shares it,
-# base.py `_LINES`: looked up by identity, the line kept with its bytes so that its id is not
-# another's), and a score's, by value (for each `fields`); at most `_KEPT` of each, then
-# forgotten all at once. (Module globals are looked up by name at each use: the callers
-# look them up once and hand them down.)
-_LINE_BYTES: dict[int, tuple[ScoreLine, tuple[int, ...], bytes]] = {}
+# A score line's field and a score's, by value, for each `fields`; at most `_KEPT` of each,
+# then forgotten all at once. (The engine makes each line once per value and shares it,
+# base.py `_LINES`: a line found is most often the very key, compared by identity. Module
+# globals are looked up by name at each use: the callers look them up once and hand them
+# down.)
+_LINE_BYTES: dict[tuple[int, ...], dict[ScoreLine, bytes]] = {}
 _SCORE_BYTES: dict[tuple[int, ...], dict[tuple[int, ...], bytes]] = {}
 _KEPT: Final = 1 << 16
 
@@ -585,16 +586,19 @@ def _scores_by_value(fields: tuple[int, ...]) -> dict[tuple[int, ...], bytes]:
     return by_value
 
 
-def _line_bytes(
-    line: ScoreLine,
-    fields: tuple[int, ...],
-    kept: dict[int, tuple[ScoreLine, tuple[int, ...], bytes]],
-) -> bytes:
+def _lines_by_value(fields: tuple[int, ...]) -> dict[ScoreLine, bytes]:
+    by_value = _LINE_BYTES.get(fields)
+    if by_value is None:
+        by_value = _LINE_BYTES[fields] = {}
+    return by_value
+
+
+def _line_bytes(line: ScoreLine, fields: tuple[int, ...], kept: dict[ScoreLine, bytes]) -> bytes:
     """A score line as a `lines` field: seat 1, kind 2, delta 3 (a `Score`, present even when
-    every value is 0), rule 4, note 5, after_action 6 (`kept`: `_LINE_BYTES`)."""
-    known = kept.get(id(line))
-    if known is not None and known[0] is line and (known[1] is fields or known[1] == fields):
-        return known[2]
+    every value is 0), rule 4, note 5, after_action 6 (`kept`: `_lines_by_value(fields)`)."""
+    known = kept.get(line)
+    if known is not None:
+        return known
     seat, kind, delta, rule, note, at = line
     body = bytearray()
     if seat:
@@ -612,7 +616,7 @@ def _line_bytes(
     piece = bytes(out)
     if len(kept) >= _KEPT:
         kept.clear()
-    kept[id(line)] = (line, fields, piece)
+    kept[line] = piece
     return piece
 
 
@@ -643,7 +647,7 @@ def hands_hold(
     `hand_scores`' bytes (then they decode to those values; `fields`: as `_score_body`),
     and with `whole` their number, dealer, deal, seats and actions the replay's too."""
     n = min(len(hands), len(results))
-    lines = _LINE_BYTES
+    lines = _lines_by_value(fields)
     scores = _scores_by_value(fields)
     for i in range(n):
         hand = hands[i]
