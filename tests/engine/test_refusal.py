@@ -301,6 +301,34 @@ def test_step_many_refuses_what_refusal_says_at_the_first_fault() -> None:
     assert again.hand is not None and again.hand.actions == actions
 
 
+def test_a_list_step_many_gave_a_hand_is_never_changed() -> None:
+    """A hand keeps a list of actions it applied whole as its own (not a copy): what it
+    adds afterwards (an action stepped, a resignation, in the hand or once it is over) goes
+    to a copy, and the caller's list stays as it was."""
+    played, seats, actions, fresh = _hand_in_play(11)
+    given = list(actions)
+    again = fresh()
+    again.step_many(seats, given)
+    hand = again.hand
+    assert hand is not None and hand.actions is given  # kept, not copied
+    (turn,) = played.match.to_act()
+    action = played.match.legal_actions(turn)[0]
+    again.step(turn, action)
+    assert given == actions and hand.actions == [*actions, action]
+    # A whole hand, then a resignation once it is over: kept with that hand, not in the list.
+    played, seats, actions, fresh = _hand_in_play(12)
+    while played.match.hand is not None and not played.match.hand.over:
+        played.random_step(random.Random(len(played.ops)))
+    whole = played.match.results[-1]
+    given = list(whole.actions)
+    again = fresh()
+    again.step_many(bytes(whole.action_seats), given)
+    assert again.results[-1].actions is given
+    again.step(0, encode(RESIGN))
+    assert given == whole.actions and again.results[-1].actions == [*given, encode(RESIGN)]
+    assert list(again.results[-1].action_seats) == [*whole.action_seats, 0]
+
+
 @pytest.mark.parametrize("seat", [300, -1, 2**64])
 def test_step_many_with_a_seat_no_byte_holds_is_stepped_one_by_one(seat: int) -> None:
     """The runs read a hand's seats as bytes: seats that are not all 0..255 are stepped one
