@@ -43,6 +43,8 @@ _ENGINE = (
 _GLUE = (
     "records/strict.py",
     "records/replay.py",
+    "records/score.py",
+    "records/rescore.py",
 )
 _COMPILED = _ENGINE + _GLUE
 
