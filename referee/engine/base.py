@@ -471,12 +471,16 @@ class Hand(ABC):
         self.keep(seat, action)
 
     def keep(self, seat: int, action: int) -> None:
-        """Add an action to the hand's (a list a replay gave is copied first)."""
+        """Add an action to the hand's."""
+        self._owned().append(action)
+        self.action_seats.append(seat)
+
+    def _owned(self) -> list[int]:
+        """The hand's list of actions, to add to: a list a replay gave is copied first."""
         if self.borrowed:
             self.actions = self.actions[:]
             self.borrowed = False
-        self.actions.append(action)
-        self.action_seats.append(seat)
+        return self.actions
 
     def apply_run(self, seats: bytes, actions: list[int], start: int) -> int:
         """Apply the actions from `start` on for as long as the fast path can (legal card
@@ -504,10 +508,7 @@ class Hand(ABC):
                 self.borrowed = True
                 self.action_seats = bytearray(seats)
             else:
-                if self.borrowed:
-                    self.actions = self.actions[:]
-                    self.borrowed = False
-                self.actions.extend(actions[start:i])
+                self._owned().extend(actions[start:i])
                 self.action_seats.extend(seats[start:i])
         return i
 
