@@ -562,40 +562,34 @@ def hand_scores(result: HandResult, fields: tuple[int, ...]) -> bytes:
     """A hand's score lines and scores after it as fields of its `HandRecord` (what follows
     its actions in an untimed record), as `build_record` sets them (`fields`: as
     `_score_body`)."""
-    scores = _scores_by_value(fields)
-    lines = _lines_by_value(fields)
+    lines, scores = _pieces(fields)
     parts = [_line_bytes(line, fields, lines) for line in result.lines]
     parts += [_score_bytes(score, fields, scores) for score in result.scores_after]
     return b"".join(parts)
 
 
-# A score line's field and a score's, by value, for each `fields`; at most `_KEPT` of each,
-# then forgotten all at once. (The engine makes each line once per value and shares it,
-# base.py `_LINES`: a line found is most often the very key, compared by identity. Module
-# globals are looked up by name at each use: the callers look them up once and hand them
-# down.)
-_LINE_BYTES: dict[tuple[int, ...], dict[ScoreLine, bytes]] = {}
-_SCORE_BYTES: dict[tuple[int, ...], dict[tuple[int, ...], bytes]] = {}
+# For each `fields`, a score line's field and a score's, by value (`_pieces`); at most
+# `_KEPT` of each, then forgotten all at once. (The engine makes each line once per value and
+# shares it, base.py `_LINES`: a line found is most often the very key, compared by identity.
+# Module globals are looked up by name at each use: the callers look them up once and hand
+# them down.)
+_PIECES: dict[tuple[int, ...], tuple[dict[ScoreLine, bytes], dict[tuple[int, ...], bytes]]] = {}
 _KEPT: Final = 1 << 16
 
 
-def _scores_by_value(fields: tuple[int, ...]) -> dict[tuple[int, ...], bytes]:
-    by_value = _SCORE_BYTES.get(fields)
-    if by_value is None:
-        by_value = _SCORE_BYTES[fields] = {}
-    return by_value
-
-
-def _lines_by_value(fields: tuple[int, ...]) -> dict[ScoreLine, bytes]:
-    by_value = _LINE_BYTES.get(fields)
-    if by_value is None:
-        by_value = _LINE_BYTES[fields] = {}
-    return by_value
+def _pieces(
+    fields: tuple[int, ...],
+) -> tuple[dict[ScoreLine, bytes], dict[tuple[int, ...], bytes]]:
+    """The bytes kept for `fields`: of score lines, and of scores."""
+    kept = _PIECES.get(fields)
+    if kept is None:
+        kept = _PIECES[fields] = ({}, {})
+    return kept
 
 
 def _line_bytes(line: ScoreLine, fields: tuple[int, ...], kept: dict[ScoreLine, bytes]) -> bytes:
     """A score line as a `lines` field: seat 1, kind 2, delta 3 (a `Score`, present even when
-    every value is 0), rule 4, note 5, after_action 6 (`kept`: `_lines_by_value(fields)`)."""
+    every value is 0), rule 4, note 5, after_action 6 (`kept`: `_pieces(fields)`'s lines)."""
     known = kept.get(line)
     if known is not None:
         return known
@@ -623,7 +617,8 @@ def _line_bytes(line: ScoreLine, fields: tuple[int, ...], kept: dict[ScoreLine, 
 def _score_bytes(
     score: tuple[int, ...], fields: tuple[int, ...], kept: dict[tuple[int, ...], bytes]
 ) -> bytes:
-    """A seat's score after a hand as a `scores_after` field (`kept`: `_scores_by_value`)."""
+    """A seat's score after a hand as a `scores_after` field (`kept`: `_pieces(fields)`'s
+    scores)."""
     piece = kept.get(score)
     if piece is None:
         out = bytearray()
@@ -647,8 +642,7 @@ def hands_hold(
     `hand_scores`' bytes (then they decode to those values; `fields`: as `_score_body`),
     and with `whole` their number, dealer, deal, seats and actions the replay's too."""
     n = min(len(hands), len(results))
-    lines = _lines_by_value(fields)
-    scores = _scores_by_value(fields)
+    lines, scores = _pieces(fields)
     for i in range(n):
         hand = hands[i]
         result = results[i]
