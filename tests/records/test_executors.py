@@ -112,6 +112,33 @@ def test_the_caller_is_one_of_the_workers() -> None:
     assert len(others) == 1, others
 
 
+def _big(n: int) -> bytes:
+    return bytes([n % 256]) * 300_000
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a pipe's size is Linux's")
+def test_a_pools_results_have_room_in_its_pipe() -> None:
+    """The pool's result pipe holds a megabyte (a re-scoring shard's results are about 80 KiB,
+    more than a pipe's default 64 KiB: its worker then waited for the caller to read), and
+    results larger than it still come whole."""
+    import fcntl
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tapis_cartes.records.executors import RESULT_PIPE, _widen_result_pipe
+
+    most = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    if most < RESULT_PIPE:
+        pytest.skip(f"this system's pipes hold at most {most} bytes")
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        _widen_result_pipe(pool)
+        reader = pool._result_queue._reader  # type: ignore[attr-defined]
+        assert fcntl.fcntl(reader.fileno(), fcntl.F_GETPIPE_SZ) == RESULT_PIPE
+    results = dict(LocalPoolExecutor(2).map_tasks(_big, range(12)))
+    assert results == {n: _big(n) for n in range(12)}
+
+
 STORM = textwrap.dedent(
     """
     import os, random, signal, sys, threading
