@@ -101,15 +101,18 @@ def _pending(
     return sorted(r[0] for r in db.execute(sql, args))
 
 
+# The distinct rule sets of the selected records (`where`: records/archive/query.py
+# `where_sql`), read from an index alone (schema.py, version 3).
+RULE_SETS = "SELECT DISTINCT game, ruleset, player_count FROM records WHERE {where}"
+
+
 def check_changes(
     db: sqlite_utils.Database, changes: Mapping[str, Option], game: str | None
 ) -> None:
     """`ArchiveError` when the changed options do not hold for a game and ruleset selected
     (an unknown option, a wrong value): such a run would refuse every record."""
     where, params = where_sql(game)
-    for g, ruleset, count in db.execute(
-        f"SELECT DISTINCT game, ruleset, player_count FROM records WHERE {where}", params
-    ):
+    for g, ruleset, count in db.execute(RULE_SETS.format(where=where), params):
         try:
             make_rules(g, ruleset or None, dict(changes), count)
         except RulesError as exc:

@@ -169,9 +169,21 @@ def _finish_columns(db: sqlite_utils.Database) -> None:
             db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")
 
 
+def _rule_sets_index(db: sqlite_utils.Database) -> None:
+    """Version 3: an index of the records' rule sets (game, ruleset, player count). The
+    distinct rule sets a re-scoring checks its options against (rescoring.py
+    `check_changes`) are read from it alone: without it, SQLite read every record's row,
+    envelope included (0.2 to 0.8 s for 100,000 records, before any work is shared)."""
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS idx_records_game_ruleset_player_count "
+        "ON records (game, ruleset, player_count)"
+    )
+
+
 # The migrations, in order: MIGRATIONS[v] brings an archive of version v to version v + 1.
 MIGRATIONS: tuple[tuple[int, Callable[[sqlite_utils.Database], None]], ...] = (
     (1, _tables),
     (2, _finish_columns),
+    (3, _rule_sets_index),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]

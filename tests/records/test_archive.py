@@ -413,6 +413,7 @@ def test_an_archive_of_an_earlier_schema_is_migrated_and_keeps_its_records(
 ) -> None:
     import sqlite3
 
+    from tapis_cartes.records.archive.rescoring import RULE_SETS
     from tapis_cartes.records.archive.schema import SCHEMA_VERSION
 
     made = tmp_path / "made.db"
@@ -434,6 +435,10 @@ def test_an_archive_of_an_earlier_schema_is_migrated_and_keeps_its_records(
     columns = {row[1] for row in conn.execute("PRAGMA table_info(rescore_results)")}
     assert {"old_finished", "new_finished"} <= columns
     assert conn.execute("SELECT count(*) FROM records").fetchone() == (1,)
+    # the rule sets a re-scoring checks are read from an index, not from every record's row
+    for where in ("1", "game = 'napoleon'"):
+        plan = conn.execute("EXPLAIN QUERY PLAN " + RULE_SETS.format(where=where)).fetchall()
+        assert "COVERING INDEX idx_records_game_ruleset_player_count" in plan[0][3], plan
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.commit()
     conn.close()
