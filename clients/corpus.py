@@ -84,7 +84,7 @@ def make_corpus(
     "<seed>-<g>", bot g*7+i at seat i."""
     spec = find_game(game)
     opts = dict(options or {})
-    n = players or spec.fixed_players or int(opts.get("players", 4))
+    n = make_rules(spec.name, ruleset or None, opts, players).players  # the game's default
     out = []
     for g in range(start, start + count):
         bots = [make_bot(kind, spec.name, ruleset, g * 7 + i, opts) for i in range(n)]

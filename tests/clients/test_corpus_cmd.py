@@ -50,3 +50,13 @@ def test_corpus_errors_are_one_line_before_any_match(tmp_path: Path) -> None:
         assert "Traceback" not in done.stderr, args
         assert message in done.stderr.strip().splitlines()[-1], args  # the last line says why
         assert not out.exists()
+
+
+def test_a_corpus_has_the_games_own_number_of_players_by_default() -> None:
+    """Without --players, each game's default (L'Impériale: 2, not 4), as `make_rules` says."""
+    from tapis_cartes.referee.engine import make_rules
+
+    for game in ("imperiale", "triomphe", "napoleon", "dame-de-pique"):
+        (env,) = make_corpus(game, 1, "t", "random")
+        record = pb.GameRecord.FromString(env.record)
+        assert record.rules.players == make_rules(game, None, {}, None).players, game
