@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import io
@@ -553,8 +554,8 @@ def encode_file(envelopes: Iterable[pb.RecordEnvelope]) -> bytes:
 
 
 def write_envelopes(path: str | Path, envelopes: Iterable[pb.RecordEnvelope]) -> int:
-    """Write a record file atomically (temporary file in the same folder, then rename);
-    returns the number of records written."""
+    """Write a record file (`atomic_write`: a temporary file in the same folder, then a
+    rename); returns the number of records written."""
     return write_frames(path, (env.SerializeToString(deterministic=True) for env in envelopes))
 
 
@@ -576,29 +577,71 @@ def write_frames(path: str | Path, frames: Iterable[bytes]) -> int:
 
 def writable(path: str | Path) -> Path:
     """`path`, once a file can be written there: `OutputError` naming it when its folder is
-    missing or not a folder, when a folder is in its place, or without permission. Commands
-    call it before their work, so that nothing is done (or said done) for an output that
-    cannot be written."""
+    missing or not a folder, when a folder (or anything but a file, a character device or a
+    FIFO) is in its place, or without permission. Commands call it before their work, so
+    that nothing is done (or said done) for an output that cannot be written."""
     p = Path(path)
-    folder = p.parent
-    if p.is_dir():
+    _output_target(p)
+    return p
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where writing an output path goes: `path` with its symlinks followed (the link stays
+    a link, the file it names is written), what is there now (`None`: no file yet), and
+    whether it is written in place (`direct`) rather than replaced."""
+
+    path: Path
+    now: os.stat_result | None
+    direct: bool
+
+
+def _output_target(p: Path) -> _Target:
+    try:
+        now: os.stat_result | None = os.stat(p)  # through symlinks
+    except (FileNotFoundError, NotADirectoryError):  # no file yet (or no folder: below)
+        now = None
+    except OSError as exc:  # a symlink loop, a folder without permission, ...
+        raise OutputError(f"{p}: cannot write: {exc.strerror or exc}") from None
+    if now is not None and stat.S_ISDIR(now.st_mode):
         raise OutputError(f"{p}: cannot write: it is a folder")
+    if now is not None and not stat.S_ISREG(now.st_mode):
+        # A device (/dev/null, a terminal, /dev/stdout) or a FIFO (a pipe) is written in
+        # place, as a shell's `>` does: a rename would put a file where it was. Anything else
+        # (a block device, a socket) is refused.
+        if not (stat.S_ISCHR(now.st_mode) or stat.S_ISFIFO(now.st_mode)):
+            raise OutputError(f"{p}: cannot write: not a file, a character device or a FIFO")
+        if not os.access(p, os.W_OK):
+            raise OutputError(f"{p}: cannot write: permission denied")
+        return _Target(p, now, direct=True)
+    real = Path(os.path.realpath(p)) if p.is_symlink() else p
+    if now is not None and not (real.is_file() and os.path.samestat(now, os.stat(real))):
+        # A file reached by a name that does not lead to it (/proc/self/fd/N of a deleted
+        # file): only the open file can be written, in place.
+        return _Target(p, now, direct=True)
+    folder = real.parent
     if not folder.exists():
         raise OutputError(f"{p}: cannot write: no folder {folder}")
     if not folder.is_dir():
         raise OutputError(f"{p}: cannot write: {folder} is not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+    if not os.access(folder, os.W_OK | os.X_OK) or (now is not None and not os.access(p, os.W_OK)):
         raise OutputError(f"{p}: cannot write: permission denied")
-    return p
+    return _Target(real, now, direct=False)
 
 
 def atomic_write(path: str | Path, fill: Callable[[BinaryIO], T]) -> T:
     """Write a file by `fill` into a temporary file in the same folder, flushed to disk,
-    then renamed into place: an interrupted write leaves no file. Returns what `fill` does;
+    then renamed into place: an interrupted write leaves no file. A symlink is followed (the
+    file it names is replaced, the link stays); a file replaced keeps its permissions; a
+    character device or a FIFO is written in place (`writable`). Returns what `fill` does;
     `OutputError` naming the file when it cannot be written (`writable`, a full disk)."""
-    p = writable(path)
+    p = Path(path)
+    target = _output_target(p)
+    if target.direct:
+        return _write_in_place(p, fill)
+    dest = target.path
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
     except OSError as exc:
         raise OutputError(f"{p}: cannot write: {exc.strerror or exc}") from None
     try:
@@ -606,14 +649,33 @@ def atomic_write(path: str | Path, fill: Callable[[BinaryIO], T]) -> T:
             result = fill(f)
             f.flush()
             os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # an ordinary file, not mkstemp's 0600
-        os.replace(tmp, p)
+        if target.now is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # an ordinary file, not mkstemp's 0600
+        else:  # the file replaced keeps its owner where allowed (root), and its permissions
+            if (target.now.st_uid, target.now.st_gid) != (os.getuid(), os.getgid()):
+                with contextlib.suppress(OSError):
+                    os.chown(tmp, target.now.st_uid, target.now.st_gid)
+            os.chmod(tmp, stat.S_IMODE(target.now.st_mode))  # a private file stays private
+        os.replace(tmp, dest)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise OutputError(f"{p}: cannot write: {exc.strerror or exc}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return result
+
+
+def _write_in_place(p: Path, fill: Callable[[BinaryIO], T]) -> T:
+    """Write a character device or a FIFO by `fill`, as it is, as a shell's `>` does: no
+    temporary file (there is nothing to replace). A FIFO's opening waits for its reader."""
+    try:
+        # O_TRUNC: a device or a FIFO ignores it; an open file reached by /proc is emptied.
+        with open(os.open(p, os.O_WRONLY | os.O_TRUNC | os.O_NOCTTY), "wb") as f:
+            result = fill(f)
+            f.flush()  # a full device (ENOSPC) says so here at the latest
+    except OSError as exc:
+        raise OutputError(f"{p}: cannot write: {exc.strerror or exc}") from None
     return result
