@@ -35,9 +35,17 @@ def keys_given(args: argparse.Namespace) -> list[TrustedKey]:
     return load_keys(args.key or (), args.trusted_keys or ())
 
 
+# The most a count option takes: SQLite's largest integer (`--limit` is passed to it), far
+# past any real count. Tighter bounds are checked where they apply (`--workers`: records/
+# executors.py, MAX_WORKERS).
+MAX_COUNT = (1 << 63) - 1
+
+
 def positive_int(text: str) -> int:
-    """An argparse type: an int of at least 1."""
+    """An argparse type: an int of 1 to `MAX_COUNT`."""
     n = int(text)
     if n < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    if n > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT}")
     return n

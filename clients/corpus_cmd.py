@@ -23,6 +23,7 @@ from typing import Any
 from tapis_cartes.clients.args import positive_int
 from tapis_cartes.clients.progress import Progress
 from tapis_cartes.records.codec import writable, write_frames
+from tapis_cartes.records.executors import checked_workers
 from tapis_cartes.records.score import counted
 from tapis_cartes.referee.engine import find_game, make_rules
 from tapis_cartes.referee.engine.options import parse_option
@@ -51,6 +52,7 @@ def cmd_corpus(args: argparse.Namespace) -> int:
     # `RulesError` or `OutputError`: one line, its exit code).
     game = find_game(args.game).name
     make_rules(game, args.ruleset or None, opts, args.players)
+    checked_workers(args.jobs)  # an `ExecutorError` for a number no pool can start
     out = writable(args.output or f"{args.archive}.corpus.tapis")
     if args.archive:
         writable(args.archive)

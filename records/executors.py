@@ -30,21 +30,23 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sized
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from tapis_cartes.referee.errors import ExecutorError
+from tapis_cartes.referee.errors import ExecutorError, quoted
 
 if TYPE_CHECKING:  # imported where a pool is made: `verify` on one process never loads it
     from concurrent.futures import ProcessPoolExecutor
 
 __all__ = [
+    "MAX_WORKERS",
     "DaskExecutor",
     "Executor",
     "ExecutorError",
     "LocalPoolExecutor",
     "SerialExecutor",
+    "checked_workers",
     "make_executor",
     "map_in_order",
 ]
@@ -58,6 +60,30 @@ _NO_TASK: Any = object()  # what `next` gives when no task is left
 # others meanwhile), then 4: enough that a worker still has one when the caller, busy with a
 # task of its own and the results, comes back to refill the queue.
 STARTING, QUEUED = 2, 4
+
+# The most workers a job takes (`--workers`). A local worker is a fresh interpreter (tens of
+# MB, a fraction of a second to start), a worker of a local Dask cluster more: past the cores
+# of the machine, more only costs memory and start time. 256 is the most hardware threads of
+# the larger machines Tapis runs on (two sockets of 64 cores, two threads each), and far below
+# what the process pool itself cannot take (a C int: 10**30 was an OverflowError, 100,000
+# workers started an interpreter per task).
+MAX_WORKERS = 256
+
+
+def checked_workers(workers: int) -> int:
+    """`workers`, once it is a number of workers a job can start: else `ExecutorError`
+    saying the range allowed."""
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ExecutorError(
+            f"{quoted(workers, 40)} workers: the number of workers must be 1 to {MAX_WORKERS}"
+        )
+    return workers
+
+
+def _at_most_tasks(workers: int, tasks: Iterable[object]) -> int:
+    """`workers`, but no more than the tasks when they are counted (a list): a worker
+    without a task would only start and stop."""
+    return min(workers, len(tasks)) if isinstance(tasks, Sized) else workers
 
 
 class Executor(Protocol):
@@ -77,19 +103,21 @@ class SerialExecutor:
 class LocalPoolExecutor:
     """`workers` local processes: the caller and a pool of `workers - 1` (fresh interpreters:
     `spawn`), at most `QUEUED` tasks queued per pool worker. The caller runs the next task itself
-    when none of the pool's is done; with one worker, it runs them all."""
+    when none of the pool's is done; with one worker, or one task, it runs them all. A pool
+    never has more processes than the tasks given as a list. `ExecutorError` for a number of
+    workers out of 1 to `MAX_WORKERS`."""
 
     def __init__(self, workers: int) -> None:
-        self.workers = max(1, workers)
+        self.workers = checked_workers(workers)
 
     def map_tasks(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
-        if self.workers == 1:
+        helpers = _at_most_tasks(self.workers - 1, tasks)
+        if helpers == 0 or (isinstance(tasks, Sized) and len(tasks) == 1):  # the caller alone
             yield from SerialExecutor().map_tasks(fn, tasks)
             return
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        helpers = self.workers - 1
         ctx = multiprocessing.get_context("spawn")
         pool = ProcessPoolExecutor(helpers, mp_context=ctx, initializer=_worker_start)
         _widen_result_pipe(pool)
@@ -250,14 +278,15 @@ PARENT_CHECK = 1.0  # seconds between a pool worker's looks at its parent
 class DaskExecutor:
     """A Dask cluster: the scheduler at `scheduler` (for instance "tcp://10.0.0.5:8786"), or,
     when it is None, a local cluster of `workers` single-threaded worker processes started
-    for the job. At most 2 tasks per worker thread are in flight."""
+    for the job (no more than the tasks given as a list). At most 2 tasks per worker thread
+    are in flight. `ExecutorError` for a number of workers out of 1 to `MAX_WORKERS`."""
 
     def __init__(self, scheduler: str | None, workers: int = 1, timeout: float = 30.0) -> None:
         self.scheduler = scheduler
-        self.workers = max(1, workers)
+        self.workers = checked_workers(workers)
         self.timeout = timeout
 
-    def _client(self) -> tuple[Any, Any]:
+    def _client(self, workers: int) -> tuple[Any, Any]:
         try:
             from distributed import Client, LocalCluster
         except ImportError:
@@ -267,7 +296,7 @@ class DaskExecutor:
             ) from None
         if self.scheduler is None:
             cluster = LocalCluster(
-                n_workers=self.workers,
+                n_workers=max(1, workers),
                 threads_per_worker=1,
                 processes=True,
                 dashboard_address=":0",  # any free port: never clashes
@@ -281,7 +310,7 @@ class DaskExecutor:
     def map_tasks(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
         from distributed import as_completed
 
-        client, cluster = self._client()
+        client, cluster = self._client(_at_most_tasks(self.workers, tasks))
         try:
             try:
                 client.wait_for_workers(1, timeout=self.timeout)
@@ -339,7 +368,10 @@ def map_in_order(
 
 
 def make_executor(engine: str, workers: int = 1, scheduler: str | None = None) -> Executor:
-    """The executor for `--engine local|dask` (local: in this process for one worker)."""
+    """The executor for `--engine local|dask` (local: in this process for one worker).
+    `ExecutorError` when it cannot run: an unknown engine, a scheduler for the local one, or a
+    number of workers out of 1 to `MAX_WORKERS` (before any work: a command calls it first)."""
+    checked_workers(workers)
     if engine == "local":
         if scheduler is not None:
             raise ExecutorError("--scheduler is for --engine dask")

@@ -43,6 +43,7 @@ def test_corpus_errors_are_one_line_before_any_match(tmp_path: Path) -> None:
         (("--archive", tmp_path / "none" / "c.db"), 2, "cannot write: no folder"),
         ((), 2, "give -o RECORDS and/or --archive DB"),
         (("-n", "0", "-o", out), 2, "must be at least 1"),
+        (("--jobs", "100000000000", "-o", out), 2, "the number of workers must be 1 to 256"),
     ]
     for args, code, message in cases:
         done = tapis("corpus", *args)

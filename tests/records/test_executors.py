@@ -1,10 +1,15 @@
 """The local process pool stops at once when its results are no longer wanted, and a Ctrl-C
-in the middle of its bookkeeping never leaves it hanging."""
+in the middle of its bookkeeping never leaves it hanging; a number of workers out of range is
+refused by every command before it writes anything, and a pool starts no more processes than
+it has tasks."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -13,7 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from tapis_cartes.records.executors import LocalPoolExecutor, SerialExecutor, map_in_order
+from tapis_cartes.records.executors import (
+    MAX_WORKERS,
+    DaskExecutor,
+    ExecutorError,
+    LocalPoolExecutor,
+    SerialExecutor,
+    make_executor,
+    map_in_order,
+)
+from tests.commands import DATA, tapis
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -180,3 +194,88 @@ def test_ctrl_c_anywhere_in_the_pools_bookkeeping_stops_the_job(tmp_path: Path, 
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:-1] == [f"interrupted {i}" for i in range(trials)]
     assert "Traceback" not in proc.stderr, proc.stderr
+
+
+# --- the number of workers --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "workers",
+    [0, -1, MAX_WORKERS + 1, 100_000, 10**30, pytest.param(10**5000, id="10**5000")],
+)
+def test_a_number_of_workers_out_of_range_is_refused_with_the_range(workers: int) -> None:
+    for make in (
+        lambda: make_executor("local", workers),
+        lambda: make_executor("dask", workers),
+        lambda: LocalPoolExecutor(workers),
+        lambda: DaskExecutor(None, workers),
+    ):
+        with pytest.raises(ExecutorError, match=f"must be 1 to {MAX_WORKERS}$"):
+            make()
+
+
+def test_the_most_workers_are_taken() -> None:
+    assert isinstance(make_executor("local", MAX_WORKERS), LocalPoolExecutor)
+    assert isinstance(make_executor("local", 1), SerialExecutor)
+
+
+def _pid(task: int) -> int:
+    return os.getpid()
+
+
+def test_a_pool_starts_no_more_processes_than_its_tasks() -> None:
+    """The most workers and three tasks: three processes at most (the pool's queues are sized
+    by its workers: 10**30 was an OverflowError); one task runs in the caller, no pool."""
+    pids = {pid for _, pid in LocalPoolExecutor(MAX_WORKERS).map_tasks(_pid, [1, 2, 3])}
+    assert 1 <= len(pids) <= 3
+    assert [pid for _, pid in LocalPoolExecutor(MAX_WORKERS).map_tasks(_pid, [1])] == [os.getpid()]
+
+
+TOO_MANY = [str(MAX_WORKERS + 1), str(10**30)]
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("workers")
+    db = tmp / "a.db"
+    assert tapis("archive", "add", db, DATA / "dame-de-pique-dp1.tapis").returncode == 0
+    return db
+
+
+def _rows(db: Path, table: str) -> int:
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        return int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+@pytest.mark.parametrize("workers", TOO_MANY)
+def test_too_many_workers_end_each_command_with_exit_2_and_nothing_written(
+    archive: Path, tmp_path: Path, workers: str
+) -> None:
+    db = tmp_path / "a.db"
+    shutil.copy(archive, db)
+    record = DATA / "napoleon-n1.tapis"
+    commands = [
+        ["record", "verify", record, "--workers", workers],
+        ["archive", "add", db, record, "--workers", workers],
+        ["archive", "rescore", db, "--set", "end_threshold=60", "--workers", workers],
+        ["archive", "rescore", db, "--set", "end_threshold=60", "--engine", "dask",
+         "--workers", workers],
+    ]  # fmt: skip
+    for args in commands:
+        done = tapis(*args)
+        assert "Traceback" not in done.stderr, done.stderr
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stdout == "", args
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.endswith(f"must be 1 to {MAX_WORKERS}") or last.endswith(
+            "must be at most 9223372036854775807"  # past any count: refused by argparse
+        ), last
+    assert _rows(db, "records") == 1  # the Napoléon record not added
+    assert _rows(db, "rescore_runs") == 0  # no run begun
+
+
+def test_a_limit_past_any_count_is_refused_by_the_options(archive: Path) -> None:
+    done = tapis("archive", "query", archive, "--limit", str(10**23))
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 2
+    assert "argument --limit: must be at most 9223372036854775807" in done.stderr
