@@ -11,13 +11,14 @@ Hands and actions are counted from 1, in the order the transcript lists them. Wh
 transcript holds (wrong types, huge numbers or texts, deep nesting), the answer is a
 `TranscriptError` naming the place, and a message quotes at most a short prefix of a value:
 a player's name is at most `MAX_NAME` (64) characters, any other text at most `MAX_TEXT`
-(256), an integer fits 64 bits, a file is at most `MAX_TRANSCRIPT` bytes.
+(256), an integer fits 64 bits, a file is at most `MAX_TRANSCRIPT` bytes, and no object gives a
+key twice (JSON would let the last one win).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ FORMAT = "tapis-transcript/1"
 MAX_TRANSCRIPT = 64 << 20  # bytes: a larger file is not a transcript
 _TOP_KEYS = {"format", "game", "ruleset", "options", "players", "start", "hands"}
 _INT64 = 1 << 63  # every integer of a transcript fits a record's 64-bit fields
+_INT64_LOW = -_INT64
 _FIRST_HAND_LIMIT = 1 << 31  # a match's hand numbers stay below 2**32
 
 
@@ -71,28 +73,72 @@ def _shown(value: Any, limit: int = QUOTE_LIMIT) -> str:
     return "".join(out)
 
 
-def _check_bounds(doc: Any) -> None:
-    """`TranscriptError` naming the place of the first text longer than `MAX_TEXT` (a key
-    too) or integer that does not fit 64 bits, anywhere in the document (a walk, not a
-    recursion)."""
-    todo: list[tuple[str, Any]] = [("transcript", doc)]
-    while todo:
-        where, value = todo.pop()
-        if isinstance(value, str):
-            if len(value) > MAX_TEXT:
-                raise _fail(where, f"a text of {len(value)} characters (at most {MAX_TEXT})")
-        elif isinstance(value, bool):
-            continue
-        elif isinstance(value, int):
-            if not -_INT64 <= value < _INT64:
-                raise _fail(where, f"{_shown(value)} does not fit 64 bits")
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                if len(key) > MAX_TEXT:
-                    raise _fail(where, f"a key of {len(key)} characters: {quoted(key)}")
-                todo.append((key if where == "transcript" else f"{where}.{key}", item))
-        elif isinstance(value, list):
-            todo.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
+class _DuplicateKeys(dict[str, Any]):
+    """A JSON object that gave `key` more than once (JSON itself lets the last one win); the
+    bounds walk refuses it at its place."""
+
+    key: str
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads`'s `object_pairs_hook`: a plain dict, or a `_DuplicateKeys` when a key
+    repeats (the place is not known here, so it is named later by the walk)."""
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    marked = _DuplicateKeys(obj)
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            marked.key = key
+            break
+        seen.add(key)
+    return marked
+
+
+def _path(keys: Sequence[str | int]) -> str:
+    """The JSON path of a value (`hands[0].actions[3]`) from its keys and indices."""
+    out = ""
+    for k in keys:
+        if isinstance(k, int):
+            out += f"[{k}]"
+        else:
+            out += f".{k}" if out else k
+    return out or "transcript"
+
+
+def _check_bounds(doc: dict[str, Any]) -> None:
+    """`TranscriptError` naming the place of the first key given twice in one object, text
+    longer than `MAX_TEXT` (a key too) or integer that does not fit 64 bits, anywhere in the
+    document. A walk, not a recursion: it holds one iterator per open container and builds
+    a path only for the value it reports, so its memory does not grow with the lists."""
+    frames: list[Iterator[tuple[str | int, Any]]] = [iter(doc.items())]
+    keys: list[str | int] = [""]  # keys[i]: the key in frames[i] of the value being checked
+    while frames:
+        for key, value in frames[-1]:
+            keys[-1] = key
+            if isinstance(key, str) and len(key) > MAX_TEXT:
+                raise _fail(_path(keys[:-1]), f"a key of {len(key)} characters: {quoted(key)}")
+            if isinstance(value, str):
+                if len(value) > MAX_TEXT:
+                    text = f"a text of {len(value)} characters (at most {MAX_TEXT})"
+                    raise _fail(_path(keys), text)
+            elif isinstance(value, int):  # a bool too, always in range
+                if not _INT64_LOW <= value < _INT64:
+                    raise _fail(_path(keys), f"{_shown(value)} does not fit 64 bits")
+            elif isinstance(value, dict):
+                if isinstance(value, _DuplicateKeys):
+                    raise _fail(_path(keys), f"duplicate key {quoted(value.key)}")
+                frames.append(iter(value.items()))
+                keys.append("")
+                break  # into the object; its container's iterator resumes after it
+            elif isinstance(value, list):
+                frames.append(enumerate(value))
+                keys.append(0)
+                break
+        else:
+            frames.pop()
+            keys.pop()
 
 
 def load_transcript(path: str | Path) -> dict[str, Any]:
@@ -111,7 +157,7 @@ def load_transcript(path: str | Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise TranscriptError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_object)
     except json.JSONDecodeError as exc:
         raise TranscriptError(
             f"{p}: not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
@@ -211,12 +257,16 @@ def replay_transcript(doc: dict[str, Any]) -> tuple[Match, list[str], list[list[
     """The match a transcript describes, fully replayed; `TranscriptError` on any fault."""
     if not isinstance(doc, dict):
         raise _fail("transcript", f"a transcript is a JSON object, not {_shown(doc)}")
-    _check_bounds(doc)
+    # The checks that do not depend on sizes come first: they refuse most foreign
+    # documents before the walk over every value.
+    if isinstance(doc, _DuplicateKeys):
+        raise _fail("transcript", f"duplicate key {quoted(doc.key)}")
     unknown = sorted(set(doc) - _TOP_KEYS)
     if unknown:
         raise _fail("transcript", f"unknown key {quoted(unknown[0])}")
     if doc.get("format") != FORMAT:
         raise _fail("format", f"expected {FORMAT!r}, got {_shown(doc.get('format'))}")
+    _check_bounds(doc)
     names = doc.get("players")
     if (
         not isinstance(names, list)
