@@ -48,8 +48,7 @@ from tapis_cartes.records.export import (
     envelopes_to_json,
     transcript_text,
 )
-from tapis_cartes.records.render import render_record
-from tapis_cartes.records.replay import match_for_record
+from tapis_cartes.records.render import render_record, terminal_names, terminal_text
 from tapis_cartes.records.rescore import changes_text, rescored
 from tapis_cartes.records.score import counted, replay_changed, score_json, score_sheet
 from tapis_cartes.records.signing import key_id, load_private_key, sign
@@ -57,6 +56,7 @@ from tapis_cartes.records.transcript import import_transcript, load_transcript
 from tapis_cartes.records.verify import (
     VerifyResult,
     result_json,
+    verified_match,
     verify_envelope,
     verify_files,
 )
@@ -140,6 +140,30 @@ def _where(path: str, index: int, count: int) -> str:
     return path if count == 1 else f"{path} (record {index})"
 
 
+def _refused(where: str, exc: TapisError) -> None:
+    """A record a command does not take, and why (as `verify` says it of an invalid one)."""
+    if isinstance(exc, RecordError):
+        _err(f"{where}: INVALID: {exc} ({exc.code})")
+    else:
+        _err(f"{where}: {exc}")
+
+
+def _changes(texts: Sequence[str]) -> dict[str, Option]:
+    """The options of `--set KEY=VALUE ...`; `ValueError` for a text that is not KEY=VALUE,
+    or a key set twice (which value was meant is not for Tapis to guess)."""
+    changes: dict[str, Option] = {}
+    given: dict[str, str] = {}
+    for text in texts:
+        key, value = parse_option(text)
+        if key in changes:
+            raise ValueError(
+                f"option {quoted(key)} is set twice: --set {quoted(given[key])} and "
+                f"--set {quoted(text)}"
+            )
+        changes[key], given[key] = value, text
+    return changes
+
+
 def _rescored(rec: pb.GameRecord, changes: dict[str, Option]) -> tuple[pb.GameRecord, str]:
     """The record as its match goes under the changed options (the same deals and actions;
     unsigned), and the report of what changes (records/rescore.py); `NotReplayable` when the
@@ -154,12 +178,13 @@ def _rescored(rec: pb.GameRecord, changes: dict[str, Option]) -> tuple[pb.GameRe
         rec.deal_source if rec.HasField("deal_source") else None,
     )
     units = find_game(rec.rules.game).units
-    return new, changes_text(rescored("", rec, match), [s.name for s in rec.seats], units)
+    names = [terminal_text(s.name) for s in rec.seats]
+    return new, changes_text(rescored("", rec, match), names, units)
 
 
 def cmd_score(args: argparse.Namespace) -> int:
     try:
-        changes = dict(parse_option(t) for t in args.set or ())
+        changes = _changes(args.set or ())
     except ValueError as exc:
         _err(f"tapis record score: {exc}")
         return 2
@@ -170,11 +195,11 @@ def cmd_score(args: argparse.Namespace) -> int:
     for path, index, env in loaded:
         where = _where(path, index, counts[path])
         try:
-            rec = decode_record(env.record)
-            match_for_record(rec)  # every field fits its game before anything is shown
+            # verified first: no score is shown that the rules did not make
+            rec, _ = verified_match(env.record)
             shown, report = _rescored(rec, changes) if changes else (rec, None)
         except TapisError as exc:  # RecordError, NotReplayable
-            _err(f"{where}: {exc}")
+            _refused(where, exc)
             status = 1
             continue
         if args.json:
@@ -182,7 +207,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         else:
             if len(loaded) > 1 or changes:
                 print(f"== {where}" + (f" under {under}" if changes else ""))
-            print(score_sheet(shown))
+            print(score_sheet(terminal_names(shown)))
             if report is not None:
                 print(report)
     return status
@@ -190,7 +215,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def _signature_note(result: VerifyResult) -> str:
     if result.signature == "valid":
-        by = f"{result.signer} " if result.signer else ""
+        by = f"{terminal_text(result.signer)} " if result.signer else ""
         return f", signed by {by}(key {result.key_id[:16]})"
     if result.signature == "unchecked":
         return f", signed by key {result.key_id[:16]}, not checked (no --key)"
@@ -300,11 +325,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         if n:
             print("\n" + "=" * 72 + "\n")
         try:
-            rec = decode_record(env.record)
+            rec, match = verified_match(env.record)  # nothing shown the rules did not make
             notes = env.annotations if env.HasField("annotations") else None
-            print(render_record(rec, env.record, notes))
+            print(render_record(rec, env.record, notes, match))
         except RecordError as exc:
-            _err(f"{_where(path, index, len(loaded))}: {exc}")
+            _refused(_where(path, index, len(loaded)), exc)
             status = 1
     return status
 
@@ -366,25 +391,39 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """Export the valid records of a file (each verified: an export passes on no content the
+    rules did not make); an invalid one is named and left out, and the command ends with 1."""
     loaded = _load([args.record])
     if args.output is not None:
         writable(args.output)
+    if args.format == "transcript" and len(loaded) != 1:
+        _err(f"{args.record} holds {len(loaded)} records; a transcript holds one match")
+        return 1
+    status = 0
+    valid: list[tuple[pb.RecordEnvelope, pb.GameRecord]] = []
+    for path, index, env in loaded:
+        try:
+            rec, _ = verified_match(env.record)
+        except RecordError as exc:
+            _refused(_where(path, index, len(loaded)), exc)
+            status = 1
+            continue
+        valid.append((env, rec))
+    if not valid:
+        return status
     try:
         if args.format == "json":
-            text = envelopes_to_json([env for _, _, env in loaded]) + "\n"
+            text = envelopes_to_json([env for env, _ in valid]) + "\n"
         else:
-            if len(loaded) != 1:
-                _err(f"{args.record} holds {len(loaded)} records; a transcript holds one match")
-                return 1
-            text = transcript_text(decode_record(loaded[0][2].record))
-    except TapisError as exc:  # RecordError, ExportError
+            text = transcript_text(valid[0][1])
+    except TapisError as exc:  # ExportError
         _err(f"{args.record}: {exc}")
         return exit_status(exc)
     if args.output is None:
         print(text, end="")
     else:
         atomic_write(args.output, lambda f: f.write(text.encode("utf-8")))
-    return 0
+    return status
 
 
 def cmd_import_json(args: argparse.Namespace) -> int:
@@ -408,24 +447,30 @@ def cmd_import_json(args: argparse.Namespace) -> int:
 
 
 def cmd_html(args: argparse.Namespace) -> int:
-    """One self-contained page that replays every record of the file (records/html.py)."""
-    from tapis_cartes.records.html import replay_data, replay_page  # (only this command)
+    """One self-contained page that replays every valid record of the file (records/html.py);
+    an invalid one is named and left out, and the command ends with 1."""
+    from tapis_cartes.records.html import page_data, record_data, replay_page  # (only here)
 
     keys = keys_given(args)
     loaded = _load([args.record])
-    try:
-        data = replay_data([env for _, _, env in loaded], keys)
-    except TapisError as exc:  # RecordError: a record that does not replay
-        _err(f"{args.record}: {exc}")
-        return exit_status(exc)
-    page = replay_page(data, f"{Path(args.record).name} - Tapis replay")
+    status = 0
+    records = []
+    for path, index, env in loaded:
+        try:
+            records.append(record_data(env, keys))
+        except RecordError as exc:  # its content does not follow from the rules
+            _refused(_where(path, index, len(loaded)), exc)
+            status = 1
+    if not records:
+        return status
+    page = replay_page(page_data(records), f"{Path(args.record).name} - Tapis replay")
     if args.output == "-":
         print(page, end="")
-        return 0
+        return status
     out = args.output or str(Path(args.record).with_suffix(".html"))
     atomic_write(out, lambda f: f.write(page.encode("utf-8")))
-    print(f"{len(loaded)} record{'s' if len(loaded) != 1 else ''} -> {out}")
-    return 0
+    print(f"{len(records)} record{'s' if len(records) != 1 else ''} -> {out}")
+    return status
 
 
 def add_record_parser(sub: Any) -> None:

@@ -1,7 +1,8 @@
 """`html`: a record as one self-contained web page that replays the match trick by trick.
 
-`replay_data(env)` replays each record once (the one replay of records/replay.py, with a
-visitor that keeps every position: the deal, then the state after each action) and returns
+`replay_data(env)` verifies each record's content (records/verify.py: nothing shown is
+taken as it comes), replays it (the one replay of records/replay.py, with a visitor that
+keeps every position: the deal, then the state after each action) and returns
 plain data: every seat's cards, the trick on the table and who won it, the spectator view's
 public facts (retourne, talon cards turned, pillage, impériales shown: what the engine says
 is public), the scores, the score lines with their rule ids, the annotations and comments,
@@ -22,13 +23,21 @@ from tapis_cartes.records.codec import decode_record, record_id, score_from_pb
 from tapis_cartes.records.render import fact_text, non_default_options
 from tapis_cartes.records.replay import BaseVisitor, replay
 from tapis_cartes.records.score import score_sheet
-from tapis_cartes.records.verify import Keys, verify_envelope
+from tapis_cartes.records.verify import Keys, verify_envelope, verify_record
 from tapis_cartes.referee.engine import Hand, action_str, find_game
 from tapis_cartes.referee.engine.actions import PLAY
 from tapis_cartes.referee.engine.cards import RANK_NAMES, SUIT_SYMBOLS, iter_cards
+from tapis_cartes.referee.errors import SignatureError
 from tapis_cartes.v1 import record_pb2 as pb
 
-__all__ = ["PAGE_FORMAT", "page_asset", "record_data", "replay_data", "replay_page"]
+__all__ = [
+    "PAGE_FORMAT",
+    "page_asset",
+    "page_data",
+    "record_data",
+    "replay_data",
+    "replay_page",
+]
 
 PAGE_FORMAT = "tapis-replay/1"
 MAX_LEGAL = 20  # the most legal actions a position lists
@@ -155,8 +164,15 @@ class _PositionsVisitor(BaseVisitor[list[dict[str, Any]]]):
 
 
 def record_data(env: pb.RecordEnvelope, keys: Keys = ()) -> dict[str, Any]:
-    """One record's page data: the match replayed position by position (`RecordError` when
-    it does not replay) and what `verify` says of it (with `keys`, as `verify --key`)."""
+    """One record's page data: the match replayed position by position and what `verify`
+    says of it (with `keys`, as `verify --key`). `RecordError` when its content does not
+    follow from the rules, whatever its signature: a page shows no score the rules did not
+    make (a signature that does not hold is shown as such)."""
+    checked = verify_envelope(env, keys)
+    if isinstance(checked.error, SignatureError):
+        verify_record(env.record)  # refused for its signature first: the content must hold
+    elif checked.error is not None:
+        raise checked.error
     rec = decode_record(env.record)
     notes: dict[tuple[int, int], pb.ActionAnnotation] = {}
     if env.HasField("annotations"):
@@ -165,7 +181,6 @@ def record_data(env: pb.RecordEnvelope, keys: Keys = ()) -> dict[str, Any]:
     hands = replay(rec, visitor)
     spec = find_game(rec.rules.game)
     units = spec.units
-    checked = verify_envelope(env, keys)
     source = rec.deal_source
     p = rec.provenance
     outcome = rec.outcome
@@ -205,11 +220,17 @@ def record_data(env: pb.RecordEnvelope, keys: Keys = ()) -> dict[str, Any]:
 
 def replay_data(envelopes: Sequence[pb.RecordEnvelope], keys: Keys = ()) -> dict[str, Any]:
     """The page data of the records of a file (see `record_data`)."""
+    return page_data([record_data(env, keys) for env in envelopes])
+
+
+def page_data(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The page data of records already made into data (`record_data`, one by one: a caller
+    may leave out a record that does not hold and go on with the others)."""
     return {
         "format": PAGE_FORMAT,
         "suits": list(SUIT_SYMBOLS),
         "cards": card_table(),
-        "records": [record_data(env, keys) for env in envelopes],
+        "records": list(records),
     }
 
 

@@ -2,21 +2,51 @@
 winner, the score lines with their rule ids, and the score sheet.
 
 Rendering knows no rule: tricks, winners and per-hand notes come from replaying the record
-through the engine.
+through the engine. The texts a record carries as it was given (seat names, provenance,
+comments) are written through `terminal_text`: no control character of theirs reaches a
+terminal.
 """
 
 from __future__ import annotations
+
+import re
 
 from tapis_cartes.records.clocks import Clocks, TimeControl
 from tapis_cartes.records.codec import record_id, score_from_pb
 from tapis_cartes.records.replay import replay_record
 from tapis_cartes.records.score import score_sheet
-from tapis_cartes.referee.engine import find_game, make_rules
+from tapis_cartes.referee.engine import Match, find_game, make_rules
 from tapis_cartes.referee.engine.actions import PLAY, action_str
 from tapis_cartes.referee.engine.cards import card_str, mask_str
 from tapis_cartes.v1 import record_pb2 as pb
 
-__all__ = ["fact_text", "non_default_options", "render_record"]
+__all__ = ["fact_text", "non_default_options", "render_record", "terminal_names", "terminal_text"]
+
+# What a terminal would obey rather than show: the C0 and C1 controls and DEL (escape
+# sequences, NUL, line breaks), the line and paragraph separators, and the bidirectional
+# controls (U+061C, U+200E/F, U+202A-E, U+2066-9), which reorder the text around them.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: str) -> str:
+    """`text` to print for a person: each character a terminal would obey rather than show
+    written as its escape (`\\u001b`), the others as they are (a backslash too: the text
+    stays readable, and escaping twice changes nothing)."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def terminal_names(rec: pb.GameRecord) -> pb.GameRecord:
+    """`rec`, or when a seat name needs it a copy whose names are `terminal_text`: for the
+    text records/score.py writes of a record (`score_sheet`)."""
+    names = [s.name for s in rec.seats]
+    shown = [terminal_text(n) for n in names]
+    if shown == names:
+        return rec
+    copy = pb.GameRecord()
+    copy.CopyFrom(rec)
+    for seat, name in zip(copy.seats, shown, strict=True):
+        seat.name = name
+    return copy
 
 
 def fact_text(value: object, yes: str = "yes", no: str = "no") -> str:
@@ -50,12 +80,16 @@ def render_record(
     rec: pb.GameRecord,
     record_bytes: bytes | None = None,
     annotations: pb.Annotations | None = None,
+    match: Match | None = None,
 ) -> str:
     """The whole match as text; with `annotations`, forced actions are marked `(forced)` and
-    comments follow their action after `#`."""
-    match = replay_record(rec, check=False)  # first: every field checked against its game
+    comments follow their action after `#`. `match`: the record's replay when the caller
+    verified it (records/verify.py `verified_match`); else it is replayed here, its score
+    lines, scores and outcome compared with the replay's (`RecordError` when they differ)."""
+    if match is None:
+        match = replay_record(rec)  # first: every field checked against its game
     spec = find_game(rec.rules.game)
-    names = [s.name for s in rec.seats]
+    names = [terminal_text(s.name) for s in rec.seats]
     width = max(len(n) for n in names)
     order = match.order
     lines: list[str] = []
@@ -71,8 +105,9 @@ def render_record(
         clocks = Clocks(control, rec.rules.players)
         lines.append(f"clocks: {control.describe()}")
     if rec.provenance.source:
-        ref = f" {rec.provenance.reference}" if rec.provenance.reference else ""
-        lines.append(f"source: {rec.provenance.source}{ref}")
+        p = rec.provenance
+        ref = f" {terminal_text(p.reference)}" if p.reference else ""
+        lines.append(f"source: {terminal_text(p.source)}{ref}")
     units = spec.units
     notes = {(a.hand, a.action): a for a in annotations.actions} if annotations is not None else {}
     for h, hand in enumerate(rec.hands):
@@ -114,14 +149,16 @@ def render_record(
             if clocks is not None and index <= len(hand.elapsed_ms):
                 forced += _clock(clocks, seat, hand.elapsed_ms[index - 1], index in timeouts)
             if action & 7 != PLAY:
-                said = "".join(f"  # {c}" for c in note.comments) if note is not None else ""
+                said = ""
+                if note is not None:
+                    said = "".join(f"  # {terminal_text(c)}" for c in note.comments)
                 lines.append(f"  {names[seat]}: {action_str(action)}{forced}{said}")
                 score_lines(index)
                 continue
             played = f"{names[seat]} {card_str(action >> 3)}"
             pending.append(played + forced)
             if note is not None:
-                comments.extend(f"      # {played}: {c}" for c in note.comments)
+                comments.extend(f"      # {played}: {terminal_text(c)}" for c in note.comments)
             in_trick += 1
             if t < len(tricks) and in_trick == len(tricks[t].cards):
                 winner = names[tricks[t].winner]
@@ -142,7 +179,7 @@ def render_record(
     if rec.outcome.rule:
         lines.append(f"{rec.outcome.reason} [{rec.outcome.rule}]")
     lines.append("")
-    lines.append(score_sheet(rec))
+    lines.append(score_sheet(terminal_names(rec)))
     return "\n".join(lines)
 
 

@@ -25,7 +25,9 @@ complete in.
 
 The replay is records/replay.py's, with verify's visitor: the one replay of a record that
 verify, annotate, score, rescore, show and export share (`match_for_record`,
-`replay_record` and `compare_record` are importable from here too).
+`replay_record` and `compare_record` are importable from here too). `verified_match` is
+`verify_record` for the commands that show a record's content (score, show, export, html):
+the record and its match, from the same replay, once the content follows from the rules.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ from tapis_cartes.records.strict import (
     decode_apart,
     decode_canonical,
 )
-from tapis_cartes.referee.engine import RecordError
+from tapis_cartes.referee.engine import Match, RecordError
 from tapis_cartes.referee.engine.actions import RESIGN, action_str, encode
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.errors import SignatureError
@@ -81,6 +83,7 @@ __all__ = [
     "match_for_record",
     "replay_record",
     "result_json",
+    "verified_match",
     "verify_data",
     "verify_envelope",
     "verify_file",
@@ -206,6 +209,20 @@ def verify_record(record_bytes: bytes) -> int:
     """Verify the bytes of a record (no envelope, no signature): they decode, are canonical,
     every field fits its game, the replay holds and gives exactly these bytes. Returns the
     number of hands; `RecordError` at the first fault."""
+    return _verified(record_bytes).result()
+
+
+def verified_match(record_bytes: bytes) -> tuple[pb.GameRecord, Match]:
+    """The record the bytes decode to (hands and all) and its replayed match, once they
+    verify as `verify_record` verifies them (`RecordError` at the first fault): what a
+    command that shows a record's content (score, show, export, html) reads, so that nothing
+    it shows is taken as it comes, from verify's one replay."""
+    visitor = _verified(record_bytes)
+    return _decoded(visitor.rec, record_bytes), visitor.match
+
+
+def _verified(record_bytes: bytes) -> _VerifyVisitor:
+    """Verify's visitor once the record's replay holds (`verify_record`)."""
     # The encoding, and the fields the rebuild covers (`check_fields`, `rebuilt`), are checked
     # only when the record fails: a record that passes is byte for byte what `build_record`
     # makes of its replay (`check_content`), so canonical, free of unknown fields and with
@@ -220,11 +237,12 @@ def verify_record(record_bytes: bytes) -> int:
     timed = rec.rules.HasField("time_control")
     visitor = _TimedVerifyVisitor(record_bytes) if timed else _VerifyVisitor(record_bytes)
     try:
-        return replay(rec, visitor, hands=hands, record_bytes=record_bytes)
+        replay(rec, visitor, hands=hands, record_bytes=record_bytes)
     except RecordError:
         decode_canonical(record_bytes)
         match_for_record(_decoded(rec, record_bytes))
         raise
+    return visitor
 
 
 def _decoded(rec: pb.GameRecord, record_bytes: bytes) -> pb.GameRecord:

@@ -1,0 +1,195 @@
+"""What the record commands that show a record (`score`, `show`, `export`, `html`) take on
+trust: nothing. A record whose content does not follow from the rules (its scores changed,
+then re-encoded, unsigned or re-signed) is refused with its reason and exit 1, the other
+records of the file still shown; and the texts a record carries as given (seat names,
+comments) reach a terminal with their control characters escaped."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tapis_cartes.records.codec import envelope, read_envelopes, write_envelopes
+from tapis_cartes.records.signing import load_private_key, sign
+from tapis_cartes.v1 import record_pb2 as pb
+from tests.commands import DATA, tapis
+
+DP1 = DATA / "dame-de-pique-dp1.tapis"  # scores 8, 0, 14, 4
+N1 = DATA / "napoleon-n1.tapis"
+
+# What no text output may hold raw: C0/C1 controls, DEL, separators, bidi controls.
+UNSAFE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def tampered(record_bytes: bytes) -> bytes:
+    """The record with 100 points more for seat 0 in its first hand's score lines, every
+    score after a hand and the outcome: a sheet that agrees with itself, canonically
+    encoded, that the rules did not make."""
+    rec = pb.GameRecord.FromString(record_bytes)
+    for hand in rec.hands:
+        for score in hand.scores_after[:1]:
+            score.points += 100
+    for line in rec.hands[0].lines:
+        if line.seat == 0:
+            line.delta.points += 100
+            break
+    rec.outcome.scores[0].points += 100
+    return rec.SerializeToString(deterministic=True)
+
+
+def dp1_bytes() -> bytes:
+    return read_envelopes(DP1)[0].record
+
+
+@pytest.fixture
+def bad(tmp_path: Path) -> Path:
+    path = tmp_path / "bad.tapis"
+    write_envelopes(path, [envelope(tampered(dp1_bytes()))])
+    return path
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> Path:
+    """A valid record, a tampered one, a valid one."""
+    path = tmp_path / "mixed.tapis"
+    write_envelopes(
+        path,
+        [read_envelopes(DP1)[0], envelope(tampered(dp1_bytes())), read_envelopes(N1)[0]],
+    )
+    return path
+
+
+READERS = {
+    "score": ["record", "score", "{p}"],
+    "score --json": ["record", "score", "--json", "{p}"],
+    "score --set": ["record", "score", "--set", "end_threshold=50", "{p}"],
+    "show": ["record", "show", "{p}"],
+    "export json": ["record", "export", "{p}", "--format", "json"],
+    "export transcript": ["record", "export", "{p}", "--format", "transcript"],
+    "html": ["record", "html", "{p}", "-o", "-"],
+}
+
+
+def run(command: str, path: Path, *more: str | Path) -> tuple[int, str, str]:
+    done = tapis(*(a.replace("{p}", str(path)) for a in READERS[command]), *more)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("command", READERS)
+def test_a_tampered_record_is_refused_with_its_reason(bad: Path, command: str) -> None:
+    code, out, err = run(command, bad)
+    assert code == 1, (out, err)
+    assert f"{bad}: INVALID: hand 1, action 56: score line 1 is" in err
+    assert "(score-lines)" in err
+    assert out == ""  # nothing of it shown
+
+
+@pytest.mark.parametrize("command", ["score", "show", "score --json", "score --set"])
+def test_the_other_records_of_the_file_are_still_shown(mixed: Path, command: str) -> None:
+    code, out, err = run(command, mixed)
+    assert code == 1
+    assert err.count("INVALID") == 1 and f"{mixed} (record 2): INVALID" in err
+    if command == "score --json":
+        assert [json.loads(line)["game"] for line in out.splitlines()] == [
+            "dame-de-pique",
+            "napoleon",
+        ]
+    elif command == "show":
+        assert out.count("\nHand 1, dealer ") == 2
+    elif command == "score --set":  # Napoléon has no end_threshold: record 3 goes too
+        assert f"== {mixed} (record 1) under end_threshold=50" in out
+        assert f"{mixed} (record 3): not replayable [option:end_threshold]" in err
+    else:
+        assert f"== {mixed} (record 1)" in out and f"== {mixed} (record 3)" in out
+        assert "(record 2)" not in out
+    assert "108" not in out
+
+
+def test_export_and_html_leave_out_the_invalid_record_only(mixed: Path, tmp_path: Path) -> None:
+    code, out, err = run("export json", mixed)
+    assert code == 1 and f"{mixed} (record 2): INVALID" in err
+    exported = [base64.b64decode(r["record"]) for r in json.loads(out)["records"]]
+    assert exported == [read_envelopes(p)[0].record for p in (DP1, N1)]
+
+    page = tmp_path / "page.html"
+    done = tapis("record", "html", mixed, "-o", page)
+    assert done.returncode == 1 and f"{mixed} (record 2): INVALID" in done.stderr
+    assert done.stdout == f"2 records -> {page}\n"
+    assert page.read_text().count('"record_id":') == 2
+
+
+def test_a_valid_file_is_still_shown_with_exit_0(tmp_path: Path) -> None:
+    for command in READERS:
+        code, out, err = run(command, DP1)
+        assert code == 0 and out and err == "", (command, err)
+
+
+def test_a_re_signed_record_is_refused_whatever_its_signature(tmp_path: Path) -> None:
+    key, other = tmp_path / "k.key", tmp_path / "other.key"
+    assert tapis("key", "new", key).returncode == 0
+    assert tapis("key", "new", other).returncode == 0
+    signed = tmp_path / "signed.tapis"
+    write_envelopes(signed, [sign(tampered(dp1_bytes()), load_private_key(key))])
+    for command in READERS:
+        code, out, err = run(command, signed)
+        assert code == 1 and "(score-lines)" in err and out == "", (command, err)
+    # with keys: signed by the key given, or refused for its signature first; either way
+    # the content is checked
+    for given in (key, other):
+        done = tapis("record", "html", signed, "-o", "-", "--key", given)
+        assert done.returncode == 1 and "(score-lines)" in done.stderr, done.stderr
+        assert done.stdout == ""
+    # a valid record whose signature does not hold for the key given is still shown (the
+    # page says so): a signature is `verify`'s matter
+    valid = tmp_path / "valid.tapis"
+    write_envelopes(valid, [sign(dp1_bytes(), load_private_key(key))])
+    done = tapis("record", "html", valid, "-o", "-", "--key", other)
+    assert done.returncode == 0 and "signature-unknown-key" in done.stdout
+
+
+NAMES = ["a\x1b[31mred", "b\n\nc", "\u202eevil", "No\x00rth"]
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    """DP1 with player names that hold an escape sequence, line breaks, a right-to-left
+    override and a NUL, and comments (on a pass, on a card) with escape sequences."""
+    doc = json.loads((DATA / "dame-de-pique-dp1.json").read_text())
+    doc["players"] = NAMES
+    transcript = tmp_path / "names.json"
+    transcript.write_text(json.dumps(doc))
+    plain = tmp_path / "plain.tapis"
+    assert tapis("record", "import", transcript, "-o", plain).returncode == 0
+    path = tmp_path / "names.tapis"
+    comments = ["--comment", "1:1:a pass \x1b[1m", "--comment", "1:5:look \x1b[2J here"]
+    done = tapis("record", "annotate", plain, "-o", path, *comments)
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+@pytest.mark.parametrize("command", ["score", "score --set", "show"])
+def test_control_characters_of_names_never_reach_the_terminal(hostile: Path, command: str) -> None:
+    code, out, err = run(command, hostile)
+    assert code == 0, err
+    assert not UNSAFE.search(out), [m.group() for m in UNSAFE.finditer(out)]
+    for shown in ("a\\u001b[31mred", "b\\u000a\\u000ac", "\\u202eevil", "No\\u0000rth"):
+        assert shown in out
+    sheet = out.splitlines()
+    assert any(line.startswith("total ") for line in sheet)
+    if command == "show":
+        assert "  # a pass \\u001b[1m" in out  # after the pass
+        assert ": look \\u001b[2J here" in out  # after "# SEAT CARD"
+
+
+def test_an_option_set_twice_is_refused_naming_it() -> None:
+    done = tapis("record", "score", DP1, "--set", "end_threshold=1", "--set", "end_threshold=2")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        "tapis record score: option 'end_threshold' is set twice: "
+        "--set 'end_threshold=1' and --set 'end_threshold=2'\n"
+    )
