@@ -11,18 +11,22 @@
         [--until DATE] [--limit N]
 
 Exit status: 0 success (rescore: also when some records are not replayable, which the
-summary counts); 1 a record refused, or not signed by a key given (add); 2 bad input (no
-such archive, unknown id, a file that is not a record file, a bad key file, bad options); 130
-interrupted (rescore: run the same command again to continue).
+summary counts); 1 a record refused, or not signed by a key given (add), or left out because
+its stored envelope does not decode (export); 2 bad input (no such archive, unknown id, a file
+that is not a record file, a bad key file, bad options, an archive damaged or changed by
+another program); 130 interrupted (rescore: run the same command again to continue).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
+import sqlite3
 import sys
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tapis_cartes.clients.args import add_key_options, keys_given, positive_int
@@ -59,6 +63,27 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+def _archive_command(
+    run: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
+    """An `archive` command whose SQLite errors (a damaged page, a table dropped, a value
+    SQLite refuses) end it as an `ArchiveError` naming the archive and what failed (exit 2),
+    never a traceback: the archive is a file anyone may have changed."""
+
+    @functools.wraps(run)
+    def command(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except sqlite3.Error as exc:
+            raise ArchiveError(
+                f"{args.db}: tapis archive {args.archive_command} failed reading or writing the "
+                f"archive: {exc} (is the file damaged, or was it changed by another program?)"
+            ) from None
+
+    return command
+
+
+@_archive_command
 def cmd_add(args: argparse.Namespace) -> int:
     keys = keys_given(args)
     db = open_archive(args.db)
@@ -139,6 +164,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+@_archive_command
 def cmd_query(args: argparse.Namespace) -> int:
     db = open_archive(args.db, create=False)
     try:
@@ -153,26 +179,43 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+@_archive_command
 def cmd_export(args: argparse.Namespace) -> int:
     """The selected records, out of the archive into one record file (as they were added:
-    signatures and annotations kept)."""
+    signatures and annotations kept). As `archive add` does with a partly bad file, a record
+    whose stored envelope does not decode is named and left out, the others are written (exit
+    1); when every record selected is so, nothing is written."""
     writable(args.output)
     db = open_archive(args.db, create=False)
+    refused: list[ArchiveError] = []
+
+    def refuse(exc: ArchiveError) -> None:
+        refused.append(exc)
+        _err(f"{args.db}: left out: {exc}")
+
+    def checked() -> Iterator[bytes]:
+        kept = 0
+        for frame in iter_envelopes(db, _selected(args), refuse):
+            kept += 1
+            yield frame
+        if refused and not kept:  # raised within the write: no file is left
+            raise ArchiveError(f"{args.db}: no record to export: {counted(len(refused), 'record')} "
+                               f"selected, none with an envelope that decodes")  # fmt: skip
+
     try:
         if args.format != "tapis":
-            records, rows = write_table(
-                args.output, args.table, args.format, iter_envelopes(db, _selected(args))
-            )
+            records, rows = write_table(args.output, args.table, args.format, checked())
             print(f"{counted(rows, 'row')} of {args.table} from {counted(records, 'record')}"
                   f" -> {args.output}")  # fmt: skip
-            return 0
-        count = write_frames(args.output, iter_envelopes(db, _selected(args)))
+        else:
+            count = write_frames(args.output, checked())
+            print(f"{count} record{'s' if count != 1 else ''} -> {args.output}")
     finally:
         db.close()
-    print(f"{count} record{'s' if count != 1 else ''} -> {args.output}")
-    return 0
+    return 1 if refused else 0
 
 
+@_archive_command
 def cmd_show(args: argparse.Namespace) -> int:
     try:
         db = open_archive(args.db, create=False)
@@ -187,6 +230,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+@_archive_command
 def cmd_runs(args: argparse.Namespace) -> int:
     db = open_archive(args.db, create=False)
     try:
@@ -208,9 +252,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+@_archive_command
 def cmd_rescore(args: argparse.Namespace) -> int:
+    changes = {}
     try:
-        changes = dict(parse_option(t) for t in args.set)
+        for text in args.set:
+            key, value = parse_option(text)
+            if key in changes:  # else the last would win, silently
+                raise ValueError(f"option {key!r} is given twice (--set {key}=...): give it once")
+            changes[key] = value
     except ValueError as exc:
         _err(f"tapis archive rescore: {exc}")
         return 2
@@ -230,7 +280,8 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         bar.stop()
         _err(str(exc))
         return exit_status(exc)
-    bar.stop()
+    finally:
+        bar.stop()  # (an SQLite error, too: `_archive_command`)
     elapsed = time.perf_counter() - t0
     if args.json:
         print(
@@ -261,6 +312,17 @@ def _selected(args: argparse.Namespace) -> Selection:
     return Selection(game, ruleset, args.player, args.since, args.until, args.limit)
 
 
+_MAX_LIMIT = 2**63 - 1  # SQLite's LIMIT is a signed 64-bit integer
+
+
+def _limit(text: str) -> int:
+    """An argparse type: a `--limit`, at least 1 and at most what SQLite counts in (64 bits)."""
+    n = positive_int(text)
+    if n > _MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be at most {_MAX_LIMIT} (2**63 - 1)")
+    return n
+
+
 def _selection(p: argparse.ArgumentParser) -> None:
     """The options that select records (query, export)."""
     p.add_argument("--game", help="game name or alias")
@@ -268,7 +330,7 @@ def _selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--player", metavar="NAME", help="records where NAME has a seat")
     p.add_argument("--since", metavar="DATE", help="played on or after (YYYY-MM-DD or ISO 8601)")
     p.add_argument("--until", metavar="DATE", help="played on or before (a date: the whole day)")
-    p.add_argument("--limit", type=positive_int, metavar="N")
+    p.add_argument("--limit", type=_limit, metavar="N")
 
 
 def add_archive_parser(sub: Any) -> None:
@@ -330,6 +392,6 @@ def add_archive_parser(sub: Any) -> None:
     p.add_argument("--changed", action="store_true",
                    help="only records whose scores, winners or finish changed, or not "
                    "replayable")  # fmt: skip
-    p.add_argument("--limit", type=positive_int, metavar="N")
+    p.add_argument("--limit", type=_limit, metavar="N")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_runs)

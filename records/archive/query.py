@@ -4,20 +4,37 @@ summaries or envelopes, and one record by its id (or a unique prefix of it)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlite_utils
+from google.protobuf.message import DecodeError
 
 from tapis_cartes.records.archive.add import SUMMARY_COLUMNS
-from tapis_cartes.records.archive.schema import ArchiveError, from_json
-from tapis_cartes.referee.engine import RulesError, find_game
+from tapis_cartes.records.archive.schema import (
+    NAMES,
+    OPTIONS,
+    SCORES,
+    SEATS,
+    ArchiveError,
+    Shape,
+    stored,
+)
+from tapis_cartes.records.codec import decode_record
+from tapis_cartes.referee.engine import RecordError, RulesError, find_game
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.v1 import record_pb2 as pb
 
-__all__ = ["Selection", "find_record", "iter_envelopes", "query_records", "where_sql"]
+__all__ = [
+    "Selection",
+    "find_record",
+    "iter_envelopes",
+    "query_records",
+    "stored_envelope",
+    "where_sql",
+]
 
 
 def _date_bound(flag: str, text: str, end: bool) -> str:
@@ -84,26 +101,79 @@ class Selection:
         yield from db.execute(sql, params)
 
 
+# What each summary column of `records` holds (schema.py `stored`).
+_KINDS: dict[str, type | Shape] = {
+    "record_id": str,
+    "game": str,
+    "ruleset": str,
+    "options": OPTIONS,
+    "players": NAMES,
+    "player_count": int,
+    "hands": int,
+    "finished": int,
+    "winners": SEATS,
+    "scores": SCORES,
+    "source": str,
+    "played_at": str,
+    "added_at": str,
+}
+assert tuple(_KINDS) == SUMMARY_COLUMNS
+_VALUE_KINDS = tuple(_KINDS.items())[1:]  # after the record id
+
+
 def query_records(db: sqlite_utils.Database, selection: Selection) -> list[dict[str, Any]]:
-    """Summaries of the selected records (JSON columns decoded, no envelope)."""
+    """Summaries of the selected records (JSON columns decoded, no envelope), each value
+    checked (`ArchiveError` naming the column and the record)."""
     out = []
-    for values in selection.rows(db, ", ".join(SUMMARY_COLUMNS)):
-        row = dict(zip(SUMMARY_COLUMNS, values, strict=True))
-        for key in ("options", "players", "winners", "scores"):
-            row[key] = from_json(row[key], f"records.{key}", f"record {row['record_id']}")
+    for rowid, rid, *values in selection.rows(db, "rowid, " + ", ".join(SUMMARY_COLUMNS)):
+        rid = stored(rid, str, "records.record_id", f"row {rowid}")
+        at = f"record {rid}"
+        row = {"record_id": rid}
+        for (column, kind), value in zip(_VALUE_KINDS, values, strict=True):
+            row[column] = stored(value, kind, f"records.{column}", at)
         row["finished"] = bool(row["finished"])
         out.append(row)
     return out
 
 
-def iter_envelopes(db: sqlite_utils.Database, selection: Selection) -> Iterator[bytes]:
-    """The stored envelopes (bytes) of the selected records."""
-    for (envelope_bytes,) in selection.rows(db, "envelope"):
+def stored_envelope(value: Any, rid: str) -> pb.RecordEnvelope:
+    """The envelope stored for record `rid`, checked: bytes that decode as a record envelope
+    whose record decodes; `ArchiveError` naming the record and what is wrong otherwise."""
+    stored(value, bytes, "records.envelope", f"record {rid}")
+    try:
+        env = pb.RecordEnvelope.FromString(value)
+        decode_record(env.record)
+    except (DecodeError, RecordError) as exc:
+        why = "is not a record envelope" if isinstance(exc, DecodeError) else "holds no record"
+        raise ArchiveError(
+            f"record {rid}: its stored envelope {why}: {exc} "
+            "(was the file changed by another program, or damaged?)"
+        ) from None
+    return env
+
+
+def iter_envelopes(
+    db: sqlite_utils.Database,
+    selection: Selection,
+    refuse: Callable[[ArchiveError], None] | None = None,
+) -> Iterator[bytes]:
+    """The stored envelopes (bytes) of the selected records, each checked (`stored_envelope`):
+    one that is not a record envelope ends the iteration with its `ArchiveError`, or with
+    `refuse`, is given to it and left out."""
+    for rowid, rid, envelope_bytes in selection.rows(db, "rowid, record_id, envelope"):
+        try:
+            stored_envelope(envelope_bytes, stored(rid, str, "records.record_id", f"row {rowid}"))
+        except ArchiveError as exc:
+            if refuse is None:
+                raise
+            refuse(exc)
+            continue
         yield envelope_bytes
 
 
 def find_record(db: sqlite_utils.Database, prefix: str) -> tuple[str, pb.RecordEnvelope]:
-    """The record whose id is or starts with `prefix` (unique); `ArchiveError` otherwise."""
+    """The record whose id is or starts with `prefix` (unique), its envelope checked
+    (`stored_envelope`); `ArchiveError` otherwise."""
     text = prefix.strip().lower()
     if not text or any(c not in "0123456789abcdef" for c in text):
         raise ArchiveError(f"{quoted(prefix)} is not a record id (lowercase hex)")
@@ -118,4 +188,5 @@ def find_record(db: sqlite_utils.Database, prefix: str) -> tuple[str, pb.RecordE
         raise ArchiveError(f"no record {quoted(prefix)} in the archive")
     if len(rows) > 1:
         raise ArchiveError(f"record id prefix {quoted(prefix)} is ambiguous: give more digits")
-    return rows[0][0], pb.RecordEnvelope.FromString(rows[0][1])
+    rid = rows[0][0]  # text: only text compares between two texts in SQLite
+    return rid, stored_envelope(rows[0][1], rid)

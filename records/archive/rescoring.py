@@ -11,6 +11,8 @@ results of its last second, not stored, are made again.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
@@ -20,7 +22,7 @@ from typing import Any
 import sqlite_utils
 
 from tapis_cartes.records.archive.query import where_sql
-from tapis_cartes.records.archive.schema import ArchiveError, now, open_archive, to_json
+from tapis_cartes.records.archive.schema import ArchiveError, now, open_archive, stored, to_json
 from tapis_cartes.records.archive.shards import NOT_DONE, Shard, run_shard
 from tapis_cartes.records.archive.summary import summarize
 from tapis_cartes.records.executors import Executor, make_executor
@@ -113,6 +115,10 @@ def check_changes(
     (an unknown option, a wrong value): such a run would refuse every record."""
     where, params = where_sql(game)
     for g, ruleset, count in db.execute(RULE_SETS.format(where=where), params):
+        at = "a record"  # (a rule set is that of many records)
+        stored(g, str, "records.game", at)
+        stored(ruleset, str, "records.ruleset", at)
+        stored(count, int, "records.player_count", at)
         try:
             make_rules(g, ruleset or None, dict(changes), count)
         except RulesError as exc:
@@ -132,6 +138,7 @@ def rescore(
     unfinished run with the same options and selection, if any. `progress(done, total)` is
     called after each store."""
     db = open_archive(db_path, create=False)
+    new_run = None  # the run made by this call, until it is finished
     try:
         game_name = ""
         if game:
@@ -142,6 +149,7 @@ def rescore(
         check_changes(db, changes, game_name or None)
         options = to_json(dict(changes))
         run_id, continued = _run_for(db, options, game_name)
+        new_run = None if continued else run_id
         where, params = where_sql(game_name or None)
         total = int(db.execute(f"SELECT count(*) FROM records WHERE {where}", params).fetchone()[0])
         pending = _pending(db, where, params, run_id if continued else None)
@@ -189,5 +197,21 @@ def rescore(
             finished=True,
             **counts,
         )
+    except Exception:  # not an interruption (KeyboardInterrupt): that run is continued
+        if new_run is not None:
+            _drop_if_empty(db, new_run)
+        raise
     finally:
         db.close()
+
+
+def _drop_if_empty(db: sqlite_utils.Database, run_id: int) -> None:
+    """Remove a new run that failed before any of its results was stored: a failed command
+    leaves no run behind. (One with results is kept: the same call continues it.)"""
+    try:
+        if db.execute("SELECT 1 FROM rescore_results WHERE run_id = ?", [run_id]).fetchone():
+            return
+    except sqlite3.Error:
+        pass  # no results can be read (the table dropped): none to keep
+    with contextlib.suppress(sqlite3.Error), db.atomic():  # a damaged archive: its error stands
+        db.execute("DELETE FROM rescore_runs WHERE run_id = ?", [run_id])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,12 +25,19 @@ if TYPE_CHECKING:  # imported where an archive is opened: a re-scoring worker ne
     import sqlite_utils
 
 __all__ = [
+    "FIRST_DIFF",
+    "NAMES",
+    "OPTIONS",
     "SCHEMA_VERSION",
+    "SCORES",
+    "SEATS",
     "ArchiveError",
+    "Shape",
     "migrate",
     "now",
     "open_archive",
     "schema_version",
+    "stored",
     "to_json",
 ]
 
@@ -50,19 +58,109 @@ def to_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
-def from_json(text: Any, column: str, row: str) -> Any:
+def _shown(value: Any) -> str:
+    """A stored value for a message: NULL as SQL says it, the rest by `repr`, cut to 80."""
+    if value is None:
+        return "NULL"
+    shown = repr(value)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def _changed(column: str, row: str, value: Any, expected: str) -> ArchiveError:
+    return ArchiveError(
+        f"the archive's {column} of {row} is {_shown(value)}, not {expected} "
+        "(was the file changed by another program?)"
+    )
+
+
+# --- what a value read from the archive must be ---------------------------------------------
+# The archive is a file anyone may have changed: each value read from it is checked where it
+# is decoded (`stored`, `from_json`) against what Tapis writes there, so that a changed value is
+# an `ArchiveError` naming its column and row, never a traceback in the code that uses it.
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a JSON column holds: for a person (`what`), and as a test (`holds`)."""
+
+    what: str
+    holds: Callable[[Any], bool]
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int and -(2**63) <= v < 2**63  # `type`: JSON's true is no int here
+
+
+def _is_seat(v: Any) -> bool:
+    return _is_int(v) and v >= 0
+
+
+def _is_score(v: Any) -> bool:
+    """A seat's score, or a score line's delta: a value in each unit of the game (one at
+    least; how many the game has is checked where the game is known)."""
+    return type(v) is list and len(v) > 0 and all(map(_is_int, v))
+
+
+def _is_scores(v: Any) -> bool:
+    return type(v) is list and all(map(_is_score, v)) and len({len(s) for s in v}) <= 1
+
+
+def _is_line(v: Any) -> bool:
+    """A side of a `first_diff`: [seat, kind, delta], or none."""
+    return v is None or (
+        type(v) is list and len(v) == 3 and _is_seat(v[0]) and type(v[1]) is str and _is_score(v[2])
+    )
+
+
+def _is_first_diff(v: Any) -> bool:
+    return (
+        type(v) is dict
+        and v.keys() == {"hand", "line", "old_rule", "new_rule", "old", "new"}
+        and _is_seat(v["hand"])
+        and _is_seat(v["line"])
+        and type(v["old_rule"]) is str
+        and type(v["new_rule"]) is str
+        and _is_line(v["old"])
+        and _is_line(v["new"])
+    )
+
+
+NAMES = Shape("a list of names", lambda v: type(v) is list and all(type(n) is str for n in v))
+SEATS = Shape("a list of seats", lambda v: type(v) is list and all(map(_is_seat, v)))
+SCORES = Shape("a list of scores (a list of integers per seat)", _is_scores)
+OPTIONS = Shape(
+    "an object of options",
+    lambda v: type(v) is dict and all(type(x) in (bool, str) or _is_int(x) for x in v.values()),
+)
+FIRST_DIFF = Shape("a first differing line", _is_first_diff)
+
+# What a plain column holds: its SQL value's Python type, and that type for a person.
+_PLAIN = {str: "text", int: "an integer", bytes: "bytes"}
+
+
+def from_json(text: Any, column: str, row: str, shape: Shape | None = None) -> Any:
     """The value of a JSON column as the archive stores it (`to_json`); `ArchiveError` naming
-    the column and the row (e.g. "record 1f3a..") when it is not JSON: the archive is a file
-    anyone may have changed."""
+    the column and the row (e.g. "record 1f3a..") when it is not JSON, or not of `shape`."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except (TypeError, ValueError):
-        shown = repr(text)
-        shown = shown if len(shown) <= 80 else shown[:77] + "..."
-        raise ArchiveError(
-            f"the archive's {column} of {row} is {shown}, not the JSON Tapis stores "
-            "(was the file changed by another program?)"
-        ) from None
+        raise _changed(column, row, text, "the JSON Tapis stores") from None
+    if shape is not None and not shape.holds(value):
+        raise _changed(column, row, text, shape.what)
+    return value
+
+
+def stored(value: Any, kind: type | Shape, column: str, row: str, nullable: bool = False) -> Any:
+    """A value read from the archive, checked: of SQL type `kind` (str, int, bytes), or JSON
+    text of `kind` (a `Shape`, decoded); None kept when `nullable`. `ArchiveError` naming the
+    column and the row otherwise."""
+    if value is None and nullable:
+        return None
+    if isinstance(kind, Shape):
+        return from_json(value, column, row, kind)
+    if type(value) is not kind:
+        raise _changed(column, row, value, _PLAIN[kind])
+    return value
 
 
 def open_archive(path: str | Path, create: bool = True) -> sqlite_utils.Database:

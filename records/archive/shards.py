@@ -14,7 +14,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from tapis_cartes.records.archive.schema import to_json
+from tapis_cartes.records.archive.schema import stored, to_json
 from tapis_cartes.records.codec import decode_record
 from tapis_cartes.records.rescore import Rescored, rescore_record
 from tapis_cartes.records.strict import decode_apart
@@ -56,7 +56,7 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
         conn = sqlite3.connect(uri, uri=True, timeout=30)
         try:
             rows = conn.execute(
-                f"SELECT record_id, envelope FROM records WHERE {game} "
+                f"SELECT rowid, record_id, envelope FROM records WHERE {game} "
                 f"AND rowid BETWEEN ? AND ? AND {NOT_DONE} ORDER BY rowid",
                 [*params, shard.lo, shard.hi, shard.run_id],
             ).fetchall()
@@ -71,23 +71,37 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
         ) from None
     changes = dict(shard.changes)
     run_id = shard.run_id
-    return [result_row(run_id, _rescored(rid, env, changes)) for rid, env in rows]
+    # A record id that is not text (NULL) is no record a result can be stored for: the run stops.
+    return [
+        result_row(
+            run_id, _rescored(stored(rid, str, "records.record_id", f"row {n}"), env, changes)
+        )
+        for n, rid, env in rows
+    ]
 
 
-def _rescored(rid: str, envelope: bytes, changes: dict[str, Option]) -> Rescored:
+def _rescored(rid: str, envelope: Any, changes: dict[str, Option]) -> Rescored:
     """One stored record re-scored; not replayable (rule `record:decode`, ...) when its
-    stored bytes no longer decode (the archive is a file anyone may have changed)."""
+    stored envelope is not bytes (NULL, a number, text) or no longer decodes (the archive is a
+    file anyone may have changed)."""
+    if type(envelope) is not bytes:
+        kind = "NULL" if envelope is None else type(envelope).__name__
+        return _not_replayable(rid, "decode", f"the stored envelope is {kind}, not bytes")
     try:
         record = pb.RecordEnvelope.FromString(envelope).record
         rec, hands = decode_apart(record)
         report = rescore_record(rid, rec, changes, hands, record)
         if report.status != "ok" and hands is not None:
             decode_record(record)  # one that fails must first decode whole: else record:decode
-    except (DecodeError, RecordError) as exc:
-        code = exc.code if isinstance(exc, RecordError) else "decode"
-        detail = str(exc) if isinstance(exc, RecordError) else "the envelope does not decode"
-        return Rescored(rid, "not-replayable", f"record:{code}", detail, [], None, [], None, None)
+    except DecodeError:
+        return _not_replayable(rid, "decode", "the envelope does not decode")
+    except RecordError as exc:
+        return _not_replayable(rid, exc.code, str(exc))
     return report
+
+
+def _not_replayable(rid: str, code: str, detail: str) -> Rescored:
+    return Rescored(rid, "not-replayable", f"record:{code}", detail, [], None, [], None, None)
 
 
 def result_row(run_id: int, r: Rescored) -> tuple[Any, ...]:

@@ -7,9 +7,86 @@ from typing import Any
 
 import sqlite_utils
 
-from tapis_cartes.records.archive.schema import ArchiveError, from_json, now
+from tapis_cartes.records.archive.schema import (
+    FIRST_DIFF,
+    NAMES,
+    OPTIONS,
+    SCORES,
+    SEATS,
+    ArchiveError,
+    Shape,
+    now,
+    stored,
+)
+from tapis_cartes.referee.engine import RulesError, find_game
 
 __all__ = ["list_runs", "run_results", "summarize"]
+
+# What each column of a run, and of a record's result, holds (schema.py `stored`), under the
+# names the queries below give them; those that may be NULL.
+_RUN_KINDS: dict[str, type | Shape] = {
+    "run_id": int,
+    "options": OPTIONS,
+    "game": str,
+    "started_at": str,
+    "finished_at": str,
+    "total": int,
+    "scored": int,
+    "not_replayable": int,
+    "scores_changed": int,
+    "winners_changed": int,
+    "no_longer_finished": int,
+    "now_finished": int,
+}
+_RESULT_KINDS: dict[str, type | Shape] = {
+    "record_id": str,
+    "status": str,
+    "rule": str,
+    "detail": str,
+    "old_scores": SCORES,
+    "new_scores": SCORES,
+    "old_winners": SEATS,
+    "new_winners": SEATS,
+    "old_finished": int,
+    "new_finished": int,
+    "first_diff": FIRST_DIFF,
+    "game": str,
+    "names": NAMES,
+}
+_NULLABLE = {"finished_at", "new_scores", "new_winners", "new_finished", "first_diff"}
+_TABLE_OF = {"game": "records.game", "names": "records.players"}  # the others: the run's
+
+
+def _checked(row: dict[str, Any], table: str, at: str) -> dict[str, Any]:
+    """`row` (of `table`: "rescore_runs" or "rescore_results"), each value checked and JSON
+    decoded; a result's scores and score lines also in the units of its game (as a run's text
+    reads them)."""
+    kinds = _RUN_KINDS if table == "rescore_runs" else _RESULT_KINDS
+    for key, kind in kinds.items():
+        if key in row:
+            column = _TABLE_OF.get(key, f"{table}.{key}")
+            row[key] = stored(row[key], kind, column, at, nullable=key in _NULLABLE)
+    if table == "rescore_results":
+        try:
+            units = find_game(row["game"]).units
+        except RulesError:
+            raise ArchiveError(
+                f"the archive's records.game of {at} is {row['game']!r}, not a game this Tapis "
+                "knows (was the file changed by another program?)"
+            ) from None
+        diff = row["first_diff"]
+        widths = {
+            "old_scores": row["old_scores"] or [],
+            "new_scores": row["new_scores"] or [],
+            "first_diff": [diff[k][2] for k in ("old", "new") if diff[k]] if diff else [],
+        }
+        for key, scores in widths.items():
+            if any(len(s) != len(units) for s in scores):
+                raise ArchiveError(
+                    f"the archive's {table}.{key} of {at} is not in the units of {row['game']} "
+                    f"({', '.join(units)}): was the file changed by another program?"
+                )
+    return row
 
 
 def summarize(db: sqlite_utils.Database, run_id: int, finish: bool) -> dict[str, Any]:
@@ -45,26 +122,16 @@ def summarize(db: sqlite_utils.Database, run_id: int, finish: bool) -> dict[str,
             ],
         )
     samples = []
-    for rid, old, new, ow, nw, diff, game, players in db.execute(
+    for row in db.query(
         "SELECT r.record_id, r.old_scores, r.new_scores, r.old_winners, r.new_winners, "
-        "r.first_diff, records.game, records.players "
+        "r.first_diff, records.game, records.players AS names "
         "FROM rescore_results r JOIN records USING (record_id) "
         "WHERE r.run_id = ? AND r.status = 'ok' AND r.new_scores != r.old_scores "
         "ORDER BY records.rowid LIMIT 5",
         [run_id],
     ):
-        at = f"record {rid} (run {run_id})"
         samples.append(
-            {
-                "record_id": rid,
-                "old_scores": from_json(old, "rescore_results.old_scores", at),
-                "new_scores": from_json(new, "rescore_results.new_scores", at),
-                "old_winners": from_json(ow, "rescore_results.old_winners", at),
-                "new_winners": from_json(nw, "rescore_results.new_winners", at),
-                "first_diff": from_json(diff, "rescore_results.first_diff", at) if diff else None,
-                "game": game,
-                "names": from_json(players, "records.players", at),
-            }
+            _checked(row, "rescore_results", f"record {row['record_id']} (run {run_id})")
         )
     refusals = {
         rule: int(n)
@@ -98,8 +165,7 @@ def list_runs(db: sqlite_utils.Database) -> list[dict[str, Any]]:
     interrupted: its counts are those of its last summary, if any)."""
     out = []
     for row in db.query(f"SELECT {_RUN_COLUMNS} FROM rescore_runs ORDER BY run_id"):
-        row["options"] = from_json(row["options"], "rescore_runs.options", f"run {row['run_id']}")
-        out.append(row)
+        out.append(_checked(row, "rescore_runs", f"run {row['run_id']}"))
     return out
 
 
@@ -115,7 +181,7 @@ def run_results(
     )
     if run is None:
         raise ArchiveError(f"no re-scoring run {run_id} in the archive")
-    run["options"] = from_json(run["options"], "rescore_runs.options", f"run {run_id}")
+    run = _checked(run, "rescore_runs", f"run {run_id}")
     sql = (
         "SELECT r.record_id, r.status, r.rule, r.detail, r.old_scores, r.new_scores, "
         "r.old_winners, r.new_winners, r.old_finished, r.new_finished, r.first_diff, "
@@ -134,11 +200,7 @@ def run_results(
         params.append(limit)
     results = []
     for row in db.query(sql, params):
-        decoded = ("old_scores", "new_scores", "old_winners", "new_winners", "first_diff", "names")
-        at = f"record {row['record_id']} (run {run_id})"
-        for key in decoded:
-            column = "records.players" if key == "names" else f"rescore_results.{key}"
-            row[key] = None if row[key] is None else from_json(row[key], column, at)
+        row = _checked(row, "rescore_results", f"record {row['record_id']} (run {run_id})")
         for key in ("old_finished", "new_finished"):
             row[key] = None if row[key] is None else bool(row[key])
         results.append(row)

@@ -1,0 +1,323 @@
+"""`tapis archive` on an archive another program changed: values of the wrong shape, NULLs,
+envelopes that do not decode, tables dropped, a damaged page. Each is a clear `ArchiveError`
+naming the archive, the column and the record (exit 2), never a traceback; `export` names a bad
+record and leaves it out; a failed `rescore` leaves no run behind. The archives are made by the
+real `tapis archive add`, then changed with SQLite."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tapis_cartes.clients.corpus import make_corpus
+from tapis_cartes.records.codec import read_envelopes, record_id
+from tapis_cartes.v1 import record_pb2 as pb
+from tests.commands import tapis
+from tests.records.archives import SET, archive_of, copy_of, rows
+
+N = 6  # Dame de Pique matches in the archive
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[pb.RecordEnvelope]:
+    return make_corpus("hearts", N, seed="archive-damage")
+
+
+@pytest.fixture(scope="module")
+def archive(corpus: list[pb.RecordEnvelope], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An archive of the corpus with one finished re-scoring run (copy it before changing it)."""
+    db = archive_of(corpus, tmp_path_factory.mktemp("damage"))
+    done = tapis("archive", "rescore", db, *SET, "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    for args in (["query"], ["runs"], ["runs", "1"], ["runs", "1", "--json"]):  # as made: read
+        done = tapis("archive", args[0], db, *args[1:])
+        assert done.returncode == 0, done.stderr
+    return db
+
+
+def changed(archive: Path, tmp_path: Path, *sql: str, params: Any = ()) -> Path:
+    """A copy of the archive, changed by `sql` (run with `params`); NOT NULL is dropped from the
+    records table first (as another program may), so that NULLs can be stored."""
+    db = copy_of(archive, tmp_path)
+    conn = sqlite3.connect(db)
+    with conn:
+        ((schema,),) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'records'")
+        conn.execute("PRAGMA writable_schema = 1")
+        conn.execute(
+            "UPDATE sqlite_master SET sql = ? WHERE name = 'records'",
+            [schema.replace(" NOT NULL", "")],
+        )
+        conn.execute("PRAGMA writable_schema = 0")
+    conn.close()
+    conn = sqlite3.connect(db)  # (the schema read again)
+    with conn:
+        for statement in sql:
+            conn.execute(statement, params)
+    conn.close()
+    return db
+
+
+def first_id(db: Path) -> str:
+    ((rid,),) = rows(db, "SELECT record_id FROM records ORDER BY rowid LIMIT 1")
+    return str(rid)
+
+
+def refused(done: Any, *words: str) -> None:
+    """The command ended with exit 2, its message holding `words`, no traceback."""
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    for word in words:
+        assert word in done.stderr, (word, done.stderr)
+
+
+# --- JSON of the wrong shape --------------------------------------------------------------
+
+WRONG_SHAPES = [
+    ("winners", "7"),
+    ("winners", "null"),
+    ("winners", '{"a": 1}'),
+    ("winners", '["Ann"]'),
+    ("winners", "[-1]"),
+    ("winners", "[true]"),
+    ("scores", "7"),
+    ("scores", "null"),
+    ("scores", '[[1, 2, 3], ["x"], [], null]'),
+    ("scores", "[[1], [2, 3]]"),
+    ("scores", "[[1e999], [0], [0], [0]]"),
+    ("players", "7"),
+    ("players", "null"),
+    ("players", "[1, 2]"),
+    ("players", '{"a": 1}'),
+    ("options", "[1]"),
+    ("options", '{"end_threshold": [1]}'),
+]
+
+
+@pytest.mark.parametrize(("column", "value"), WRONG_SHAPES)
+def test_json_of_the_wrong_shape_is_named_with_its_column_and_record(
+    archive: Path, tmp_path: Path, column: str, value: str
+) -> None:
+    db = changed(
+        archive, tmp_path, f"UPDATE records SET {column} = ? WHERE rowid = 1", params=[value]
+    )
+    rid = first_id(db)
+    for flags in ([], ["--json"], ["--player", "Ann"]):
+        done = tapis("archive", "query", db, *flags)
+        refused(done, f"records.{column} of record {rid}", repr(value))
+        assert done.stdout == ""  # not printed as it is, with exit 0
+
+
+def test_names_of_the_wrong_shape_stop_rescore_and_runs_clearly(
+    archive: Path, tmp_path: Path
+) -> None:
+    """`players` `{"a": 1}` once ended in `KeyError: 0` in rescore's and runs' text."""
+    db = changed(archive, tmp_path, "UPDATE records SET players = '{\"a\": 1}'")
+    for args in (["runs", db, "1", "--changed"], ["rescore", db, *SET, "--workers", "1"]):
+        refused(tapis("archive", *args), "records.players of record ", "a list of names")
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "value"),
+    [
+        ("rescore_results", "old_scores", "'7'"),
+        ("rescore_results", "new_winners", "'[\"x\"]'"),
+        ("rescore_results", "first_diff", "'{\"hand\": 1}'"),
+        ("rescore_results", "old_scores", "'[[1, 2]]'"),  # two units in a one-unit game
+        ("rescore_results", "old_finished", "NULL"),
+        ("rescore_runs", "options", "'[]'"),
+        ("rescore_runs", "total", "'many'"),
+    ],
+)
+def test_a_run_of_the_wrong_shape_is_named(
+    archive: Path, tmp_path: Path, table: str, column: str, value: str
+) -> None:
+    db = copy_of(archive, tmp_path)
+    conn = sqlite3.connect(db)
+    with conn:
+        if column == "old_finished":  # (NOT NULL dropped, as another program may)
+            conn.execute("PRAGMA writable_schema = 1")
+            conn.execute(
+                "UPDATE sqlite_master SET sql = replace(sql, 'old_finished INTEGER NOT NULL', "
+                "'old_finished INTEGER') WHERE name = 'rescore_results'"
+            )
+    conn.close()
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute(f"UPDATE {table} SET {column} = {value}")
+    conn.close()
+    refused(tapis("archive", "runs", db, "1"), f"{table}.{column} of ")
+    if table == "rescore_runs":
+        refused(tapis("archive", "runs", db), f"{table}.{column} of run 1")
+
+
+# --- NULLs and SQL values of the wrong type -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("game", None), ("played_at", None), ("players", None), ("hands", "abc"), ("record_id", None)],
+)
+def test_a_null_or_a_value_of_the_wrong_type_is_named(
+    archive: Path, tmp_path: Path, column: str, value: Any
+) -> None:
+    db = changed(
+        archive, tmp_path, f"UPDATE records SET {column} = ? WHERE rowid = 1", params=[value]
+    )
+    shown = "NULL" if value is None else repr(value)
+    refused(tapis("archive", "query", db), f"records.{column} of ", shown)
+
+
+# --- envelopes ------------------------------------------------------------------------------
+
+BAD_ENVELOPES = [
+    (b"\xff" * 9, "is not a record envelope"),
+    (b"", "holds no record"),  # an empty envelope: a record of format version 0
+    ("hello", "is 'hello', not bytes"),
+    (42, "is 42, not bytes"),
+    (None, "is NULL, not bytes"),
+]
+
+
+@pytest.mark.parametrize(("envelope", "why"), BAD_ENVELOPES)
+def test_show_of_an_envelope_that_does_not_decode_names_the_record(
+    archive: Path, tmp_path: Path, envelope: Any, why: str
+) -> None:
+    db = changed(
+        archive, tmp_path, "UPDATE records SET envelope = ? WHERE rowid = 1", params=[envelope]
+    )
+    rid = first_id(db)
+    refused(tapis("archive", "show", db, rid[:10]), f"record {rid}", why)
+    # The others still show.
+    ((other,),) = rows(db, "SELECT record_id FROM records WHERE rowid = 2")
+    assert tapis("archive", "show", db, other).returncode == 0
+
+
+@pytest.mark.parametrize(("envelope", "why"), BAD_ENVELOPES)
+def test_export_names_a_bad_envelope_and_writes_the_others(
+    archive: Path, tmp_path: Path, envelope: Any, why: str
+) -> None:
+    """As `archive add` does with a partly bad file: the good records go out, each bad one is
+    named (exit 1); what is written verifies."""
+    db = changed(
+        archive, tmp_path, "UPDATE records SET envelope = ? WHERE rowid = 1", params=[envelope]
+    )
+    rid = first_id(db)
+    out = tmp_path / "out.tapis"
+    done = tapis("archive", "export", db, "-o", out)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"record {rid}" in done.stderr and why in done.stderr
+    assert done.stdout.strip() == f"{N - 1} records -> {out}"
+    assert [record_id(e.record) for e in read_envelopes(out)] == [
+        r for (r,) in rows(db, "SELECT record_id FROM records WHERE rowid > 1 ORDER BY rowid")
+    ]
+    assert tapis("record", "verify", out).returncode == 0
+    csv = tmp_path / "out.csv"
+    done = tapis("archive", "export", db, "-o", csv, "--format", "csv", "--table", "results")
+    assert done.returncode == 1, done.stderr
+    assert f"record {rid}" in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout.strip().endswith(f"from {N - 1} records -> {csv}")
+
+
+def test_export_of_only_bad_envelopes_writes_nothing(archive: Path, tmp_path: Path) -> None:
+    db = changed(archive, tmp_path, "UPDATE records SET envelope = x'ff'")
+    out = tmp_path / "out.tapis"
+    out.write_bytes(b"kept")
+    done = tapis("archive", "export", db, "-o", out)
+    refused(done, "no record to export", f"{N} records selected")
+    assert done.stderr.count("left out: record ") == N
+    assert out.read_bytes() == b"kept"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
+
+
+@pytest.mark.parametrize(("envelope", "why"), BAD_ENVELOPES)
+def test_rescore_counts_a_bad_envelope_as_not_replayable(
+    archive: Path, tmp_path: Path, envelope: Any, why: str
+) -> None:
+    db = changed(
+        archive, tmp_path, "UPDATE records SET envelope = ? WHERE rowid = 1", params=[envelope]
+    )
+    done = tapis("archive", "rescore", db, "--set", "end_threshold=50", "--workers", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert (got["scored"], got["not_replayable"]) == (N - 1, 1)
+    assert got["refusals"] in ({"record:decode": 1}, {"record:format-version": 1})
+
+
+# --- SQLite's own errors --------------------------------------------------------------------
+
+
+def test_a_failed_rescore_leaves_no_run_behind(archive: Path, tmp_path: Path) -> None:
+    """A record id of NULL: no result can be stored for it, the run fails before storing any;
+    it is not left as an "interrupted" run of no record."""
+    db = changed(archive, tmp_path, "UPDATE records SET record_id = NULL WHERE rowid = 1")
+    before = rows(db, "SELECT * FROM rescore_runs")
+    done = tapis("archive", "rescore", db, "--set", "end_threshold=50", "--workers", "1")
+    refused(done, "records.record_id of row 1 is NULL")
+    assert rows(db, "SELECT * FROM rescore_runs") == before
+
+
+@pytest.mark.parametrize(
+    ("table", "commands"),
+    [
+        ("record_players", [["query", "--player", "Ann"], ["add", "{corpus}"]]),
+        ("rescore_runs", [["runs"], ["runs", "1"], ["rescore", *SET]]),
+        ("rescore_results", [["runs", "1", "--changed"], ["rescore", *SET, "--workers", "1"]]),
+        ("records", [["add", "{corpus}"]]),
+    ],
+)
+def test_a_dropped_table_is_named(
+    archive: Path, tmp_path: Path, table: str, commands: list[list[str]]
+) -> None:
+    # (a record removed too: `add` has one to store, not only duplicates)
+    db = changed(archive, tmp_path, "DELETE FROM records WHERE rowid = 1", f"DROP TABLE {table}")
+    runs = rows(db, "SELECT * FROM rescore_runs") if table != "rescore_runs" else []
+    corpus = archive.parent / "corpus.tapis"
+    for command in commands:
+        args = [a.format(corpus=corpus) for a in command]
+        refused(tapis("archive", args[0], db, *args[1:]), str(db), f"no such table: {table}")
+    if table != "rescore_runs":  # no run left behind by a failed rescore
+        assert rows(db, "SELECT * FROM rescore_runs") == runs
+    if table != "records":  # the records can still be read, to be saved elsewhere
+        assert tapis("archive", "export", db, "-o", tmp_path / "saved.tapis").returncode == 0
+
+
+def test_a_damaged_page_is_named(archive: Path, tmp_path: Path) -> None:
+    db = copy_of(archive, tmp_path)
+    data = bytearray(db.read_bytes())
+    data[4096:] = bytes(range(256)) * ((len(data) - 4096) // 256)  # every page but the first
+    db.write_bytes(data)
+    out = tmp_path / "out.tapis"
+    for args in (
+        ["query", db],
+        ["show", db, first_id(archive)],
+        ["export", db, "-o", out],
+        ["runs", db, "1"],
+        ["add", db, archive.parent / "corpus.tapis"],
+    ):
+        refused(tapis("archive", *args), str(db), "malformed")
+    assert not out.exists()
+
+
+# --- command-line values ---------------------------------------------------------------------
+
+
+def test_a_limit_past_64_bits_is_refused(archive: Path) -> None:
+    for command in (["query", archive], ["runs", archive, "1"]):
+        done = tapis("archive", *command, "--limit", str(10**23))
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert "--limit: must be at most 9223372036854775807" in done.stderr
+    assert tapis("archive", "query", archive, "--limit", str(2**63 - 1)).returncode == 0
+
+
+def test_an_option_set_twice_is_refused(archive: Path, tmp_path: Path) -> None:
+    db = copy_of(archive, tmp_path)
+    before = rows(db, "SELECT * FROM rescore_runs")
+    done = tapis("archive", "rescore", db, "--set", "end_threshold=50", "--set", "end_threshold=60")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "option 'end_threshold' is given twice" in done.stderr
+    assert rows(db, "SELECT * FROM rescore_runs") == before
