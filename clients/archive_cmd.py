@@ -43,8 +43,8 @@ from tapis_cartes.records.archive import (
     run_results,
 )
 from tapis_cartes.records.codec import decode_record, writable, write_frames
-from tapis_cartes.records.executors import make_executor
-from tapis_cartes.records.render import render_record
+from tapis_cartes.records.executors import MAX_WORKERS, make_executor
+from tapis_cartes.records.render import render_record, terminal_text
 from tapis_cartes.records.rescore import Rescored, result_text, runs_text, summary_text
 from tapis_cartes.records.research import FORMATS, TABLES, write_table
 from tapis_cartes.records.score import counted, text_table
@@ -86,11 +86,11 @@ def _archive_command(
 @_archive_command
 def cmd_add(args: argparse.Namespace) -> int:
     keys = keys_given(args)
+    executor = make_executor("local", args.workers)  # a bad count refused before the archive
     db = open_archive(args.db)
     bar = Progress("adding", not args.json)
     t0 = time.perf_counter()
     try:
-        executor = make_executor("local", args.workers)
         report = add_files(db, args.files, executor, progress=bar.update, keys=keys)
     except KeyboardInterrupt:
         bar.stop()
@@ -144,7 +144,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
     header = ["record", "game", "ruleset", "hands", "players", "scores", "winners", "played"]
     body = []
     for r in rows:
-        names = r["players"]
+        names = [terminal_text(n) for n in r["players"]]
         scores = " ".join("/".join(map(str, s)) for s in r["scores"])
         winners = ", ".join(names[w] if w < len(names) else f"seat {w}" for w in r["winners"])
         body.append(
@@ -247,7 +247,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     else:
         print(runs_text([run]))
         for r in results:
-            names, units = r.pop("names"), find_game(r.pop("game")).units
+            names, units = (
+                [terminal_text(n) for n in r.pop("names")],
+                find_game(r.pop("game")).units,
+            )
             print("  " + result_text(Rescored(**r), names, units))
     return 0
 
@@ -264,7 +267,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _err(f"tapis archive rescore: {exc}")
         return 2
-    workers = args.workers or os.cpu_count() or 1
+    workers = args.workers or min(os.cpu_count() or 1, MAX_WORKERS)
     t0 = time.perf_counter()
     bar = Progress("re-scoring", not args.json)
     try:

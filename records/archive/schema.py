@@ -197,6 +197,8 @@ def migrate(db: sqlite_utils.Database, path: Path) -> None:
     the last version it completed, and nothing is ever removed. `ArchiveError` for an archive
     of a newer Tapis."""
     version = schema_version(db)
+    if version < 0:  # no Tapis writes one: `MIGRATIONS[version:]` would run the last ones only
+        raise ArchiveError(f"{path}: archive schema version {version} is not one Tapis writes")
     if version > SCHEMA_VERSION:
         raise ArchiveError(
             f"{path}: archive schema version {version} is newer than this Tapis knows"

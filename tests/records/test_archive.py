@@ -444,6 +444,13 @@ def test_an_archive_of_an_earlier_schema_is_migrated_and_keeps_its_records(
     conn.close()
     newer = tapis("archive", "query", old)
     assert newer.returncode == 2 and "newer than this Tapis" in newer.stderr
+    conn = sqlite3.connect(old)
+    conn.execute("PRAGMA user_version = -1")
+    conn.commit()
+    conn.close()
+    negative = tapis("archive", "query", old)
+    assert negative.returncode == 2 and "version -1 is not one Tapis writes" in negative.stderr
+    assert sqlite3.connect(old).execute("PRAGMA user_version").fetchone() == (-1,)  # untouched
 
 
 @pytest.mark.parametrize(

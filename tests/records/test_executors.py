@@ -272,6 +272,9 @@ def test_too_many_workers_end_each_command_with_exit_2_and_nothing_written(
         ), last
     assert _rows(db, "records") == 1  # the Napoléon record not added
     assert _rows(db, "rescore_runs") == 0  # no run begun
+    new = tmp_path / "new.db"
+    done = tapis("archive", "add", new, record, "--workers", workers)
+    assert done.returncode == 2 and not new.exists()  # refused before the archive is made
 
 
 def test_a_limit_past_any_count_is_refused_by_the_options(archive: Path) -> None:
