@@ -48,7 +48,7 @@ from tapis_cartes.records.export import (
     envelopes_to_json,
     transcript_text,
 )
-from tapis_cartes.records.render import render_record, terminal_names, terminal_text
+from tapis_cartes.records.render import render_record, terminal_text
 from tapis_cartes.records.rescore import changes_text, rescored
 from tapis_cartes.records.score import counted, replay_changed, score_json, score_sheet
 from tapis_cartes.records.signing import key_id, load_private_key, sign
@@ -207,7 +207,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         else:
             if len(loaded) > 1 or changes:
                 print(f"== {where}" + (f" under {under}" if changes else ""))
-            print(score_sheet(terminal_names(shown)))
+            print(score_sheet(shown))
             if report is not None:
                 print(report)
     return status

@@ -9,8 +9,6 @@ terminal.
 
 from __future__ import annotations
 
-import re
-
 from tapis_cartes.records.clocks import Clocks, TimeControl
 from tapis_cartes.records.codec import record_id, score_from_pb
 from tapis_cartes.records.replay import replay_record
@@ -18,35 +16,10 @@ from tapis_cartes.records.score import score_sheet
 from tapis_cartes.referee.engine import Match, find_game, make_rules
 from tapis_cartes.referee.engine.actions import PLAY, action_str
 from tapis_cartes.referee.engine.cards import card_str, mask_str
+from tapis_cartes.referee.errors import terminal_text
 from tapis_cartes.v1 import record_pb2 as pb
 
-__all__ = ["fact_text", "non_default_options", "render_record", "terminal_names", "terminal_text"]
-
-# What a terminal would obey rather than show: the C0 and C1 controls and DEL (escape
-# sequences, NUL, line breaks), the line and paragraph separators, and the bidirectional
-# controls (U+061C, U+200E/F, U+202A-E, U+2066-9), which reorder the text around them.
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-
-
-def terminal_text(text: str) -> str:
-    """`text` to print for a person: each character a terminal would obey rather than show
-    written as its escape (`\\u001b`), the others as they are (a backslash too: the text
-    stays readable, and escaping twice changes nothing)."""
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
-def terminal_names(rec: pb.GameRecord) -> pb.GameRecord:
-    """`rec`, or when a seat name needs it a copy whose names are `terminal_text`: for the
-    text records/score.py writes of a record (`score_sheet`)."""
-    names = [s.name for s in rec.seats]
-    shown = [terminal_text(n) for n in names]
-    if shown == names:
-        return rec
-    copy = pb.GameRecord()
-    copy.CopyFrom(rec)
-    for seat, name in zip(copy.seats, shown, strict=True):
-        seat.name = name
-    return copy
+__all__ = ["fact_text", "non_default_options", "render_record", "terminal_text"]
 
 
 def fact_text(value: object, yes: str = "yes", no: str = "no") -> str:
@@ -179,7 +152,7 @@ def render_record(
     if rec.outcome.rule:
         lines.append(f"{rec.outcome.reason} [{rec.outcome.rule}]")
     lines.append("")
-    lines.append(score_sheet(terminal_names(rec)))
+    lines.append(score_sheet(rec))
     return "\n".join(lines)
 
 

@@ -23,7 +23,7 @@ from tapis_cartes.referee.engine import (
 )
 from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.referee.engine.wire import HandFields
-from tapis_cartes.referee.errors import NotReplayable
+from tapis_cartes.referee.errors import NotReplayable, terminal_text
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
@@ -182,7 +182,9 @@ def _fmt_delta(units: tuple[str, ...], values: tuple[int, ...]) -> str:
 def score_sheet(rec: pb.GameRecord) -> str:
     """A table: one row per hand with each seat's change and running total, then the result."""
     units = _units(rec)
-    names = [s.name for s in rec.seats] or [f"seat {i}" for i in range(rec.rules.players)]
+    names = [terminal_text(s.name) for s in rec.seats] or [
+        f"seat {i}" for i in range(rec.rules.players)
+    ]
     start = [score_from_pb(units, s) for s in rec.start.scores] or [
         tuple(0 for _ in units) for _ in names
     ]
@@ -233,7 +235,7 @@ def text_table(
 
 
 def result_line(rec: pb.GameRecord) -> str:
-    names = [s.name for s in rec.seats]
+    names = [terminal_text(s.name) for s in rec.seats]
     out = rec.outcome
     if not out.finished:
         return "The match is not finished."
@@ -258,7 +260,8 @@ def scores_text(
 
 
 def _name(names: Sequence[str], seat: int) -> str:
-    return names[seat] if 0 <= seat < len(names) else f"seat {seat}"
+    """A seat's name as printed (`terminal_text`: a name is text a record carries as given)."""
+    return terminal_text(names[seat]) if 0 <= seat < len(names) else f"seat {seat}"
 
 
 def _line_text(line: Sequence[Any] | None, names: Sequence[str], units: tuple[str, ...]) -> str:

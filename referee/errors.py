@@ -30,6 +30,7 @@ status, as the client sees it; `ActionRefused` and `StaleAction` are kinds of it
 
 from __future__ import annotations
 
+import re
 import reprlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -78,6 +79,7 @@ __all__ = [
     "Unavailable",
     "exit_status",
     "quoted",
+    "terminal_text",
 ]
 
 QUOTE_LIMIT = 40  # characters of a value from outside that a message quotes
@@ -98,6 +100,20 @@ def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
     if len(text) > limit:
         return f"{text[:limit]}… ({len(text)} characters)"
     return text
+
+
+# What a terminal would obey rather than show: the C0 and C1 controls and DEL (escape
+# sequences, NUL, line breaks), the line and paragraph separators, and the bidirectional
+# controls (U+061C, U+200E/F, U+202A-E, U+2066-9), which reorder the text around them.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: str) -> str:
+    """`text` to print for a person: each character a terminal would obey rather than show
+    written as its escape (`\\u001b`), the others as they are (a backslash too: the text
+    stays readable, and escaping twice changes nothing). For every text a record or an
+    archive carries as given (names, provenance, comments) that a command prints."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _int_text(value: int) -> str:

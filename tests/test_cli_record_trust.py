@@ -193,3 +193,24 @@ def test_an_option_set_twice_is_refused_naming_it() -> None:
         "tapis record score: option 'end_threshold' is set twice: "
         "--set 'end_threshold=1' and --set 'end_threshold=2'\n"
     )
+
+
+def test_control_characters_of_names_never_reach_the_terminal_from_an_archive(
+    hostile: Path, tmp_path: Path
+) -> None:
+    """The archive's text: the query table, a re-scoring's summary and a run's changed
+    records (DP1, unfinished, ends after its hand under a lower threshold: new winners)."""
+    db = tmp_path / "a.db"
+    assert tapis("archive", "add", db, hostile).returncode == 0
+    outputs = []
+    for args in (
+        ["query", db],
+        ["rescore", db, "--set", "end_threshold=10"],
+        ["runs", db, "1", "--changed"],
+    ):
+        done = tapis("archive", *args)
+        assert done.returncode == 0, (args, done.stderr)
+        assert not UNSAFE.search(done.stdout), (args, done.stdout)
+        outputs.append(done.stdout)
+    assert "a\\u001b[31mred" in outputs[0] and "now finished" in outputs[1]
+    assert "winners none -> b\\u000a\\u000ac" in outputs[2], outputs[2]
