@@ -47,7 +47,7 @@ from tapis_cartes.records.executors import MAX_WORKERS, make_executor
 from tapis_cartes.records.render import render_record, terminal_text
 from tapis_cartes.records.rescore import Rescored, result_text, runs_text, summary_text
 from tapis_cartes.records.research import FORMATS, TABLES, write_table
-from tapis_cartes.records.score import counted, text_table
+from tapis_cartes.records.score import counted, seat_name, text_table
 from tapis_cartes.referee.engine import GAMES, find_game
 from tapis_cartes.referee.engine.options import parse_option
 from tapis_cartes.referee.errors import ArchiveError, RulesError, TapisError, exit_status
@@ -146,7 +146,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         names = [terminal_text(n) for n in r["players"]]
         scores = " ".join("/".join(map(str, s)) for s in r["scores"])
-        winners = ", ".join(names[w] if w < len(names) else f"seat {w}" for w in r["winners"])
+        winners = ", ".join(seat_name(r["players"], w) for w in r["winners"])
         body.append(
             [
                 r["record_id"][:12],
@@ -247,10 +247,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     else:
         print(runs_text([run]))
         for r in results:
-            names, units = (
-                [terminal_text(n) for n in r.pop("names")],
-                find_game(r.pop("game")).units,
-            )
+            names, units = r.pop("names"), find_game(r.pop("game")).units
             print("  " + result_text(Rescored(**r), names, units))
     return 0
 

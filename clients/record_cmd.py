@@ -178,7 +178,7 @@ def _rescored(rec: pb.GameRecord, changes: dict[str, Option]) -> tuple[pb.GameRe
         rec.deal_source if rec.HasField("deal_source") else None,
     )
     units = find_game(rec.rules.game).units
-    names = [terminal_text(s.name) for s in rec.seats]
+    names = [s.name for s in rec.seats]
     return new, changes_text(rescored("", rec, match), names, units)
 
 

@@ -26,6 +26,7 @@ from tapis_cartes.records.score import (
     first_diff,
     replay_changed,
     scores_text,
+    seat_name,
 )
 from tapis_cartes.referee.engine import Match, RecordError, RulesError, find_game
 from tapis_cartes.referee.engine.options import Option
@@ -150,9 +151,7 @@ def rescore_record(
 
 
 def _winners(seats: Sequence[int] | None, names: Sequence[str]) -> str:
-    return ", ".join(names[w] if 0 <= w < len(names) else f"seat {w}" for w in seats or ()) or (
-        "none"
-    )
+    return ", ".join(seat_name(names, w) for w in seats or ()) or "none"
 
 
 def changes_text(r: Rescored, names: Sequence[str], units: tuple[str, ...]) -> str:

@@ -35,6 +35,7 @@ __all__ = [
     "score_json",
     "score_sheet",
     "scores_text",
+    "seat_name",
     "text_table",
 ]
 
@@ -235,11 +236,11 @@ def text_table(
 
 
 def result_line(rec: pb.GameRecord) -> str:
-    names = [terminal_text(s.name) for s in rec.seats]
+    names = [s.name for s in rec.seats]
     out = rec.outcome
     if not out.finished:
         return "The match is not finished."
-    winners = ", ".join(names[w] if w < len(names) else f"seat {w}" for w in out.winners)
+    winners = ", ".join(seat_name(names, w) for w in out.winners)
     verb = "share the victory" if len(out.winners) > 1 else "wins"
     reason = f" ({out.reason})" if out.reason else ""
     return f"{winners} {verb}{reason}."
@@ -255,12 +256,13 @@ def scores_text(
 ) -> str:
     """Each seat's score by name: "Ann 12, Bob 3" (L'Impériale: "Ann 2F 3J")."""
     return ", ".join(
-        f"{_name(names, s)} {_fmt(units, tuple(score))}" for s, score in enumerate(scores)
+        f"{seat_name(names, s)} {_fmt(units, tuple(score))}" for s, score in enumerate(scores)
     )
 
 
-def _name(names: Sequence[str], seat: int) -> str:
-    """A seat's name as printed (`terminal_text`: a name is text a record carries as given)."""
+def seat_name(names: Sequence[str], seat: int) -> str:
+    """A seat's name as printed (`terminal_text`: a name is text a record carries as given),
+    or "seat N" for a seat without one."""
     return terminal_text(names[seat]) if 0 <= seat < len(names) else f"seat {seat}"
 
 
@@ -269,7 +271,7 @@ def _line_text(line: Sequence[Any] | None, names: Sequence[str], units: tuple[st
     if not line:
         return "none"
     seat, kind, delta = line
-    return f"{_name(names, seat)} {kind} {_fmt_delta(units, tuple(delta))}"
+    return f"{seat_name(names, seat)} {kind} {_fmt_delta(units, tuple(delta))}"
 
 
 def diff_text(
