@@ -77,6 +77,7 @@ __all__ = [
     "TranscriptError",
     "Unauthenticated",
     "Unavailable",
+    "control_character",
     "exit_status",
     "quoted",
     "terminal_text",
@@ -114,6 +115,15 @@ def terminal_text(text: str) -> str:
     stays readable, and escaping twice changes nothing). For every text a record or an
     archive carries as given (names, provenance, comments) that a command prints."""
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def control_character(text: str) -> str | None:
+    """The first character of `text` that `terminal_text` escapes (a control character: C0,
+    C1, DEL, a line or paragraph separator, a bidirectional control), written `U+202E`; None
+    when it has none. A name the referee or a transcript gives a record holds none: the
+    record's readers need not escape it (referee.proto, "Bounds"; docs/transcripts.md)."""
+    found = _UNSAFE.search(text)
+    return None if found is None else f"U+{ord(found.group()):04X}"
 
 
 def _int_text(value: int) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -50,6 +49,7 @@ from tapis_cartes.referee.errors import (
     TapisError,
     Unauthenticated,
     Unavailable,
+    control_character,
 )
 from tapis_cartes.referee.server.limits import (
     DEFAULT_LIMITS,
@@ -277,8 +277,9 @@ def _bounded(value: str, field: str, limit: int) -> None:
 
 def _check_name(value: str, field: str) -> None:
     _bounded(value, field, MAX_NAME)
-    if any(unicodedata.category(ch) == "Cc" for ch in value):
-        raise BadRequest(f"{quoted(value)} holds a control character", field)
+    control = control_character(value)
+    if control is not None:
+        raise BadRequest(f"{quoted(value)} holds a control character ({control})", field)
 
 
 def _check_options(options: Sequence[rpb.Option]) -> None:

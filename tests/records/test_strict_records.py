@@ -531,6 +531,12 @@ BIG = "Q" * 1_000_000
 HOSTILE = [
     ("a name of a megabyte", lambda d: d["players"].__setitem__(0, BIG), "players[0]"),
     ("a name of 65 characters", lambda d: d["players"].__setitem__(0, "n" * 65), "players[0]"),
+    ("a name with a line break", lambda d: d["players"].__setitem__(1, "a\nb"), "players[1]"),
+    ("a name with an escape", lambda d: d["players"].__setitem__(1, "a\x1b[31mb"), "players[1]"),
+    ("a name with a bidi override", lambda d: d["players"].__setitem__(2, "Eve\u202eevE"),
+     "players[2]"),
+    ("a name with the line separator", lambda d: d["players"].__setitem__(3, "a\u2028b"),
+     "players[3]"),
     ("a card of a megabyte", lambda d: d["hands"][0]["deal"]["hands"][0].__setitem__(0, BIG),
      "hands[0].deal.hands[0][0]"),
     ("a card that is a list", lambda d: d["hands"][0]["deal"]["hands"][0].__setitem__(
@@ -569,6 +575,19 @@ def test_hostile_transcript_is_a_clear_error(
     message = str(exc.value)
     assert message.startswith(place + ":"), message
     assert len(message) < 300, message
+
+
+def test_a_transcript_name_is_text_a_terminal_shows(tmp_path: Path) -> None:
+    """A name holding a control character is refused with the character named (the referee's
+    rule for names); names in any script, with accents or emoji, import as they are."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_transcript(lambda d: d["players"].__setitem__(2, "Eve\u202eevE"))))
+    with pytest.raises(TranscriptError, match=r"^players\[2\]: .*control character \(U\+202E\)"):
+        import_transcript(load_transcript(path), "t.json")
+    names = ["Åsa Ødegård", "Ямщик", "中文名", "Ann 🂡"]
+    path.write_text(json.dumps(_transcript(lambda d: d.__setitem__("players", names))))
+    record = decode_record(import_transcript(load_transcript(path), "t.json"))
+    assert [s.name for s in record.seats] == names
 
 
 @pytest.mark.parametrize(

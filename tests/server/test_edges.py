@@ -156,6 +156,52 @@ def test_oversized_fields_are_refused_with_a_short_message(tmp_path: Path) -> No
     run(body, tmp_path)
 
 
+# Characters a terminal obeys rather than shows (referee/errors.py `control_character`): a
+# line break, an escape, a C1 control, the line separator, and bidirectional controls that
+# would make a name read backwards on every screen that shows it.
+CONTROLS = ["a\nb", "a\x1b[2Jb", "a\x85b", "a\u2028b", "Eve\u202egnirts", "a\u2066b\u2069"]
+
+
+def test_names_with_control_characters_are_refused(tmp_path: Path) -> None:
+    """A player's name with a control character (C0, C1, a separator, a bidirectional
+    control) is INVALID_ARGUMENT naming the field and the character, at creation and at
+    joining; a name in any script, with accents or emoji, is a name."""
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        others = [pb.SeatRequest(name=n) for n in "BCD"]
+        for name in CONTROLS:
+            code, details = await _code(
+                stub.CreateTable(
+                    pb.CreateTableRequest(game="hearts", seats=[*others, pb.SeatRequest(name=name)])
+                )
+            )
+            assert code == grpc.StatusCode.INVALID_ARGUMENT, (name, code, details)
+            first = next(ch for ch in name[1:] if not ch.isalnum())
+            assert details.startswith("seats[3].name: "), details
+            assert f"control character (U+{ord(first):04X})" in details, details
+        open_seat = await stub.CreateTable(
+            pb.CreateTableRequest(game="hearts", seats=[*others, pb.SeatRequest(open=True)])
+        )
+        for name in CONTROLS:
+            code, details = await _code(
+                stub.JoinTable(pb.JoinTableRequest(table_id=open_seat.table_id, name=name))
+            )
+            assert code == grpc.StatusCode.INVALID_ARGUMENT, (name, code, details)
+            assert details.startswith("name: ") and "control character" in details, details
+        fine = ["Åsa Ødegård", "Łukasz", "Ямщик", "中文名", "زهرة", "Ann 🂡"]
+        made = await stub.CreateTable(
+            pb.CreateTableRequest(game="hearts", seats=[pb.SeatRequest(name=n) for n in fine[:4]])
+        )
+        joined = await stub.JoinTable(
+            pb.JoinTableRequest(table_id=open_seat.table_id, name=fine[5])
+        )
+        table = await stub.GetTable(pb.GetTableRequest(table_id=made.table_id))
+        assert [s.name for s in table.seats] == fine[:4]
+        assert joined.token.seat == 3 and joined.token.token
+
+    run(body, tmp_path)
+
+
 def test_exactly_one_authorization_entry(tmp_path: Path) -> None:
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
         table_id, tokens = await new_table(stub, "dame-de-pique", "", {}, 4)
