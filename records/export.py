@@ -21,6 +21,7 @@ from google.protobuf import json_format
 
 from tapis_cartes.records.codec import decode_record, options_from_pb, score_from_pb
 from tapis_cartes.records.replay import BaseVisitor, replay
+from tapis_cartes.records.signing import signature_form
 from tapis_cartes.referee.engine import RecordError, make_rules
 from tapis_cartes.referee.engine.actions import action_to_json
 from tapis_cartes.referee.engine.cards import card_str, iter_cards
@@ -84,6 +85,11 @@ def envelopes_from_json(text: str) -> list[pb.RecordEnvelope]:
             raise ExportError(f"{where}: expected an envelope object")
         raw = dict(raw)
         decoded = raw.pop("decoded", None)
+        if not raw.get("record"):
+            raise ExportError(f"{where}.record: missing (the record's bytes, in base64)")
+        if not isinstance(raw["record"], str):
+            kind = type(raw["record"]).__name__
+            raise ExportError(f"{where}.record: expected the record's bytes in base64, not {kind}")
         env = pb.RecordEnvelope()
         try:
             json_format.ParseDict(raw, env)
@@ -94,6 +100,11 @@ def envelopes_from_json(text: str) -> list[pb.RecordEnvelope]:
             rec = decode_record(env.record)
         except RecordError as exc:
             raise ExportError(f"{where}.record: {exc}") from None
+        # The signature travels as exported: a well-formed one is written (whether it holds
+        # is `verify`'s matter, with the keys); one that cannot be a signature is refused.
+        problem = signature_form(env)
+        if problem is not None:
+            raise ExportError(f"{where}: the envelope has {problem}")
         if decoded is not None and decoded != _to_dict(rec):
             raise ExportError(
                 f"{where}.decoded does not match the record bytes: the decoded copy is for "

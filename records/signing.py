@@ -41,6 +41,7 @@ __all__ = [
     "public_bytes",
     "public_pem",
     "sign",
+    "signature_form",
     "signature_holds",
     "signature_ok",
 ]
@@ -134,6 +135,28 @@ def signature_holds(env: pb.RecordEnvelope, key: Ed25519PublicKey) -> bool:
     except InvalidSignature:
         return False
     return True
+
+
+_KEY_ID = re.compile(r"[0-9a-f]{64}\Z")
+_SIGNATURE_SIZE = 64  # an Ed25519 signature
+
+
+def signature_form(env: pb.RecordEnvelope) -> str | None:
+    """What is wrong with the form of an envelope's signature and key id, if anything (None
+    when it is unsigned or both have their form; whether the signature holds is
+    `signature_holds`'s matter): `verify` without keys, `import-json`."""
+    sig, kid = env.signature, env.key_id
+    if not sig and not kid:
+        return None
+    if not sig:
+        return "a key id without a signature"
+    if not kid:
+        return "a signature without a key id"
+    if len(sig) != _SIGNATURE_SIZE:
+        return f"a signature of {len(sig)} bytes (an Ed25519 signature has {_SIGNATURE_SIZE})"
+    if not _KEY_ID.match(kid):
+        return f"key id {kid[:80]!r} is not 64 lowercase hex digits"
+    return None
 
 
 # --- trusted keys -------------------------------------------------------------------------

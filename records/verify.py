@@ -32,7 +32,6 @@ the record and its match, from the same replay, once the content follows from th
 
 from __future__ import annotations
 
-import re
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +57,7 @@ from tapis_cartes.records.replay import (
     replay,
     replay_record,
 )
-from tapis_cartes.records.signing import TrustedKey, signature_holds
+from tapis_cartes.records.signing import TrustedKey, signature_form, signature_holds
 from tapis_cartes.records.strict import (
     check_content,
     content_holds,
@@ -132,31 +131,11 @@ def keyring(keys: Keys) -> dict[str, TrustedKey]:
     return ring
 
 
-_KEY_ID = re.compile(r"[0-9a-f]{64}\Z")
-_SIGNATURE_SIZE = 64  # an Ed25519 signature
-
-
-def _signature_form(env: pb.RecordEnvelope) -> str | None:
-    """What is wrong with the form of the signature and key id, if anything."""
-    sig, kid = env.signature, env.key_id
-    if not sig and not kid:
-        return None
-    if not sig:
-        return "a key id without a signature"
-    if not kid:
-        return "a signature without a key id"
-    if len(sig) != _SIGNATURE_SIZE:
-        return f"a signature of {len(sig)} bytes (an Ed25519 signature has {_SIGNATURE_SIZE})"
-    if not _KEY_ID.match(kid):
-        return f"key id {kid[:80]!r} is not 64 lowercase hex digits"
-    return None
-
-
 def _check_signature(env: pb.RecordEnvelope, ring: dict[str, TrustedKey]) -> tuple[str, str | None]:
     """(signature state, signer label) of a signature that holds (or cannot be checked);
     `SignatureError` (code `signature-...`, and the state to report) when it does not."""
     if not ring:
-        problem = _signature_form(env)
+        problem = signature_form(env)
         if problem is not None:
             raise SignatureError("malformed", "signature-malformed", f"the envelope has {problem}")
         return ("unchecked" if env.signature else "none"), None

@@ -4,7 +4,9 @@ the protobuf JSON export and the transcript export: in the library and through `
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -160,6 +162,44 @@ def test_json_import_refuses_bad_input(tmp_path: Path) -> None:
     doc["records"][0]["record"] = "AAAA"
     with pytest.raises(ExportError, match=r"records\[1\].record"):
         envelopes_from_json(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda e: e.pop("record"), r"^records\[1\]\.record: missing \(the record's bytes"),
+        (lambda e: e.__setitem__("record", ""), r"^records\[1\]\.record: missing"),
+        (lambda e: e.__setitem__("record", 12345), r"^records\[1\]\.record: expected .*not int$"),
+        (lambda e: e.__setitem__("record", [1, 2]), r"^records\[1\]\.record: expected .*not list$"),
+        (
+            lambda e: e.__setitem__("signature", "AAAA"),
+            r"^records\[1\]: the envelope has a signature of 3 bytes \(an Ed25519 .* has 64\)",
+        ),
+        (
+            lambda e: e.__setitem__("key_id", "NOT-HEX"),
+            r"^records\[1\]: the envelope has key id 'NOT-HEX' is not 64 lowercase hex",
+        ),
+        (lambda e: e.pop("key_id"), r"^records\[1\]: the envelope has a signature without"),
+    ],
+    ids=["no record", "empty record", "record a number", "record a list", "short signature",
+         "key id not hex", "signature without key id"],
+)  # fmt: skip
+def test_json_import_names_a_bad_envelope(
+    change: Callable[[dict[str, Any]], object], message: str, tmp_path: Path
+) -> None:
+    """What `import-json` would write must be an envelope `verify` can read: its record
+    present as base64 bytes, its signature (if any) of a signature's form; else the envelope
+    is named, with what is wrong, and nothing is written."""
+    doc = json.loads(envelopes_to_json(read_envelopes(annotated_signed_file(tmp_path))))
+    change(doc["records"][0])
+    with pytest.raises(ExportError, match=message):
+        envelopes_from_json(json.dumps(doc))
+    source = tmp_path / "bad.json"
+    source.write_text(json.dumps(doc))
+    out = tmp_path / "out.tapis"
+    done = tapis("record", "import-json", source, "-o", out)
+    assert done.returncode == 1, done.stderr
+    assert "records[1]" in done.stderr and not out.exists()
 
 
 # --- transcripts --------------------------------------------------------------------------
