@@ -373,6 +373,8 @@ def decode_record(record_bytes: bytes) -> pb.GameRecord:
         rec = pb.GameRecord.FromString(record_bytes)
     except DecodeError as exc:
         raise RecordError("decode", f"the record bytes do not decode: {exc}") from None
+    if not record_bytes:  # (an empty frame of a file, an envelope without its record)
+        raise RecordError("format-version", "the envelope holds no record: its bytes are empty")
     if rec.format_version != FORMAT_VERSION:
         raise RecordError(
             "format-version",

@@ -28,6 +28,7 @@ from tapis_cartes.records.codec import (
 from tapis_cartes.records.transcript import import_transcript
 from tapis_cartes.records.verify import verify_envelope
 from tapis_cartes.v1 import record_pb2 as pb
+from tests.commands import tapis
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDEN = {
@@ -181,6 +182,19 @@ def test_tampered_records_are_caught_with_position(
     assert not result.ok, name
     assert result.error is not None
     assert (result.error.code, result.error.hand, result.error.action) == (code, hand, action)
+
+
+def test_an_empty_frame_is_named_as_holding_no_record(tmp_path: Path) -> None:
+    """An empty frame (an envelope of no bytes) between two records: `verify` names it as
+    holding no record, not as a record of an unknown format version, and checks the others."""
+    path = tmp_path / "three.tapis"
+    good = envelope(imported("napoleon-n1")).SerializeToString()
+    write_frames(path, [good, b"", good])
+    done = tapis("record", "verify", path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "record 2" in done.stdout and "holds no record" in done.stdout, done.stdout
+    assert "format version 0" not in done.stdout + done.stderr
+    assert "3 records, 2 valid, 1 invalid" in done.stdout, done.stdout
 
 
 def test_record_id_is_sha256_of_the_stored_bytes() -> None:
