@@ -25,7 +25,6 @@ from typing import Any
 from tapis_cartes.records.codec import (
     MAX_NAME,
     MAX_TEXT,
-    SCORE_LIMIT,
     Provenance,
     build_record,
     canonical_bytes,
@@ -45,6 +44,7 @@ from tapis_cartes.referee.engine import (
 from tapis_cartes.referee.engine.actions import KIND_NAMES, PASS, action_str, parse_action
 from tapis_cartes.referee.engine.cards import card_str, mask_of, parse_card
 from tapis_cartes.referee.engine.errors import QUOTE_LIMIT, quoted
+from tapis_cartes.referee.engine.options import START_HAND_MAX, START_SCORE_MAX
 from tapis_cartes.referee.errors import control_character
 from tapis_cartes.v1 import record_pb2 as pb
 
@@ -55,7 +55,6 @@ MAX_TRANSCRIPT = 64 << 20  # bytes: a larger file is not a transcript
 _TOP_KEYS = {"format", "game", "ruleset", "options", "players", "start", "hands"}
 _INT64 = 1 << 63  # every integer of a transcript fits a record's 64-bit fields
 _INT64_LOW = -_INT64
-_FIRST_HAND_LIMIT = 1 << 31  # a match's hand numbers stay below 2**32
 
 
 def _shown(value: Any, limit: int = QUOTE_LIMIT) -> str:
@@ -244,7 +243,7 @@ def _parse_scores(raw: Any, units: tuple[str, ...], players: int) -> tuple[tuple
         unknown = sorted(set(obj) - set(units))
         if unknown:
             raise _fail(w, f"unknown key {quoted(unknown[0])}; this game keeps {', '.join(units)}")
-        limit = SCORE_LIMIT - 1
+        limit = START_SCORE_MAX  # the engine's bound of a start (options.py)
         out.append(tuple(_int(obj.get(u, 0), f"{w}.{u}", -limit, limit) for u in units))
     return tuple(out)
 
@@ -306,15 +305,16 @@ def replay_transcript(doc: dict[str, Any]) -> tuple[Match, list[str], list[list[
         raw = doc["start"]
         if not isinstance(raw, dict) or set(raw) - {"hand_number", "scores"}:
             raise _fail("start", "expected an object with 'hand_number' and 'scores'")
-        number = _int(raw.get("hand_number", 1), "start.hand_number", 1, _FIRST_HAND_LIMIT)
+        number = _int(raw.get("hand_number", 1), "start.hand_number", 1, START_HAND_MAX)
         scores = None
         if "scores" in raw:
             scores = _parse_scores(raw["scores"], spec.units, rules.players)
         start = Start(number, scores)
     try:
         match = new_match(rules, start, log_events=False)
-    except RulesError as exc:
-        raise _fail("start", str(exc)) from None
+    except RulesError as exc:  # (the engine's message begins with "start: ")
+        where = f"start.{exc.key}" if exc.key in ("hand_number", "scores") else "start"
+        raise _fail(where, str(exc).removeprefix("start: ")) from None
     hands = doc.get("hands")
     if not isinstance(hands, list):
         raise _fail("hands", "expected a list of hands")

@@ -577,6 +577,28 @@ def test_hostile_transcript_is_a_clear_error(
     assert len(message) < 300, message
 
 
+@pytest.mark.parametrize(
+    ("start", "message"),
+    [
+        ({"hand_number": 1_000_001}, "start.hand_number: 1000001 is out of range (1..1000000)"),
+        ({"hand_number": 2**31}, "start.hand_number: 2147483648 is out of range (1..1000000)"),
+        (
+            {"scores": [{"points": 10**6 + 1}] * 4},
+            "start.scores[0].points: 1000001 is out of range (-1000000..1000000)",
+        ),
+    ],
+)
+def test_a_transcript_start_has_the_engines_bounds(
+    start: dict[str, object], message: str, tmp_path: Path
+) -> None:
+    """The bounds of a start are the engine's (the referee's too), said once, at the field."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_transcript(lambda d: d.__setitem__("start", start))))
+    with pytest.raises(TranscriptError) as exc:
+        import_transcript(load_transcript(path), "t.json")
+    assert str(exc.value) == message
+
+
 def test_a_transcript_name_is_text_a_terminal_shows(tmp_path: Path) -> None:
     """A name holding a control character is refused with the character named (the referee's
     rule for names); names in any script, with accents or emoji, import as they are."""

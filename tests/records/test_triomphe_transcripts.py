@@ -387,7 +387,7 @@ def test_option_and_start_refusals() -> None:
     doc = load("triomphe-tr2")
     doc["start"]["scores"][1] = {"points": 3}
     assert refused(doc) == (
-        "start: seats 0, 1 are partners and must start with the same score, not 2 and 3"
+        "start.scores: seats 0, 1 are partners and must start with the same score, not 2 and 3"
     )
     doc["start"]["scores"] = [{"points": 5}, {"points": 5}, {"points": 1}, {"points": 1}]
     assert refused(doc) == (
