@@ -256,7 +256,7 @@ def _allowed(model: type[GameOptions], key: str, error: str) -> str:
         return f"; allowed: {_range_text(*bounds)}"
     words = choices(model, key)
     if words:
-        return "; allowed: " + ", ".join(w.lower() for w in words)
+        return "; allowed: " + ", ".join(words)
     if field.annotation is bool:
         return "; allowed: true, false"
     return ""

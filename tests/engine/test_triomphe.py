@@ -186,7 +186,7 @@ def test_model_per_ruleset_and_explicit_target() -> None:
         ("as-qui-pille", {"players": 6, "hand_size": 6}, "hand_size", "1 to 5 each"),
         ("equipe", {"target": 0}, "target", "allowed: 1 to 100"),
         ("individuelle", {"regime": "au-plaisant"}, "regime", "allowed: forcee, forcat"),
-        ("individuelle", {"rank_order": "R3"}, "rank_order", "allowed: r1, r2"),
+        ("individuelle", {"rank_order": "R3"}, "rank_order", "allowed: R1, R2"),
         ("individuelle", {"vole_value": "2"}, "vole_value", "expected an integer"),
         ("individuelle", {"partners_see_hands": True}, "partners_see_hands", "unknown option"),
         ("equipe", {"as_pille": False}, "as_pille", "unknown option"),
