@@ -22,12 +22,23 @@ from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.errors import CommentError, CommentOutOfRange
 from tapis_cartes.v1 import record_pb2 as pb
 
-__all__ = ["Comment", "CommentError", "CommentOutOfRange", "annotate", "parse_comment"]
+__all__ = [
+    "MAX_COMMENT",
+    "Comment",
+    "CommentError",
+    "CommentOutOfRange",
+    "annotate",
+    "parse_comment",
+]
 
 Comment = tuple[int, int, str]  # (hand, action, text), hand and action 1-based
 
 
 _NUMBER = re.compile(r"[0-9]{1,9}")  # a hand or action number (ASCII digits, no more than 9)
+
+# The bound, in characters, of one comment (a paragraph); `MAX_TEXT` (256) bounds the
+# record's own texts.
+MAX_COMMENT = 1000
 
 
 def parse_comment(text: str) -> Comment:
@@ -42,7 +53,16 @@ def parse_comment(text: str) -> Comment:
         raise CommentError(f"comment {quoted(text)}: hands and actions are counted from 1")
     if not body:
         raise CommentError(f"comment {quoted(text)}: the comment text is empty")
+    _check_length(hand, action, body)
     return hand, action, body
+
+
+def _check_length(hand: int, action: int, text: str) -> None:
+    if len(text) > MAX_COMMENT:
+        raise CommentError(
+            f"comment on hand {hand}, action {action}: {len(text)} characters"
+            f" (at most {MAX_COMMENT})"
+        )
 
 
 def annotate(
@@ -63,6 +83,7 @@ def annotate(
     notes = replay(rec, _AnnotateVisitor())
     sizes = [len(hand.actions) for hand in rec.hands]
     for hand_no, action_no, text in new:
+        _check_length(hand_no, action_no, text)
         _check_position(sizes, hand_no, action_no)
         kept.setdefault((hand_no, action_no), []).append(text)
     for hand_no, action_no in kept:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tapis_cartes.records.annotate import CommentError, annotate, parse_comment
+from tapis_cartes.records.annotate import MAX_COMMENT, CommentError, annotate, parse_comment
 from tapis_cartes.records.codec import decode_record, encode_file, read_envelopes, write_envelopes
 from tapis_cartes.records.export import (
     ExportError,
@@ -90,6 +90,21 @@ def test_comments_added_kept_and_checked() -> None:
         annotate(rec, [(1, 57, "too far")])
     with pytest.raises(CommentError, match="hand 2, action 1: the record has 1 hand"):
         annotate(rec, [(2, 1, "no such hand")])
+    # A comment is at most MAX_COMMENT characters, at the command line and in the library.
+    assert annotate(rec, [(1, 5, "é" * MAX_COMMENT)]).actions[4].comments[0] == "é" * MAX_COMMENT
+    long = "x" * (MAX_COMMENT + 1)
+    with pytest.raises(CommentError, match=r"hand 1, action 5: 1001 characters \(at most 1000\)"):
+        parse_comment(f"1:5:{long}")
+    with pytest.raises(CommentError, match=r"hand 1, action 5: 1001 characters \(at most 1000\)"):
+        annotate(rec, [(1, 5, long)])
+
+
+def test_annotate_refuses_a_comment_past_its_bound(tmp_path: Path) -> None:
+    out = tmp_path / "a.tapis"
+    done = tapis("record", "annotate", DP1, "-o", out, "--comment", "1:5:" + "x" * 100_000)
+    assert done.returncode == 2, done.stderr
+    assert "100000 characters (at most 1000)" in done.stderr and not out.exists()
+    assert len(done.stderr) < 400
 
 
 def test_annotating_a_signed_record_keeps_the_signature() -> None:
