@@ -98,7 +98,6 @@ def score_to_pb(units: Sequence[str], score: Sequence[int]) -> pb.Score:
 
 
 @functools.cache
-@functools.cache
 def score_getter(units: tuple[str, ...]) -> Callable[[pb.Score], tuple[int, ...]]:
     """A function from a `Score` message to its tuple of ints in the order of `units`
     (made once per units: a re-score asks for it for each record)."""
@@ -303,7 +302,6 @@ def _rules_pb(rules: Rules) -> pb.Rules:
     return rules_to_pb(rules)
 
 
-@functools.cache
 @functools.cache
 def unit_fields(units: tuple[str, ...]) -> tuple[int, ...]:
     """The field number of each unit in a `Score` (for wire.py's writers; once per units)."""

@@ -66,17 +66,21 @@ class Rescored:
     new_finished: bool | None = None
 
 
-def record_scores(rec: pb.GameRecord, units: tuple[str, ...] | None = None) -> list[list[int]]:
+def record_scores(
+    rec: pb.GameRecord, units: tuple[str, ...] | None = None, outcome: pb.Outcome | None = None
+) -> list[list[int]]:
     """The final scores a record says, one list of the game's units (`units`, if known) per
     seat; none when the record names no game Tapis knows (an archive's record changed in the
-    file: the report still says it is not replayable, never raises)."""
+    file: the report still says it is not replayable, never raises). `outcome`: the record's,
+    when the caller has it."""
     if units is None:
         try:
             units = find_game(rec.rules.game).units
         except RulesError:
             return []
     read = score_getter(units)
-    return [list(read(s)) for s in rec.outcome.scores[:]]  # a slice: a list in one call of C
+    scores = (rec.outcome if outcome is None else outcome).scores[:]  # a list in one call of C
+    return [list(read(s)) for s in scores]
 
 
 def rescored(
@@ -91,7 +95,7 @@ def rescored(
     hands), the hands whose score lines and scores are byte for byte the replay's are not
     decoded (wire.py `hands_hold`); the record is decoded whole only from the first that is not.
     `RecordError` when it then does not decode."""
-    units = find_game(rec.rules.game).units
+    units = find_game(match.rules.game).units  # (the record's game: a protobuf look-up less)
     results = match.results
     same = 0
     if hands is not None:
@@ -101,17 +105,18 @@ def rescored(
     else:
         whole = decode_record(record_bytes) if hands is not None else rec
         diff = first_diff(units, whole, [r.lines for r in results], same)
+    outcome = rec.outcome  # (each look-up of a protobuf field costs a call of the library)
     return Rescored(
         rid,
         "ok",
         "",
         "",
-        record_scores(rec, units),
+        record_scores(rec, units, outcome),
         [list(s) for s in match.scores],
-        list(rec.outcome.winners),
+        outcome.winners[:],  # a slice: a list in one call of C
         list(match.winners),
         diff,
-        rec.outcome.finished,
+        outcome.finished,
         match.finished,
     )
 

@@ -105,18 +105,28 @@ def _not_replayable(rid: str, code: str, detail: str) -> Rescored:
 
 
 def result_row(run_id: int, r: Rescored) -> tuple[Any, ...]:
-    """A `rescore_results` row (made by the task, so the writer only inserts)."""
+    """A `rescore_results` row (made by the task, so the writer only inserts). New scores or
+    winners equal to the old (most records) reuse their text."""
+    old_scores, old_winners = to_json(r.old_scores), to_json(r.old_winners)
+    new_scores, new_winners = r.new_scores, r.new_winners
     return (
         run_id,
         r.record_id,
         r.status,
         r.rule,
         r.detail,
-        to_json(r.old_scores),
-        None if r.new_scores is None else to_json(r.new_scores),
-        to_json(r.old_winners),
-        None if r.new_winners is None else to_json(r.new_winners),
+        old_scores,
+        _json_as(new_scores, r.old_scores, old_scores),
+        old_winners,
+        _json_as(new_winners, r.old_winners, old_winners),
         None if r.first_diff is None else to_json(r.first_diff),
         int(r.old_finished),
         None if r.new_finished is None else int(r.new_finished),
     )
+
+
+def _json_as(value: Any, old: Any, old_text: str) -> str | None:
+    """The JSON text of `value` (None for None): `old_text` when it equals `old`."""
+    if value is None:
+        return None
+    return old_text if value == old else to_json(value)
