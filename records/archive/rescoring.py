@@ -68,6 +68,13 @@ def store_shard(db: sqlite_utils.Database, rows: Sequence[tuple[Any, ...]]) -> N
 # a transaction per shard would write most pages of the results' key again for each shard.
 STORE_SECONDS, STORE_ROWS = 1.0, 20_000
 
+# The pages the write-ahead log of a re-scoring's connection holds before they are copied
+# into the archive (SQLite's default: 1000, 4 MB). Each copy writes again the pages of the
+# results' key that every store changes, and waits for the disk: for 100,000 records, the
+# stores took 1.6 s (1.1 s of it working) with the default, 1.1 s (0.8 s) with this, and the
+# last copy, when the archive is closed, 0.1 s. (At most about 40 MB of log, for the run.)
+CHECKPOINT_PAGES = 10_000
+
 
 # A shard holds at most MAX_SHARD records, and at least MIN_SHARD while that many are left.
 MAX_SHARD, MIN_SHARD = 500, 50
@@ -138,6 +145,7 @@ def rescore(
     unfinished run with the same options and selection, if any. `progress(done, total)` is
     called after each store."""
     db = open_archive(db_path, create=False)
+    db.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_PAGES}")  # (this connection's)
     new_run = None  # the run made by this call, until it is finished
     try:
         game_name = ""
