@@ -11,8 +11,9 @@ Hands and actions are counted from 1, in the order the transcript lists them. Wh
 transcript holds (wrong types, huge numbers or texts, deep nesting), the answer is a
 `TranscriptError` naming the place, and a message quotes at most a short prefix of a value:
 a player's name is at most `MAX_NAME` (64) characters, any other text at most `MAX_TEXT`
-(256), an integer fits 64 bits, a file is at most `MAX_TRANSCRIPT` bytes, and no object gives a
-key twice (JSON would let the last one win).
+(256), an integer fits 64 bits, a file is at most `MAX_TRANSCRIPT` bytes and `MAX_BRACKETS`
+brackets (its lists and objects), and no object gives a key twice (JSON would let the last one
+win).
 """
 
 from __future__ import annotations
@@ -48,10 +49,14 @@ from tapis_cartes.referee.engine.options import START_HAND_MAX, START_SCORE_MAX
 from tapis_cartes.referee.errors import control_character
 from tapis_cartes.v1 import record_pb2 as pb
 
-__all__ = ["FORMAT", "MAX_TRANSCRIPT", "import_transcript", "load_transcript"]
+__all__ = ["FORMAT", "MAX_BRACKETS", "MAX_TRANSCRIPT", "import_transcript", "load_transcript"]
 
 FORMAT = "tapis-transcript/1"
 MAX_TRANSCRIPT = 64 << 20  # bytes: a larger file is not a transcript
+# Brackets ('[' and '{': its lists and objects, and any in its texts) of a transcript file: a
+# match the referee allows (1000 hands, 100,000 actions) has a few hundred thousand. A file of
+# tens of millions of tiny lists would take a minute to read and check.
+MAX_BRACKETS = 1_000_000
 _TOP_KEYS = {"format", "game", "ruleset", "options", "players", "start", "hands"}
 _INT64 = 1 << 63  # every integer of a transcript fits a record's 64-bit fields
 _INT64_LOW = -_INT64
@@ -152,6 +157,12 @@ def load_transcript(path: str | Path) -> dict[str, Any]:
         if len(data) > MAX_TRANSCRIPT:
             raise TranscriptError(f"{p}: larger than {MAX_TRANSCRIPT >> 20} MiB: not a transcript")
         text = data.decode("utf-8")
+        brackets = text.count("[") + text.count("{")
+        if brackets > MAX_BRACKETS:
+            raise TranscriptError(
+                f"{p}: {brackets:,} brackets ('[' and '{{'), more than {MAX_BRACKETS:,}: not a"
+                " transcript"
+            )
     except OSError as exc:
         raise TranscriptError(f"{p}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

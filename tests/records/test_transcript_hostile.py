@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tapis_cartes.records.transcript import import_transcript, load_transcript
+from tapis_cartes.records.transcript import MAX_BRACKETS, import_transcript, load_transcript
 from tapis_cartes.referee.engine import TranscriptError
 from tests.commands import DATA, tapis
 
@@ -155,3 +155,20 @@ def test_memory_stays_near_the_size_of_the_json(
     assert text.startswith(f"{path}: {message}"), text
     assert "Traceback" not in text
     assert peak - base < 150_000, (peak, base)  # KiB
+
+
+def test_a_file_of_millions_of_brackets_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """Millions of tiny lists (8 MB of `[]`) are no transcript: refused by their count before
+    the JSON is read (read and walked, ten million took 18 s and 800 MB), with the count said;
+    a transcript of a long match (300,000 actions) stays well within `MAX_BRACKETS`."""
+    small = tmp_path / "small.json"
+    small.write_text(n1_text())
+    base, _ = peak_kb(small, tmp_path)
+    path = tmp_path / "tiny-lists.json"
+    path.write_text(n1_text().replace('"hands": [', '"hands": [' + "[], " * 2_000_000, 1))
+    peak, text = peak_kb(path, tmp_path)
+    assert text.startswith(f"{path}: 2,000,0"), text
+    assert f"brackets ('[' and '{{'), more than {MAX_BRACKETS:,}: not a transcript" in text, text
+    assert peak - base < 60_000, (peak, base)  # KiB: the file's text, no list read from it
+    long_match = BULK[2][1](n1_text())
+    assert long_match.count("[") + long_match.count("{") < MAX_BRACKETS // 3
