@@ -18,6 +18,7 @@ win).
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -156,7 +157,9 @@ def load_transcript(path: str | Path) -> dict[str, Any]:
             data = f.read(MAX_TRANSCRIPT + 1)
         if len(data) > MAX_TRANSCRIPT:
             raise TranscriptError(f"{p}: larger than {MAX_TRANSCRIPT >> 20} MiB: not a transcript")
-        text = data.decode("utf-8")
+        # A byte order mark, which some editors write first, is no part of the JSON.
+        bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+        text = data[bom:].decode("utf-8")
         brackets = text.count("[") + text.count("{")
         if brackets > MAX_BRACKETS:
             raise TranscriptError(
@@ -166,7 +169,8 @@ def load_transcript(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise TranscriptError(f"{p}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise TranscriptError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        at = exc.start + bom
+        raise TranscriptError(f"{p}: not UTF-8 text ({exc.reason} at byte {at})") from None
     try:
         doc = json.loads(text, object_pairs_hook=_object)
     except json.JSONDecodeError as exc:

@@ -172,3 +172,18 @@ def test_a_file_of_millions_of_brackets_is_refused_before_it_is_read(tmp_path: P
     assert peak - base < 60_000, (peak, base)  # KiB: the file's text, no list read from it
     long_match = BULK[2][1](n1_text())
     assert long_match.count("[") + long_match.count("{") < MAX_BRACKETS // 3
+
+
+def test_a_byte_order_mark_is_no_part_of_the_transcript(tmp_path: Path) -> None:
+    """A transcript saved with a UTF-8 byte order mark (as some editors save) gives the same
+    record as without; a bad byte after it is placed in the file as it is."""
+    plain, marked = tmp_path / "plain" / "n1.json", tmp_path / "marked" / "n1.json"
+    for path, head in ((plain, b""), (marked, b"\xef\xbb\xbf")):
+        path.parent.mkdir()
+        path.write_bytes(head + n1_text().encode("utf-8"))
+    assert import_transcript(load_transcript(marked), "n1.json") == import_transcript(
+        load_transcript(plain), "n1.json"
+    )
+    marked.write_bytes(b"\xef\xbb\xbf{\xff}")
+    with pytest.raises(TranscriptError, match=r"not UTF-8 text \(invalid start byte at byte 4\)"):
+        load_transcript(marked)
