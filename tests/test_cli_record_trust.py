@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tapis_cartes.records.codec import envelope, read_envelopes, write_envelopes
+from tapis_cartes.records.codec import (
+    canonical_bytes,
+    decode_record,
+    envelope,
+    read_envelopes,
+    write_envelopes,
+)
 from tapis_cartes.records.signing import load_private_key, sign
 from tapis_cartes.v1 import record_pb2 as pb
 from tests.commands import DATA, tapis
@@ -158,13 +164,14 @@ NAMES = ["a\x1b[31mred", "b\n\nc", "\u202eevil", "No\x00rth"]
 @pytest.fixture
 def hostile(tmp_path: Path) -> Path:
     """DP1 with player names that hold an escape sequence, line breaks, a right-to-left
-    override and a NUL, and comments (on a pass, on a card) with escape sequences."""
-    doc = json.loads((DATA / "dame-de-pique-dp1.json").read_text())
-    doc["players"] = NAMES
-    transcript = tmp_path / "names.json"
-    transcript.write_text(json.dumps(doc))
+    override and a NUL, and comments (on a pass, on a card) with escape sequences. (Neither
+    the referee nor a transcript makes such names now, but a record made elsewhere, or
+    before, may have them.)"""
+    rec = decode_record(dp1_bytes())
+    for seat, name in zip(rec.seats, NAMES, strict=True):
+        seat.name = name
     plain = tmp_path / "plain.tapis"
-    assert tapis("record", "import", transcript, "-o", plain).returncode == 0
+    write_envelopes(plain, [envelope(canonical_bytes(rec))])
     path = tmp_path / "names.tapis"
     comments = ["--comment", "1:1:a pass \x1b[1m", "--comment", "1:5:look \x1b[2J here"]
     done = tapis("record", "annotate", plain, "-o", path, *comments)

@@ -999,6 +999,8 @@ class Referee:
         stored and applied), or the action being stored when others may join it."""
         _check_open(table)
         current = len(table.actions)
+        if expected == ANY_INDEX:
+            expected = current
         done = _retried(table, seat, expected, action)
         if done is not None:
             # A retry of an acknowledged submission (the seat has not acted since, as it
@@ -1171,7 +1173,7 @@ class Referee:
             raise error
 
     async def resign(self, table: Table, seat: int) -> int:
-        index, _, _ = await self.submit(table, seat, len(table.actions), encode(RESIGN))
+        index, _, _ = await self.submit(table, seat, ANY_INDEX, encode(RESIGN))
         return index
 
     # -- the end of a table ---------------------------------------------------------------
@@ -1414,6 +1416,12 @@ def _retried(table: Table, seat: int, expected: int, action: int) -> int | None:
 
 
 _RESIGN = encode(RESIGN)
+
+# The expected index of a resignation: wherever the table is when the resignation is admitted
+# (under the table's lock). A seat resigns at any moment of play, and names no index: read
+# before the lock, the index went stale whenever another seat's action came in between.
+# (A client's expected index is a uint64: never this.)
+ANY_INDEX = -1
 
 
 def _may_join(table: Table, seat: int, action: int) -> bool:

@@ -202,6 +202,70 @@ def test_names_with_control_characters_are_refused(tmp_path: Path) -> None:
     run(body, tmp_path)
 
 
+def test_a_resignation_racing_other_seats_actions_is_never_stale(tmp_path: Path) -> None:
+    """A seat resigns at any moment of play and names no index: sent while another seat's
+    action is being applied (in play, and during the Dame de Pique exchange, whose passes are
+    stored together), it is applied after that action, never refused as stale (it was:
+    ABORTED, "expected_action_index is 7 but the table is at 8")."""
+
+    async def view(stub: rpc.RefereeServiceStub, table_id: str, token: str, seat: int) -> Any:
+        request = pb.GetViewRequest(table_id=table_id, seat=seat)
+        return (await stub.GetView(request, metadata=auth(token))).view
+
+    async def act(stub: rpc.RefereeServiceStub, table_id: str, token: str, seen: Any) -> int:
+        done = await stub.SubmitAction(
+            pb.SubmitActionRequest(
+                table_id=table_id,
+                seat=seen.seat,
+                expected_action_index=seen.action_index,
+                action=seen.legal_actions[0].action,
+            ),
+            metadata=auth(token),
+        )
+        return int(done.action_index)
+
+    async def submit(stub: rpc.RefereeServiceStub, table_id: str, token: str, seat: int) -> int:
+        return await act(stub, table_id, token, await view(stub, table_id, token, seat))
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        for trial in range(12):
+            table_id, tokens = await new_table(stub, "dame-de-pique", "", {}, 4)
+            in_play = trial % 2 == 0
+            if in_play:  # the exchange made, the first trick under way: seat 0..3 in turn
+                for seat in range(4):
+                    await submit(stub, table_id, tokens[seat], seat)
+                movers = list((await view(stub, table_id, tokens[0], 0)).to_act[:1])
+            else:  # three seats pass at once
+                movers = [0, 1, 2]
+            seen = [await view(stub, table_id, tokens[s], s) for s in movers]
+            resigner = next(s for s in range(4) if s not in movers)
+            moved, resigned = await asyncio.gather(
+                asyncio.gather(
+                    *(act(stub, table_id, tokens[v.seat], v) for v in seen),
+                    return_exceptions=True,
+                ),
+                stub.Resign(
+                    pb.ResignRequest(table_id=table_id, seat=resigner),
+                    metadata=auth(tokens[resigner]),
+                ),
+            )
+            # A submission the resignation came before finds its index stale (the match over).
+            for m in moved:
+                if isinstance(m, BaseException):
+                    assert isinstance(m, grpc.aio.AioRpcError), m
+                    assert m.code() == grpc.StatusCode.ABORTED, m
+            got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+            record = decode_record(got.envelope.record)
+            assert "resign" in record.outcome.reason, (trial, record.outcome.reason)
+            assert f"seat {resigner}" in record.outcome.reason, (trial, record.outcome.reason)
+            last = record.hands[-1]
+            assert list(last.seats)[-1] == resigner, trial
+            applied = [m for m in moved if isinstance(m, int)]
+            assert all(resigned.action_index > m for m in applied), (trial, moved, resigned)
+
+    run(body, tmp_path)
+
+
 def test_exactly_one_authorization_entry(tmp_path: Path) -> None:
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
         table_id, tokens = await new_table(stub, "dame-de-pique", "", {}, 4)
