@@ -808,6 +808,9 @@ class RefereeServicer:
         first: object = None
         try:
             self._check(None)
+            # The stream counts from its start, not from its `open`: else a client could hold
+            # any number of calls that never open.
+            slot = self._streams.open(_client(context))
             first = await anext(aiter(requests), None)
             if first is None:
                 return  # the client closed its side before opening
@@ -822,7 +825,6 @@ class RefereeServicer:
                 self.referee.authenticate(table, opening.seat, _token(context))
             except BadRequest as exc:  # a field of `open`
                 raise BadRequest(str(exc), f"open.{exc.field_name}") from None
-            slot = self._streams.open(_client(context))
             play = _SeatPlay(self, table, opening.seat, opening.from_event_index, context)
             await play.run(requests)
         except asyncio.CancelledError:

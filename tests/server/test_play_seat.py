@@ -371,6 +371,28 @@ def test_a_message_past_the_size_limit_ends_the_call_resource_exhausted(tmp_path
     run(body, tmp_path, max_message_bytes=4096)
 
 
+def test_play_seat_calls_that_never_open_count_against_the_bound(tmp_path: Path) -> None:
+    """A PlaySeat call counts from its start, not from its `open`: a client holding calls
+    that never send it has no more streams than the bound (it had any number)."""
+
+    async def body(_: Any, stub: rpc.RefereeServiceStub, __: Any) -> None:
+        table_id, _ = await new_table(stub, "hearts", "", {}, 4)
+        idle = [stub.PlaySeat() for _ in range(2)]  # nothing written: never opened
+        await asyncio.sleep(0.3)  # (each reached the referee, which waits for its `open`)
+        watch = stub.WatchTable(pb.WatchTableRequest(table_id=table_id))
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await watch.read()
+        assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        for call in idle:
+            call.cancel()
+        await asyncio.sleep(0.3)
+        again = stub.WatchTable(pb.WatchTableRequest(table_id=table_id))
+        assert (await again.read()).event.index == 0  # room again once they went away
+        again.cancel()
+
+    run(body, tmp_path, max_streams_per_client=2)
+
+
 def test_play_seat_streams_count_with_watch_table_streams(tmp_path: Path) -> None:
     async def body(_: Any, stub: rpc.RefereeServiceStub, __: Any) -> None:
         table_id, tokens = await new_table(stub, "hearts", "", {}, 4)
