@@ -1219,10 +1219,12 @@ class Referee:
         return event
 
     def _end_event(self, table: Table) -> EndEvent:
-        assert table.record_id
-        return EndEvent(
-            table.match.winners, table.stopped or table.match.end_reason, table.record_id
-        )
+        """The event of a table's record: its winners and reason, the record's own (a seat
+        that lost on time is said to have, as its record says, not to have resigned)."""
+        assert table.record_id and table.envelope is not None
+        record = pb.RecordEnvelope.FromString(table.envelope).record
+        reason = pb.GameRecord.FromString(record).outcome.reason
+        return EndEvent(table.match.winners, reason, table.record_id)
 
     async def _break(self, table: Table, reason: str, exc: BaseException) -> ClosedEvent:
         """Close a table that hit an internal error: in memory at once, then in the store

@@ -136,6 +136,13 @@ def test_a_seat_that_stops_answering_loses_on_time(
         assert rec.outcome.finished and rec.outcome.rule == "CLOCK.FORFEIT"
         assert rec.outcome.resigned in waiting
         assert rec.outcome.reason == f"seat {rec.outcome.resigned} lost on time"
+        # The stream's end says what the record says (it said "resigned").
+        ended = [
+            r.event.match_ended
+            async for r in stub.WatchTable(pb.WatchTableRequest(table_id=table_id))
+            if r.event.WhichOneof("event") == "match_ended"
+        ]
+        assert [e.reason for e in ended] == [rec.outcome.reason]
         last = rec.hands[-1]
         assert list(last.timeouts) == [len(last.actions)]
         assert last.actions[-1] == 6  # a resignation
