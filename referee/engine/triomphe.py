@@ -72,6 +72,7 @@ from tapis_cartes.referee.engine.actions import (
     ABANDON,
     ABANDON_WORDS,
     PILLE,
+    PILLE_HIDDEN,
     PILLE_STOP,
     VOLE,
     encode,
@@ -134,7 +135,6 @@ PACK = deck_of_ranks(range(SEVEN, 13))  # TRI.DEAL: 7 to A in each suit, 32 card
 PACK_NAME = "the 32-card pack"
 OFFER, ACCEPT, REFUSE = range(3)  # ABANDON payloads (actions.ABANDON_WORDS)
 STOP, CONTINUE = range(2)  # VOLE payloads (actions.VOLE_WORDS)
-PILLE_HIDDEN = 0  # the public form of a discard's card (2S: in no Triomphe pack)
 _REGIME_RULES = {
     Regime.FORCEE: "TRI.FORCEE",
     Regime.FORCAT: "TRI.FORCAT",
@@ -723,7 +723,7 @@ class TriompheMatch(Match):
 
     def public_action(self, action: int) -> int:
         # TRI.PILLE: the robber discards face down; the others learn that he took the face-up
-        # card and discarded one (PILLE_HIDDEN: a card of no Triomphe pack).
+        # card and discarded one (PILLE_HIDDEN, actions.py: no card, the action's hidden form).
         if action & 7 == PILLE and action >> 3 != PILLE_STOP:
             return encode(PILLE, PILLE_HIDDEN)
         return action

@@ -21,6 +21,7 @@ from tapis_cartes.referee.engine.actions import (
     PLAY,
     RESIGN,
     VOLE,
+    action_str,
     encode,
     parse_action,
 )
@@ -670,6 +671,10 @@ def test_pillage_discards_are_face_down_for_the_others() -> None:
     m = pille_match()
     take = act("pille 7D")
     assert m.public_action(take) == encode(PILLE, PILLE_HIDDEN)
+    # The hidden form the protocol gives (docs/protocol.md, action codes: "62 in another
+    # seat's copy"), which no card has: it was 0, the code of 2S.
+    assert PILLE_HIDDEN == 62 and m.public_action(take) >> 3 == 62
+    assert action_str(m.public_action(take)) == "pille hidden"
     assert not PACK >> PILLE_HIDDEN & 1  # no card of the pack
     assert m.public_action(act("pille stop")) == act("pille stop")
     assert m.public_action(act("KS")) == act("KS")
