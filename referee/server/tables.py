@@ -45,7 +45,7 @@ import secrets
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -352,7 +352,10 @@ class Table:
     ) -> Table:
         """A table rebuilt from its durable form: seats taken in their order, then every
         action (the seed gives the deals) with, at a timed table, its elapsed time and
-        whether it was made on time (`timing`)."""
+        whether it was made on time (`timing`). Every stored action is replayed, whatever
+        `limits` say (it was acknowledged under the limits of its time); they apply from the
+        last one on: a match past them (a restart with lower `--max-hands` or
+        `--max-actions`) is then stopped."""
         table = cls(
             table_id,
             rules,
@@ -362,7 +365,7 @@ class Table:
             creator,
             [Seat(name, open_) for name, open_, _, _ in seats],
             new_match(rules),
-            limits,
+            replace(limits, max_hands=_NO_LIMIT, max_actions=_NO_LIMIT) if actions else limits,
             time_control=time_control,
         )
         taken = sorted((order, i) for i, (_, _, h, order) in enumerate(seats) if h is not None)
@@ -372,6 +375,8 @@ class Table:
             table.take(i, name, hashed)
         for i, (seat, action) in enumerate(actions):
             elapsed, timeout = timing[i] if i < len(timing) else (0, False)
+            if i == len(actions) - 1:
+                table.limits = limits
             table.apply(seat, action, elapsed, timeout)
         table.durable_events = len(table.events)
         return table
@@ -392,10 +397,7 @@ class Table:
         match = self.match
         while not self.finished and (match.hand is None or match.hand.over):
             if len(match.results) >= self.limits.max_hands:
-                self.stopped = (
-                    f"stopped by the referee after {self.limits.max_hands} hands, the most a"
-                    " table plays"
-                )
+                self.stopped = _stopped(len(match.results), self.limits.max_hands, "hands")
                 return
             number = match.hand_number
             expected = match.expected_dealer()
@@ -449,10 +451,7 @@ class Table:
         self.events.extend(e for e in engine_events if not isinstance(e, HandsChanged))
         self.deal_until_playable()
         if not self.finished and len(self.actions) >= self.limits.max_actions:
-            self.stopped = (
-                f"stopped by the referee after {self.limits.max_actions} actions, the most a"
-                " table plays"
-            )
+            self.stopped = _stopped(len(self.actions), self.limits.max_actions, "actions")
         return self.events[first:]
 
     def record(self, provenance: Provenance | None = None) -> pb.GameRecord:
@@ -684,7 +683,10 @@ class Referee:
         table.time_source = self.time_source
         if stored.record is not None:  # its last event: the record, as when it was issued
             table.envelope = stored.record
-            table.record_id = record_id(pb.RecordEnvelope.FromString(stored.record).record)
+            record = pb.RecordEnvelope.FromString(stored.record).record
+            table.record_id = record_id(record)
+            if not table.finished:  # stopped at the limits of its time, whatever they are now
+                table.stopped = pb.GameRecord.FromString(record).outcome.reason
             table.events.append(self._end_event(table))
         elif stored.closed_status is not None:
             table.closed = ClosedEvent(stored.closed_status, stored.closed_reason)
@@ -1418,6 +1420,21 @@ def _retried(table: Table, seat: int, expected: int, action: int) -> int | None:
 
 
 _RESIGN = encode(RESIGN)
+
+# The limits of a table's replay before its last stored action (`Table.replayed`).
+_NO_LIMIT = 1 << 62
+
+
+def _stopped(count: int, limit: int, what: str) -> str:
+    """Why the referee stopped a match at its limit of hands or actions: reached in play, or
+    passed already when a restart lowered it."""
+    if count == limit:
+        return f"stopped by the referee after {limit} {what}, the most a table plays"
+    return (
+        f"stopped by the referee after {count} {what}, past the {limit} a table now plays"
+        " (the referee's limits were lowered)"
+    )
+
 
 # The expected index of a resignation: wherever the table is when the resignation is admitted
 # (under the table's lock). A seat resigns at any moment of play, and names no index: read

@@ -555,6 +555,65 @@ def test_a_match_is_stopped_at_the_referees_limits_with_a_record(tmp_path: Path)
     run(actions, tmp_path, max_actions=30)
 
 
+def test_a_restart_with_lower_limits_stops_the_matches_past_them(tmp_path: Path) -> None:
+    """Tables that played past limits a restart lowers keep every acknowledged action and are
+    stopped, with a record that says so and verifies; under the same limits again, they stay
+    as they were. (They were replayed under the new limits, refused, and closed as broken for
+    good, without a record.)"""
+
+    async def play(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> Any:
+        rng = random.Random(7)
+        tables = []
+        for game, options in (("hearts", {"end_threshold": 1000}), ("nap", {})):
+            table_id, tokens = await new_table(stub, game, "", options, 4)
+            played = 0
+            while played < 70:  # seventy actions, the match under way
+                for seat, token in tokens.items():
+                    request = pb.GetViewRequest(table_id=table_id, seat=seat)
+                    view = (await stub.GetView(request, metadata=auth(token))).view
+                    if view.legal_actions and played < 70:
+                        submit = pb.SubmitActionRequest(
+                            table_id=table_id,
+                            seat=seat,
+                            expected_action_index=view.action_index,
+                            action=rng.choice(view.legal_actions).action,
+                        )
+                        await stub.SubmitAction(submit, metadata=auth(token))
+                        played += 1
+            got = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+            assert got.status == pb.TABLE_STATUS_PLAYING and got.action_index == 70
+            tables.append(table_id)
+        return tables
+
+    tables = run(play, tmp_path)
+
+    async def lowered(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> Any:
+        reasons = []
+        for table_id in tables:
+            got = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+            assert got.status == pb.TABLE_STATUS_FINISHED, (table_id, got.status)
+            assert got.action_index == 70
+            record = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+            rec = decode_record(record.envelope.record)
+            assert sum(len(h.actions) for h in rec.hands) == 70 and not rec.outcome.finished
+            key = load_public_key(tmp_path / "k.key")
+            assert verify_envelope(record.envelope, [key]).ok
+            reasons.append(rec.outcome.reason)
+        return reasons
+
+    reasons = run(lowered, tmp_path, max_actions=30)
+    assert (
+        reasons
+        == [
+            "stopped by the referee after 70 actions, past the 30 a table now plays (the referee's"
+            " limits were lowered)"
+        ]
+        * 2
+    )
+    again = run(lowered, tmp_path)
+    assert again == reasons
+
+
 def test_a_poisoned_store_still_starts_and_isolates_the_bad_tables(tmp_path: Path) -> None:
     async def first(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> Any:
         return [await new_table(stub, "hearts", "", {}, 4) for _ in range(4)]
