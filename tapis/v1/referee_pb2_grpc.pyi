@@ -21,14 +21,16 @@ without a token is allowed: a spectator sees public information only.
 
 Clients: the referee counts a client by its network address (the peer's host, without the
 port). A client may have at most 1000 tables open (created, and neither finished nor
-closed) and 256 streams (WatchTable and PlaySeat) at once (the referee's defaults; `tapis
-serve` options change them); beyond, RESOURCE_EXHAUSTED. Open seats that nobody takes expire: a table still
+closed) and 256 streams (WatchTable and PlaySeat, counted from the call's start) at once
+(the referee's defaults; `tapis serve` options change them); beyond, RESOURCE_EXHAUSTED.
+Open seats that nobody takes expire: a table still
 waiting for players one hour after its creation (`tapis serve --open-seat-ttl`) is closed
 (TABLE_STATUS_EXPIRED, a `table_closed` event) and no longer counts.
 
 Bounds: a request is at most 1 MiB. A table id, a request id, a game or ruleset name, an
 option key and a string option value are at most 64 characters; a player's name at most 64
-characters, without control characters; at most 10 seats and 64 options, each key once.
+characters, without control characters (C0, C1, DEL, U+2028/9, the bidirectional controls
+U+061C, U+200E/F, U+202A-E, U+2066-9); at most 10 seats and 64 options, each key once.
 Every int option has the range its OptionInfo gives. A table stops at 1000 hands or 100000
 actions (whichever comes first): its match is stopped unfinished, with a record saying why.
 Every reply is far below the 4 MiB a client receives by default.
@@ -65,7 +67,8 @@ Status codes:
   accepts at an older index), with the current index.
 - NOT_FOUND: no such table. OUT_OF_RANGE: WatchTable from an event index the table has not
   reached. PERMISSION_DENIED: a wrong token, or JoinTable on a seat already taken or on a
-  full table (no open seat). RESOURCE_EXHAUSTED: a client over its tables or streams.
+  full table (no open seat). RESOURCE_EXHAUSTED: a client over its tables or streams; a
+  request over 1 MiB, or metadata over gRPC's bound (gRPC's own answer, without detail).
 - UNAVAILABLE: the referee is starting (reloading its tables; health says NOT_SERVING) or
   stopping, or could not store a change (nothing changed); retry later. Nothing a client
   sends yields UNKNOWN or INTERNAL.
