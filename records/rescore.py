@@ -66,21 +66,17 @@ class Rescored:
     new_finished: bool | None = None
 
 
-def record_scores(
-    rec: pb.GameRecord, units: tuple[str, ...] | None = None, outcome: pb.Outcome | None = None
-) -> list[list[int]]:
+def record_scores(rec: pb.GameRecord, units: tuple[str, ...] | None = None) -> list[list[int]]:
     """The final scores a record says, one list of the game's units (`units`, if known) per
     seat; none when the record names no game Tapis knows (an archive's record changed in the
-    file: the report still says it is not replayable, never raises). `outcome`: the record's,
-    when the caller has it."""
+    file: the report still says it is not replayable, never raises)."""
     if units is None:
         try:
             units = find_game(rec.rules.game).units
         except RulesError:
             return []
     read = score_getter(units)
-    scores = (rec.outcome if outcome is None else outcome).scores[:]  # a list in one call of C
-    return [list(read(s)) for s in scores]
+    return [list(read(s)) for s in rec.outcome.scores[:]]  # a slice: a list in one call of C
 
 
 def rescored(
@@ -111,7 +107,7 @@ def rescored(
         "ok",
         "",
         "",
-        record_scores(rec, units, outcome),
+        record_scores(rec, units),
         [list(s) for s in match.scores],
         outcome.winners[:],  # a slice: a list in one call of C
         list(match.winners),

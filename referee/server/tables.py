@@ -474,9 +474,12 @@ class Table:
             rec.outcome.reason = self.stopped
         return rec
 
-    def signed_record(self, key: Ed25519PrivateKey) -> tuple[bytes, str]:
-        """The signed record of the match as played (its envelope's bytes) and its id."""
-        data = canonical_bytes(self.record())
+    def signed_record(
+        self, key: Ed25519PrivateKey, rec: pb.GameRecord | None = None
+    ) -> tuple[bytes, str]:
+        """The signed record of the match as played (its envelope's bytes) and its id; `rec`:
+        its record, when the caller made it (`record`)."""
+        data = canonical_bytes(self.record() if rec is None else rec)
         return sign(data, key).SerializeToString(deterministic=True), record_id(data)
 
     # -- clocks (a timed table) -----------------------------------------------------------
@@ -685,9 +688,10 @@ class Referee:
             table.envelope = stored.record
             record = pb.RecordEnvelope.FromString(stored.record).record
             table.record_id = record_id(record)
+            reason = pb.GameRecord.FromString(record).outcome.reason
             if not table.finished:  # stopped at the limits of its time, whatever they are now
-                table.stopped = pb.GameRecord.FromString(record).outcome.reason
-            table.events.append(self._end_event(table))
+                table.stopped = reason
+            table.events.append(self._end_event(table, reason))
         elif stored.closed_status is not None:
             table.closed = ClosedEvent(stored.closed_status, stored.closed_reason)
             table.events.append(table.closed)
@@ -1201,14 +1205,15 @@ class Referee:
 
     async def _issue_record(self, table: Table) -> EndEvent:
         """Build, sign and store the record of a finished table."""
-        envelope, rid = table.signed_record(self.key)
+        rec = table.record()
+        envelope, rid = table.signed_record(self.key, rec)
         await self.store.finish(table.id, envelope, rid)
         # From here to the end event, nothing awaits: no watcher sees one without the other.
         table.envelope = envelope
         table.record_id = rid
         self._uncount(table)
         self._keep_loaded(table)
-        event = self._end_event(table)
+        event = self._end_event(table, rec.outcome.reason)
         table.events.append(event)
         _log(
             "table finished",
@@ -1220,12 +1225,10 @@ class Referee:
         )
         return event
 
-    def _end_event(self, table: Table) -> EndEvent:
-        """The event of a table's record: its winners and reason, the record's own (a seat
-        that lost on time is said to have, as its record says, not to have resigned)."""
-        assert table.record_id and table.envelope is not None
-        record = pb.RecordEnvelope.FromString(table.envelope).record
-        reason = pb.GameRecord.FromString(record).outcome.reason
+    def _end_event(self, table: Table, reason: str) -> EndEvent:
+        """The event of a table's record: its winners, and `reason`, its record's outcome
+        reason (a seat that lost on time did so, as its record says: it did not resign)."""
+        assert table.record_id
         return EndEvent(table.match.winners, reason, table.record_id)
 
     async def _break(self, table: Table, reason: str, exc: BaseException) -> ClosedEvent:
