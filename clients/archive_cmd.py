@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import sqlite3
 import sys
@@ -50,7 +49,7 @@ from tapis_cartes.records.research import FORMATS, TABLES, write_table
 from tapis_cartes.records.score import counted, seat_name, text_table
 from tapis_cartes.referee.engine import GAMES, find_game
 from tapis_cartes.referee.engine.options import parse_option
-from tapis_cartes.referee.errors import ArchiveError, RulesError, TapisError, exit_status
+from tapis_cartes.referee.errors import ArchiveError, RulesError, TapisError, exit_status, json_text
 
 __all__ = ["add_archive_parser", "add_key_options", "keys_given", "positive_int"]
 
@@ -60,7 +59,7 @@ def _err(msg: str) -> None:
 
 
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return json_text(obj, separators=(",", ":"))
 
 
 def _archive_command(

@@ -13,7 +13,7 @@ from google.protobuf import json_format
 
 from tapis_cartes.referee.catalog import games_catalog
 from tapis_cartes.referee.engine import find_game
-from tapis_cartes.referee.errors import RulesError
+from tapis_cartes.referee.errors import RulesError, terminal_json
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 
@@ -84,7 +84,7 @@ def cmd_games(args: argparse.Namespace) -> int:
         only.games.extend(g for g in catalog.games if g.name == name)
         catalog = only
     if args.json:
-        print(json_format.MessageToJson(catalog, ensure_ascii=False))
+        print(terminal_json(json_format.MessageToJson(catalog, ensure_ascii=False)))
     else:
         print(games_text(catalog))
     return 0

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import sys
 import tempfile
 import threading
@@ -41,6 +40,7 @@ from tapis_cartes.referee.engine.actions import (
 from tapis_cartes.referee.engine.cards import SUIT_WORDS, card_str
 from tapis_cartes.referee.engine.errors import InvalidAction
 from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.errors import json_text
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 
@@ -487,7 +487,7 @@ async def run_bot(
         names = [s.name for s in (await client.table(table_id)).seats]
         if as_json:
             print(
-                json.dumps(
+                json_text(
                     {
                         "table_id": table_id,
                         "seat": handle.seat,
@@ -502,7 +502,6 @@ async def run_bot(
                         "actions": result.actions,
                         "record_id": result.record_id,
                     },
-                    ensure_ascii=False,
                 ),
                 file=out,
                 flush=True,

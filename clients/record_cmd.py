@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import operator
 import sys
 import time
@@ -63,7 +62,7 @@ from tapis_cartes.records.verify import (
 from tapis_cartes.referee.engine import RecordError, TapisError, find_game
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option, parse_option
-from tapis_cartes.referee.errors import OutputError, exit_status
+from tapis_cartes.referee.errors import OutputError, exit_status, json_text, terminal_json
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["add_record_parser"]
@@ -203,7 +202,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             status = 1
             continue
         if args.json:
-            print(json.dumps(score_json(shown), ensure_ascii=False, separators=(",", ":")))
+            print(json_text(score_json(shown), separators=(",", ":")))
         else:
             if len(loaded) > 1 or changes:
                 print(f"== {where}" + (f" under {under}" if changes else ""))
@@ -280,7 +279,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 tally.count(result)
                 bar.update(tally.valid + tally.invalid)
                 if args.json:
-                    print(json.dumps(result_json(path, index, result), ensure_ascii=False))
+                    print(json_text(result_json(path, index, result)))
                     continue
                 if held is not None:
                     _show_result(path, *held, True, args.verbose)
@@ -419,8 +418,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     except TapisError as exc:  # ExportError
         _err(f"{args.record}: {exc}")
         return exit_status(exc)
-    if args.output is None:
-        print(text, end="")
+    if args.output is None:  # to a terminal, perhaps: JSON escapes (the same values)
+        print(terminal_json(text), end="")
     else:
         atomic_write(args.output, lambda f: f.write(text.encode("utf-8")))
     return status

@@ -36,7 +36,7 @@ from tapis_cartes.records.signing import (
 )
 from tapis_cartes.records.transcript import import_transcript
 from tapis_cartes.referee.engine.options import parse_option
-from tapis_cartes.referee.errors import TapisError, exit_status
+from tapis_cartes.referee.errors import TapisError, exit_status, json_text
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 
@@ -175,7 +175,7 @@ def cmd_table_create(args: argparse.Namespace) -> int:
             )
         if args.json:
             print(
-                json.dumps(
+                json_text(
                     {
                         "table_id": made.table_id,
                         "seats": [
@@ -188,7 +188,6 @@ def cmd_table_create(args: argparse.Namespace) -> int:
                             "seed_sha256": made.commitment.seed_sha256.hex(),
                         },
                     },
-                    ensure_ascii=False,
                 )
             )
             return

@@ -30,6 +30,7 @@ status, as the client sees it; `ActionRefused` and `StaleAction` are kinds of it
 
 from __future__ import annotations
 
+import json
 import re
 import reprlib
 from collections.abc import Sequence
@@ -106,7 +107,11 @@ def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
 # What a terminal would obey rather than show: the C0 and C1 controls and DEL (escape
 # sequences, NUL, line breaks), the line and paragraph separators, and the bidirectional
 # controls (U+061C, U+200E/F, U+202A-E, U+2066-9), which reorder the text around them.
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+# JSON escapes the C0 controls in a string, and writes none outside one but the line breaks
+# of an indented text: the others it writes as they are (`terminal_json`).
+_BEYOND_C0 = r"\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+_UNSAFE = re.compile(rf"[\x00-\x1f{_BEYOND_C0}]")
+_UNSAFE_IN_JSON = re.compile(rf"[{_BEYOND_C0}]")
 
 
 def terminal_text(text: str) -> str:
@@ -115,6 +120,19 @@ def terminal_text(text: str) -> str:
     stays readable, and escaping twice changes nothing). For every text a record or an
     archive carries as given (names, provenance, comments) that a command prints."""
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def json_text(value: Any, **dumps: Any) -> str:
+    """`value` as JSON to print (`json.dumps` with `dumps`, characters beyond ASCII as they
+    are): `terminal_json` of it."""
+    return terminal_json(json.dumps(value, ensure_ascii=False, **dumps))
+
+
+def terminal_json(text: str) -> str:
+    """A JSON text to print for a person: each character a terminal would obey written as
+    its JSON escape (`\\u202e`): the same value to a JSON reader. (Such a character can
+    only be inside a string, where the escape means it.)"""
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def control_character(text: str) -> str | None:

@@ -221,3 +221,32 @@ def test_control_characters_of_names_never_reach_the_terminal_from_an_archive(
         outputs.append(done.stdout)
     assert "a\\u001b[31mred" in outputs[0] and "now finished" in outputs[1]
     assert "winners none -> b\\u000a\\u000ac" in outputs[2], outputs[2]
+
+
+def test_control_characters_of_names_are_escaped_in_json_output(
+    hostile: Path, tmp_path: Path
+) -> None:
+    """`--json` prints each such character as a JSON escape (`\\u202e`): the same value to a
+    JSON reader, and nothing a terminal would obey."""
+    db = tmp_path / "a.db"
+    assert tapis("archive", "add", db, hostile).returncode == 0
+    for args in (
+        ["record", "score", hostile, "--json"],
+        ["record", "verify", hostile, "--json"],
+        ["record", "export", hostile, "--format", "json"],
+        ["record", "export", hostile, "--format", "transcript"],
+        ["archive", "query", db, "--json"],
+        ["archive", "runs", db, "--json"],
+    ):
+        if args[1] == "runs":
+            assert tapis("archive", "rescore", db, "--set", "end_threshold=10").returncode == 0
+            args = ["archive", "runs", db, "1", "--changed", "--json"]
+        done = tapis(*args)
+        assert done.returncode == 0, (args, done.stderr)
+        assert not UNSAFE.search(done.stdout), (args, done.stdout)
+        if args[1] == "export":
+            values = [json.loads(done.stdout)]
+        else:
+            values = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+        if args[1] in ("query", "runs", "export"):
+            assert "\u202eevil" in json.dumps(values, ensure_ascii=False), (args, done.stdout)
