@@ -49,7 +49,9 @@ process:
    is never less than the real submit-to-answer time. Last, what the referee's store said
    when it stopped (its "referee stopped" log line, `Store.commit_stats`): its commits over
    the whole run and how long they took, the transaction and its COMMIT alone (the log
-   synced to the disk), since each acknowledgement waits for the commit holding its action;
+   synced to the disk), since each acknowledgement waits for the commit holding its action,
+   and a write from its queuing to its answer read on the event loop (the whole wait the
+   store adds to an acknowledgement: the pipes, the writer's queue, the transaction);
    and the referee's CPU by thread (the event loop, the store's writer, gRPC's threads).
 3. Memory: a fresh `tapis serve`; its VmRSS once it serves, then after ``--idle-tables``
    CreateTable calls of Dame de Pique with all four seats open (WAITING) and a short settle.
@@ -1392,7 +1394,10 @@ def run_all(args: argparse.Namespace) -> int:
         for key, what in (
             ("transaction_ms", "a transaction, BEGIN to the end of COMMIT"),
             ("commit_ms", "its COMMIT alone (the log written and synced to the disk)"),
+            ("write_ms", "a write, queued to its answer read (pipes, queue, transaction)"),
         ):
+            if key not in store:
+                continue
             took = store[key]
             print(
                 f"    {what}: {took['p50']:.2f} / {took['p90']:.2f} / {took['p99']:.2f} / "

@@ -173,7 +173,11 @@ class Store:
         self._took: collections.deque[tuple[float, float]] = collections.deque(
             maxlen=COMMIT_SAMPLES
         )
-        self._pending: dict[int, asyncio.Future[None]] = {}  # by write id, in order
+        # How long the latest writes waited, from `queue` to their answer read on the loop
+        # (the pipes, the writer's queue, the transaction), in seconds.
+        self._waited: collections.deque[float] = collections.deque(maxlen=COMMIT_SAMPLES)
+        # The writes under way by id, in order: each one's future and when it was queued.
+        self._pending: dict[int, tuple[asyncio.Future[None], float]] = {}
         self._next_id = 0
         self._out = bytearray()  # frames not yet taken by the pipe to the writer
         self._waiting = False  # whether the loop waits for the pipe to take `_out`
@@ -214,9 +218,11 @@ class Store:
     def commit_stats(self) -> dict[str, Any]:
         """Commits and writes so far, and how long the latest (up to `COMMIT_SAMPLES`) took:
         `transaction_ms`, BEGIN to the end of COMMIT, and `commit_ms`, the COMMIT alone (the
-        log written and synced to the disk), each at the 50th, 90th, 99th percentile and the
-        longest, in milliseconds: what the store adds to an acknowledgement; once the store
-        is closed, `writer_cpu_s`, the CPU its writer process used."""
+        log written and synced to the disk), as the writer measured them; `write_ms`, a
+        write from `queue` to its answer read on the event loop (what the store adds to an
+        acknowledgement: the pipes, the writer's queue, the transaction); each at the 50th,
+        90th, 99th percentile and the longest, in milliseconds; once the store is closed,
+        `writer_cpu_s`, the CPU its writer process used."""
         took = list(self._took)
         stats: dict[str, Any] = {"commits": self.commits, "writes": self.writes}
         if self._closed:
@@ -224,6 +230,8 @@ class Store:
         if took:
             stats["transaction_ms"] = _percentiles(sorted(t for t, _ in took))
             stats["commit_ms"] = _percentiles(sorted(c for _, c in took))
+        if self._waited:
+            stats["write_ms"] = _percentiles(sorted(self._waited))
         return stats
 
     async def write(self, write: Write) -> None:
@@ -245,7 +253,7 @@ class Store:
             self._bind(loop)
         wid = self._next_id
         self._next_id += 1
-        self._pending[wid] = future
+        self._pending[wid] = (future, time.perf_counter())
         data = frame((wid, write))
         self._out += data
         if len(self._out) == len(data):  # nothing was waiting: send now
@@ -306,6 +314,7 @@ class Store:
 
     def _settle(self, answer: tuple[Any, list[tuple[int, float, float]], float | None]) -> None:
         acks, timing, cpu = answer
+        now = time.perf_counter()
         for writes, transaction, commit in timing:
             self._took.append((transaction, commit))
             self.commits += 1
@@ -313,7 +322,8 @@ class Store:
         if cpu is not None:
             self.writer_cpu = cpu
         for wid, failure in acks:
-            future = self._pending.pop(wid)
+            future, queued = self._pending.pop(wid)
+            self._waited.append(now - queued)
             if future.done():
                 continue
             with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
@@ -333,7 +343,7 @@ class Store:
         log.error("store failed", extra={"fields": {"store": self.path, "error": why}})
         self._detach()
         pending, self._pending = self._pending, {}
-        for future in pending.values():
+        for future, _ in pending.values():
             if not future.done():
                 with contextlib.suppress(RuntimeError):
                     future.set_exception(sqlite3.OperationalError(self._failed))
