@@ -946,6 +946,7 @@ class _SeatPlay:
         self.low = start  # every event below this index was sent
         self.ahead: set[int] = set()  # events sent at or above `low`
         self.turn_at = -1  # the action index of the last turn (or next_view) sent
+        self.over = False  # the table's last event was sent: nothing is sent after it
 
     def _fresh(self, index: int) -> bool:
         """Whether event `index` is still to send; it counts as sent from now on."""
@@ -962,7 +963,14 @@ class _SeatPlay:
 
     async def _send(self, message: pb.PlaySeatResponse) -> None:
         async with self.sending:
+            if self.over:
+                # The message with the table's last event (`match_ended`, `table_closed`) is
+                # the stream's last: what a client sends after it (a submission then read
+                # by the stream's last moments) gets no answer (protocol.md, PlaySeat).
+                return
             await self.context.write(message)
+            table = self.table
+            self.over = table.ended and self.low >= table.durable_events
 
     async def run(self, requests: AsyncIterator[pb.PlaySeatRequest | Undecodable]) -> None:
         """Send the seat's messages until the table's last event; an error of either side (a

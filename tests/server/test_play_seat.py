@@ -112,6 +112,41 @@ def test_a_match_played_over_play_seat_in_every_game(
     run(body, tmp_path)
 
 
+def test_nothing_is_sent_after_the_message_that_ends_the_match(tmp_path: Path) -> None:
+    """A submission a seat sends once it has read `match_ended` (the stream reads until it
+    ends) gets no answer: the message with `match_ended` stays the stream's last, and the
+    call ends OK."""
+
+    async def late(call: Call, table_id: str, seat: int, rng: random.Random) -> None:
+        while True:
+            message = await call.read()
+            assert message is not grpc.aio.EOF, "the stream ended before the match"
+            if message.WhichOneof("result") == "ack":
+                events, view = message.ack.events, message.ack.next_view
+                due = message.ack.HasField("next_view")
+            else:
+                events, view, due = message.events, message.turn, message.HasField("turn")
+            if ended(events):
+                await call.write(submission(table_id, seat, view.action_index + 1, 0))
+                after = await call.read()
+                assert after is grpc.aio.EOF, after
+                assert await call.code() == grpc.StatusCode.OK
+                return
+            if due:
+                choice = rng.choice(view.legal_actions).action
+                await call.write(submission(table_id, seat, view.action_index, choice))
+
+    async def body(_: Any, stub: rpc.RefereeServiceStub, __: Any) -> None:
+        table_id, tokens = await new_table(stub, "napoleon", "", {"deals": 4}, 4)
+        rng = random.Random(7)
+        calls = {s: await open_play(stub, table_id, s, t) for s, t in tokens.items()}
+        await asyncio.wait_for(
+            asyncio.gather(*(late(calls[s], table_id, s, rng) for s in tokens)), 120
+        )
+
+    run(body, tmp_path)
+
+
 def test_a_refused_move_is_answered_in_stream_as_submit_action_would_then_play_goes_on(
     tmp_path: Path,
 ) -> None:
