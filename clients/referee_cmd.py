@@ -37,6 +37,7 @@ from tapis_cartes.records.signing import (
 from tapis_cartes.records.transcript import import_transcript
 from tapis_cartes.referee.engine.options import parse_option
 from tapis_cartes.referee.errors import TapisError, exit_status, json_text
+from tapis_cartes.referee.server.limits import MAX_CONNECTIONS
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 
@@ -55,6 +56,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_message_bytes=args.max_message_bytes,
         max_tables_per_client=args.max_tables_per_client,
         max_streams_per_client=args.max_streams_per_client,
+        max_connections=args.max_connections,
         open_seat_ttl=args.open_seat_ttl,
         max_hands=args.max_hands,
         max_actions=args.max_actions,
@@ -265,8 +267,9 @@ def cmd_example(args: argparse.Namespace) -> int:
     return 0
 
 
-def _at_least(low: float, kind: type = int) -> Callable[[str], Any]:
-    """An argparse type: a number of `kind` no smaller than `low`."""
+def _at_least(low: float, kind: type = int, high: float | None = None) -> Callable[[str], Any]:
+    """An argparse type: a number of `kind` no smaller than `low` (nor larger than `high`,
+    when given)."""
 
     def parse(text: str) -> Any:
         try:
@@ -275,6 +278,8 @@ def _at_least(low: float, kind: type = int) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"{text} is less than {low}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"{text} is more than {high}")
         return value
 
     return parse
@@ -306,6 +311,14 @@ def add_referee_parsers(sub: Any) -> None:
         default=256,
         metavar="N",
         help="WatchTable streams a client may have open at once (default 256)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=_at_least(1, int, MAX_CONNECTIONS),
+        default=4096,
+        metavar="N",
+        help="connections at once to each front, gRPC and web: past it a new one is closed"
+        " at once (default 4096; fewer if the process may not open enough files)",
     )
     p.add_argument(
         "--open-seat-ttl",

@@ -17,13 +17,13 @@ and tables once they are loaded; it stops first.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import json
 import logging
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,12 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_g
 from tapis_cartes.records.signing import key_id, load_or_create_private_key
 from tapis_cartes.referee import __version__
 from tapis_cartes.referee.errors import ListenError, StoreError
-from tapis_cartes.referee.server.limits import DEFAULT_LIMITS, Limits
+from tapis_cartes.referee.server.limits import (
+    DEFAULT_LIMITS,
+    HEAD_SECONDS,
+    Limits,
+    connection_bound,
+)
 from tapis_cartes.referee.server.service import RefereeServicer, add_referee_service
 from tapis_cartes.referee.server.store import Store
 from tapis_cartes.referee.server.tables import Referee
@@ -72,7 +77,7 @@ def setup_logging(level: int = logging.INFO) -> None:
     root.propagate = False
 
 
-@dataclass
+@dataclasses.dataclass
 class RunningServer:
     server: grpc.aio.Server
     port: int
@@ -116,10 +121,20 @@ async def create_server(
     `web` (HOST:PORT), the web front too. `ListenError` when an address cannot be bound,
     `StoreLocked` when another referee owns the store. `time_source`: where the clocks of
     timed tables read the time (tests give their own)."""
+    connections = connection_bound(limits.max_connections)
+    if connections < limits.max_connections:
+        log.warning(
+            "fewer connections",
+            extra={"fields": {"max_connections": connections, "asked": limits.max_connections}},
+        )
+        limits = dataclasses.replace(limits, max_connections=connections)
     options = [
         ("grpc.max_receive_message_length", limits.max_message_bytes),
         ("grpc.max_send_message_length", 4 * limits.max_message_bytes),
         ("grpc.so_reuseport", 0),  # a port in use is an error, not a port shared
+        # A connection past the bound is closed at once; one silent past HEAD_SECONDS too.
+        ("grpc.max_allowed_incoming_connections", limits.max_connections),
+        ("grpc.server_handshake_timeout_ms", int(HEAD_SECONDS * 1000)),
     ]
     host_port(address)  # a malformed address is named before gRPC sees it
     server = grpc.aio.server(options=options)

@@ -7,6 +7,7 @@ the size a gRPC client accepts by default (4 MiB).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from tapis_cartes.records.codec import MAX_NAME
@@ -14,6 +15,9 @@ from tapis_cartes.referee.errors import TooMany
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "FD_RESERVE",
+    "HEAD_SECONDS",
+    "MAX_CONNECTIONS",
     "MAX_ID",
     "MAX_NAME",
     "MAX_OPTIONS",
@@ -22,6 +26,7 @@ __all__ = [
     "Limits",
     "Slot",
     "StreamCount",
+    "connection_bound",
 ]
 
 MAX_ID = 64  # characters of a table id, request id, game or ruleset name
@@ -29,6 +34,12 @@ MAX_ID = 64  # characters of a table id, request id, game or ruleset name
 MAX_OPTION_TEXT = 64  # characters of an option key or string value
 MAX_OPTIONS = 64  # options in one request
 MAX_SEATS = 10  # seats of a table (the most any game allows)
+# Seconds a connection has to start its request (gRPC: the HTTP/2 preface; the web front: the
+# head of each request, from the connection or the previous response); then it is closed, so
+# that one that sends nothing, or a head byte by byte, holds no descriptor for long.
+HEAD_SECONDS = 10.0
+FD_RESERVE = 256  # descriptors besides the connections: store, writer's pipes, listeners...
+MAX_CONNECTIONS = 1_000_000  # the most `--max-connections` takes (gRPC's bound is a C int)
 
 
 @dataclass(frozen=True)
@@ -42,6 +53,28 @@ class Limits:
     max_hands: int = 1000  # hands of one match: then the referee stops it
     max_actions: int = 100_000  # actions of one match: then the referee stops it
     max_loaded_finished: int = 1000  # finished tables kept in memory once asked for
+    max_connections: int = 4096  # connections at once to each front (gRPC, web); more: closed
+
+
+def connection_bound(wanted: int) -> int:
+    """The connections each front (gRPC, web) may hold at once: `wanted`, when the process
+    may open that many files for both and `FD_RESERVE` more (its soft limit is raised toward
+    its hard one if need be: servers are often started under a soft limit of 1024); else
+    what the limit leaves each. (A front past its bound closes a new connection at once,
+    rather than leave the process without descriptors for the other front and its store.)"""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system: no such limit to read
+        return wanted
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = 2 * wanted + FD_RESERVE
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return wanted
+    raised = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        soft = raised
+    return max(1, min(wanted, (soft - FD_RESERVE) // 2))
 
 
 DEFAULT_LIMITS = Limits()

@@ -15,8 +15,9 @@ second process, no thread); it reads the tables through the `Referee` and knows 
 
 A stream resumes from the browser's `Last-Event-ID` (the next event index), as `WatchTable`
 from `from_event_index`. Every input has a bound (a table id 64 characters, an event index 10
-digits, `max_streams_per_client` streams per client address); an error is one HTTP status
-(`http_status`) with a short text.
+digits, `max_streams_per_client` streams per client address, `max_connections` connections,
+each request's head within `HEAD_SECONDS`); an error is one HTTP status (`http_status`) with
+a short text.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import AsyncIterator
 from importlib import resources
 from typing import Any
 
+import h11
 import uvicorn
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
@@ -39,13 +41,27 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from tapis_cartes.records.codec import encode_file
 from tapis_cartes.records.html import card_table, page_asset, replay_data, replay_page
 from tapis_cartes.referee.engine import find_game
 from tapis_cartes.referee.engine.cards import SUIT_SYMBOLS
-from tapis_cartes.referee.errors import BadRequest, ListenError, NotFound, TapisError, Unavailable
-from tapis_cartes.referee.server.limits import DEFAULT_LIMITS, Limits, Slot, StreamCount
+from tapis_cartes.referee.errors import (
+    BadRequest,
+    ListenError,
+    NotFound,
+    OutOfRange,
+    TapisError,
+    Unavailable,
+)
+from tapis_cartes.referee.server.limits import (
+    DEFAULT_LIMITS,
+    HEAD_SECONDS,
+    Limits,
+    Slot,
+    StreamCount,
+)
 from tapis_cartes.referee.server.service import event_message, seat_view, table_status
 from tapis_cartes.referee.server.tables import Referee, Table, Turn
 from tapis_cartes.v1 import record_pb2 as rpb
@@ -133,6 +149,43 @@ def table_info(table: Table) -> dict[str, Any]:
     }
 
 
+class _Http(H11Protocol):
+    """uvicorn's HTTP/1.1 with the two bounds it lacks, against clients that hold connections
+    without using them: at most `limit` connections at once (one past it is closed at once),
+    and the head of each request within `HEAD_SECONDS` of the connection or of the previous
+    response (else the connection is closed; uvicorn's own keep-alive timeout ends once any
+    byte comes). `limit` is the web front's (`WebFront.start` makes a subclass)."""
+
+    limit = 0
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.limit:
+            transport.close()
+            return
+        self._await_head()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+        super().connection_lost(exc)
+
+    def _await_head(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+        self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_due)
+
+    def _head_due(self) -> None:
+        # IDLE: h11 has not read a whole request head since the timer started.
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()
+
+
 class _Server(uvicorn.Server):
     """uvicorn inside the referee's process: the referee's own signal handlers stay."""
 
@@ -166,8 +219,10 @@ class WebFront:
 
     async def start(self, sock: socket.socket) -> None:
         """Serve on `sock` as a task of the running loop; returns once it accepts."""
+        http = type("_Http", (_Http,), {"limit": self.limits.max_connections})
         config = uvicorn.Config(
             self.app,
+            http=http,
             lifespan="off",
             log_config=None,
             access_log=False,
@@ -256,7 +311,9 @@ class WebFront:
         given = request.headers.get("last-event-id") or request.query_params.get("from") or "0"
         if not _INDEX.fullmatch(given):
             raise BadRequest("the event index must be a number of at most 10 digits", "from")
-        start = min(int(given), table.durable_events)
+        start = int(given)
+        if start > table.durable_events:  # as WatchTable: OUT_OF_RANGE (400)
+            raise OutOfRange(f"event index {start} is past the table's {table.durable_events}")
         slot = self._streams.open(request.client.host if request.client is not None else "")
         stream = self._stream(table, start, slot)
         # A stream whose response never starts (its client gone at once) gives its place back

@@ -33,7 +33,9 @@ characters, without control characters (C0, C1, DEL, U+2028/9, the bidirectional
 U+061C, U+200E/F, U+202A-E, U+2066-9); at most 10 seats and 64 options, each key once.
 Every int option has the range its OptionInfo gives. A table stops at 1000 hands or 100000
 actions (whichever comes first): its match is stopped unfinished, with a record saying why.
-Every reply is far below the 4 MiB a client receives by default.
+Every reply is far below the 4 MiB a client receives by default. The referee holds at most
+4096 connections at once (`tapis serve --max-connections`): one past it is closed at once;
+a connection that has not sent the HTTP/2 preface 10 seconds after it opened is closed.
 
 Errors: a failed call ends with a status code and a message for people (which names the
 field at fault and quotes at most a short prefix of what was sent). Where there is more, the

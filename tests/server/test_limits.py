@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from tapis_cartes.records.codec import decode_record
 from tapis_cartes.records.verify import verify_envelope
 from tapis_cartes.referee.engine import make_rules, new_match
-from tapis_cartes.referee.server.limits import MAX_NAME, Limits
+from tapis_cartes.referee.server.limits import FD_RESERVE, MAX_NAME, Limits, connection_bound
 from tapis_cartes.referee.server.tables import Seat, Table, token_hash
 from tapis_cartes.v1 import referee_pb2 as pb
 
@@ -92,3 +92,35 @@ def test_a_table_at_the_extreme_values_ends_within_the_reply_bounds(
         assert rec.outcome.reason.startswith("stopped by the referee after")
     result = verify_envelope(reply.envelope, [key.public_key()])
     assert result.ok, result.error
+
+
+@pytest.mark.parametrize(
+    ("soft", "hard", "settable", "bound", "raised_to"),
+    [
+        (100_000, 100_000, True, 4096, None),  # room for both fronts: as asked
+        (1024, 1_048_576, True, 4096, 2 * 4096 + FD_RESERVE),  # raised toward the hard limit
+        (1024, 3000, True, (3000 - FD_RESERVE) // 2, 3000),  # raised to the hard limit only
+        (1024, 1024, False, (1024 - FD_RESERVE) // 2, None),  # not raised: shared
+    ],
+)
+def test_the_connection_bound_fits_the_files_the_process_may_open(
+    monkeypatch: pytest.MonkeyPatch,
+    soft: int,
+    hard: int,
+    settable: bool,
+    bound: int,
+    raised_to: int | None,
+) -> None:
+    import resource
+
+    set_to: list[int] = []
+
+    def setrlimit(which: int, limits: tuple[int, int]) -> None:
+        if not settable:
+            raise ValueError("not allowed to raise the limit")
+        set_to.append(limits[0])
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (soft, hard))
+    monkeypatch.setattr(resource, "setrlimit", setrlimit)
+    assert connection_bound(4096) == bound
+    assert set_to == ([] if raised_to is None else [raised_to])

@@ -76,6 +76,8 @@ def test_pages_statuses_and_record(tmp_path: Path) -> None:
             assert (await get(f"{base}/tables/{'x' * 5000}"))[0] == 404
             assert (await get(f"{base}/tables/{table_id}/events?from=-1"))[0] == 400
             assert (await get(f"{base}/tables/{table_id}/events?from=%C2%B2"))[0] == 400
+            status, body = await get(f"{base}/tables/{table_id}/events?from=99")  # past its end
+            assert status == 400 and b"past the table's" in body
             await play_random(stub, table_id, tokens, random.Random(3))
             status, data = await get(f"{base}/tables/{table_id}/record.tapis")
             assert status == 200
@@ -92,6 +94,65 @@ def test_pages_statuses_and_record(tmp_path: Path) -> None:
             assert kinds[:2] == [b"table", b"view"] and kinds[-1] == b"end"
             count = (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).event_index
             assert kinds.count(b"event") == count
+
+    asyncio.run(main())
+
+
+async def closed_by_server(reader: asyncio.StreamReader, within: float) -> bool:
+    """Whether the server closes the connection within `within` seconds (what it sends
+    before is read and dropped)."""
+    try:
+        async with asyncio.timeout(within):
+            while await reader.read(65536):
+                pass
+    except TimeoutError:
+        return False
+    except ConnectionError:
+        pass
+    return True
+
+
+def test_connections_are_bounded_and_a_silent_one_is_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both fronts, web and gRPC: a connection past `max_connections` is closed at once; one
+    that sends no request, or only part of its head, is closed after HEAD_SECONDS; the
+    referee then serves as before."""
+    monkeypatch.setattr("tapis_cartes.referee.server.web.HEAD_SECONDS", 0.5)
+    monkeypatch.setattr("tapis_cartes.referee.server.app.HEAD_SECONDS", 0.5)
+
+    async def main() -> None:
+        server = await create_server(
+            "127.0.0.1:0",
+            tmp_path / "t.db",
+            tmp_path / "k.key",
+            Limits(max_connections=3),
+            web="127.0.0.1:0",
+        )
+        try:
+            for port, partial in (
+                (server.web_port, b"GET / HTTP/1.1\r\nHost: x\r\n"),
+                (server.port, b""),
+            ):
+                assert port is not None
+                held = []
+                for _ in range(3):
+                    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                    writer.write(partial)
+                    held.append((reader, writer))
+                await asyncio.sleep(0.1)  # (the server has taken them)
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                assert await closed_by_server(reader, 0.4), port  # the fourth, at once
+                writer.close()
+                for reader, writer in held:  # the silent ones, after HEAD_SECONDS
+                    assert await closed_by_server(reader, 5), port
+                    writer.close()
+            assert (await get(f"http://127.0.0.1:{server.web_port}/"))[0] == 200
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                table_id, _ = await new_table(rpc.RefereeServiceStub(channel), "nap", "", {}, 4)
+            assert table_id.encode() in (await get(f"http://127.0.0.1:{server.web_port}/"))[1]
+        finally:
+            await server.stop(0)
 
     asyncio.run(main())
 
