@@ -62,6 +62,8 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "event": record.getMessage(),
         }
+        if not record.name.startswith("tapis"):  # a library's (uvicorn, asyncio, ...)
+            doc["logger"] = record.name
         doc.update(getattr(record, "fields", {}))
         if record.exc_info:
             doc["traceback"] = self.formatException(record.exc_info)
@@ -69,12 +71,17 @@ class JsonFormatter(logging.Formatter):
 
 
 def setup_logging(level: int = logging.INFO) -> None:
+    """The process's log: JSON lines on stderr, the referee's at `level`, the libraries'
+    (uvicorn, asyncio, ...) from warnings up."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
-    root = logging.getLogger("tapis")
+    ours = logging.getLogger("tapis")
+    ours.handlers[:] = [handler]
+    ours.setLevel(level)
+    ours.propagate = False
+    root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
+    root.setLevel(logging.WARNING)
 
 
 @dataclasses.dataclass

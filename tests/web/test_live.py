@@ -13,6 +13,7 @@ import os
 import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -432,20 +433,26 @@ async def _to_act(
 
 
 def test_tapis_serve_web(tmp_path: Path) -> None:
-    """`tapis serve --web` as a real process: the pages answer; SIGTERM stops both fronts."""
+    """`tapis serve --web` as a real process: the pages answer; SIGTERM stops both fronts.
+    Its log is JSON lines throughout, the web server's own warnings (a request that is no
+    HTTP) too."""
     port, web = free_port(), free_port()
+    log = tmp_path / "serve.log"
     cmd = [sys.executable, "-m", "tapis_cartes.clients.cli", "serve",
            "--listen", f"127.0.0.1:{port}", "--web", f"127.0.0.1:{web}",
            "--db", str(tmp_path / "t.db"),
            "--key", str(tmp_path / "k.key")]  # fmt: skip
-    with subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    ) as proc:
+    with (
+        log.open("w") as err,
+        subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        ) as proc,
+    ):
         try:
             assert proc.stdout is not None
             first = proc.stdout.readline()
@@ -453,8 +460,15 @@ def test_tapis_serve_web(tmp_path: Path) -> None:
             assert proc.stdout.readline().strip() == f"tapis web front on http://127.0.0.1:{web}/"
             status, body = asyncio.run(get(f"http://127.0.0.1:{web}/"))
             assert status == 200 and b"no table yet" in body
+            with socket.create_connection(("127.0.0.1", web)) as sock:
+                sock.sendall(b"\x16\x03\x01 not HTTP\r\n\r\n")
+                assert sock.recv(100).startswith(b"HTTP/1.1 400")
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(30) == 0
         finally:
             if proc.poll() is None:
                 proc.kill()
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert any(
+        line["level"] == "warning" and line.get("logger") == "uvicorn.error" for line in lines
+    ), lines
