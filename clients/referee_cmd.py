@@ -36,6 +36,7 @@ from tapis_cartes.records.signing import (
 )
 from tapis_cartes.records.transcript import import_transcript
 from tapis_cartes.referee.engine.options import parse_option
+from tapis_cartes.referee.engine.wire import MAX_HANDS
 from tapis_cartes.referee.errors import TapisError, exit_status, json_text
 from tapis_cartes.referee.server.limits import MAX_CONNECTIONS
 from tapis_cartes.v1 import record_pb2 as rpb
@@ -330,10 +331,11 @@ def add_referee_parsers(sub: Any) -> None:
     )
     p.add_argument(
         "--max-hands",
-        type=_at_least(1),
+        type=_at_least(1, int, MAX_HANDS),
         default=1000,
         metavar="N",
-        help="the referee stops a match after this many hands (default 1000)",
+        help=f"the referee stops a match after this many hands (default 1000, at most"
+        f" {MAX_HANDS}: the most a record holds)",
     )
     p.add_argument(
         "--max-actions",

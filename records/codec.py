@@ -37,8 +37,8 @@ from tapis_cartes.records.clocks import (
 from tapis_cartes.referee.engine import Deal, Match, RecordError, Rules, Start, find_game
 from tapis_cartes.referee.engine.base import HandResult
 from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.engine.wire import check_record_size, record_tail
 from tapis_cartes.referee.engine.wire import hand_scores as wire_hand_scores
-from tapis_cartes.referee.engine.wire import record_tail
 from tapis_cartes.referee.errors import OutputError, RecordFileError
 from tapis_cartes.v1 import record_pb2 as pb
 
@@ -366,7 +366,9 @@ def envelope(record_bytes: bytes, signature: bytes = b"", key_id: str = "") -> p
 
 
 def decode_record(record_bytes: bytes) -> pb.GameRecord:
-    """Parse the record bytes of an envelope; `RecordError` if they are not a record."""
+    """Parse the record bytes of an envelope; `RecordError` if they are not a record (or
+    hold more than a record holds: `check_record_size`, before anything is decoded)."""
+    check_record_size(record_bytes)
     try:
         rec = pb.GameRecord.FromString(record_bytes)
     except DecodeError as exc:

@@ -70,7 +70,13 @@ from tapis_cartes.referee.engine.actions import (
 from tapis_cartes.referee.engine.cards import iter_cards
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option
-from tapis_cartes.referee.engine.wire import HandFields, check_hand, hands_hold, read_hands
+from tapis_cartes.referee.engine.wire import (
+    HandFields,
+    check_hand,
+    check_record_size,
+    hands_hold,
+    read_hands,
+)
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
@@ -274,6 +280,7 @@ def decode_apart(record_bytes: bytes) -> tuple[pb.GameRecord, list[HandFields] |
     protobuf object per hand; decode the bytes whole for them). Else the record decoded whole
     and None. `RecordError` when the bytes are no record (`decode_record`); a record decoded
     apart may still fail to decode whole (its hands' score lines are not read)."""
+    check_record_size(record_bytes)  # (before any hand is read)
     hands = read_hands(record_bytes)
     if hands is None:
         return decode_record(record_bytes), None

@@ -38,8 +38,10 @@ from tapis_cartes.referee.engine.errors import InvalidAction, RecordError
 
 __all__ = [
     "HANDS",
+    "MAX_HANDS",
     "HandFields",
     "check_hand",
+    "check_record_size",
     "fields_below",
     "hand_scores",
     "hand_spans",
@@ -102,6 +104,82 @@ class _Reader:
             self.bad = True
             return -1
         return n
+
+
+# The most a record holds (`check_record_size`): its bytes are at most 64 MiB, but a field can
+# be one or two bytes long, and each decoded is an object of a hundred bytes or more.
+MAX_HANDS: Final = 10_000  # hands (a match the referee plays stops at `--max-hands`, below)
+MAX_HAND_FIELDS: Final = 1000  # fields of one hand (its score lines, a few dozen at most)
+MAX_PART_FIELDS: Final = 256  # fields of any other part (rules and options, outcome, ...)
+# GameRecord's fields by number (record.proto), to name a part.
+_PARTS: Final = (
+    "",
+    "format_version",
+    "rules",
+    "seats",
+    "start",
+    "deal_source",
+    "hands",
+    "outcome",
+    "provenance",
+)
+
+
+def check_record_size(data: bytes) -> None:
+    """`RecordError` (`record-size`) when the record of `data` has more hands, or a part of
+    it more fields, than a record holds (`MAX_HANDS` ...): found before anything is decoded,
+    so that a small record made of many tiny fields costs no more than its bytes. What is not
+    well formed is left to the decoder."""
+    r = _Reader(data, 0, len(data))
+    hands: i64 = 0
+    others: i64 = 0
+    while r.pos < r.end:
+        key = r.varint()
+        if key < 0:
+            return
+        if key & 7 != 2:
+            others += 1
+            if not _skip(r, key & 7):
+                return
+        else:
+            n = r.length()
+            if n < 0:
+                return
+            part = _Reader(data, r.pos, r.pos + n)
+            r.pos += n
+            if key == _HAND_KEY:
+                hands += 1
+                if hands > MAX_HANDS:
+                    raise RecordError(
+                        "record-size",
+                        f"the record has more than {MAX_HANDS} hands, the most a record holds",
+                    )
+                if _count_fields(part, MAX_HAND_FIELDS) > MAX_HAND_FIELDS:
+                    raise RecordError(
+                        "record-size", f"more than {MAX_HAND_FIELDS} fields", hand=hands
+                    )
+            else:
+                others += 1
+                if _count_fields(part, MAX_PART_FIELDS) > MAX_PART_FIELDS:
+                    number = key >> 3
+                    name = _PARTS[number] if number < len(_PARTS) else f"field {number}"
+                    raise RecordError("record-size", f"{name}: more than {MAX_PART_FIELDS} fields")
+        if others > MAX_PART_FIELDS:
+            raise RecordError(
+                "record-size", f"the record has more than {MAX_PART_FIELDS} fields besides hands"
+            )
+
+
+def _count_fields(r: _Reader, most: i64) -> i64:
+    """The fields from the reader's position to its end, counted up to `most` + 1 (where the
+    count stops), or as far as they are well formed."""
+    count: i64 = 0
+    while r.pos < r.end and count <= most:
+        key = r.varint()
+        if key < 0 or not _skip(r, key & 7):
+            break
+        count += 1
+    return count
 
 
 def hand_spans(data: bytes) -> list[int]:

@@ -24,6 +24,7 @@ from tapis_cartes.records.archive import add as archive_add
 from tapis_cartes.records.archive import add_files, iter_envelopes, open_archive, query_records
 from tapis_cartes.records.codec import (
     MAX_NAME,
+    _varint,
     decode_record,
     envelope,
     write_envelopes,
@@ -53,6 +54,7 @@ from tapis_cartes.referee.engine.actions import (
     pass_cards,
 )
 from tapis_cartes.referee.engine.cards import iter_cards
+from tapis_cartes.referee.engine.wire import hand_spans
 from tapis_cartes.v1 import record_pb2 as pb
 from tests.commands import DATA
 from tests.commands import tapis as run_tapis
@@ -207,6 +209,12 @@ CASES: list[tuple[str, str, Callable[[pb.GameRecord], None], str, int | None, in
      lambda r: r.hands[-1].lines.add(seat=0, kind="penalty", rule="DP.SCORE"),
      "record-content", 1, None),
     ("no provenance", _DP, lambda r: r.ClearField("provenance"), "record-content", None, None),
+    ("10,001 hands", _DP, lambda r: [r.hands.add() for _ in range(10_001)], "record-size",
+     None, None),
+    ("1001 score lines in a hand", _DP, lambda r: [r.hands[0].lines.add() for _ in range(1001)],
+     "record-size", 1, None),
+    ("257 options", _DP, lambda r: [r.rules.options.add() for _ in range(257)], "record-size",
+     None, None),
 ]  # fmt: skip
 # Faults an earlier verifier already found (by the replay): kept with the others in the child.
 KIN: list[tuple[str, str, Callable[[pb.GameRecord], None], str, int | None, int | None]] = [
@@ -247,6 +255,21 @@ def test_named_hostile_records_in_bounded_memory(
     cases = CASES + KIN
     datas = [changed(by_label(records, label), change) for _, label, change, *_ in cases]
     assert verified(tmp_path, signing_key, key_file, datas) == [code for *_, code, _, _ in cases]
+
+
+def test_a_small_record_of_many_tiny_fields_is_refused_in_bounded_memory(
+    records: list[tuple[str, bytes]], signing_key: Ed25519PrivateKey, key_file: Path, tmp_path: Path
+) -> None:
+    """Six megabytes of empty hands (two bytes each), or of empty score lines in one hand,
+    re-signed: each field decoded is an object of a hundred bytes or more, and such a record
+    once took gigabytes. Refused (`record-size`) in a child limited to 1 GiB."""
+    data = by_label(records, _DP)
+    key_at, start, end = hand_spans(data)[:3]  # hand 1: its key, then its bytes
+    hand = data[start:end] + b"\x32\x00" * 3_000_000  # (lines: field 6 of a hand too)
+    many_lines = data[:key_at] + b"\x32" + _varint(len(hand)) + hand + data[end:]
+    assert verified(
+        tmp_path, signing_key, key_file, [data + b"\x32\x00" * 3_000_000, many_lines]
+    ) == ["record-size", "record-size"]
 
 
 def test_the_first_difference_is_named(records: list[tuple[str, bytes]]) -> None:
