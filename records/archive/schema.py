@@ -143,9 +143,11 @@ def from_json(text: Any, column: str, row: str, shape: Shape | None = None) -> A
     the column and the row (e.g. "record 1f3a..") when it is not JSON, or not of `shape`."""
     try:
         value = json.loads(text)
-    except (TypeError, ValueError):
+        held = shape is None or shape.holds(value)
+    except (TypeError, ValueError, RecursionError):  # (RecursionError: nested too deep)
         raise _changed(column, row, text, "the JSON Tapis stores") from None
-    if shape is not None and not shape.holds(value):
+    if not held:
+        assert shape is not None
         raise _changed(column, row, text, shape.what)
     return value
 
@@ -177,12 +179,46 @@ def open_archive(path: str | Path, create: bool = True) -> sqlite_utils.Database
         if not create and "records" not in db.table_names():
             db.close()
             raise ArchiveError(f"{p}: not a Tapis archive (it has no records table)")
+        # No text or blob above a record's bound: a value made by the file itself (a
+        # generated column, a function's result) is an error, not gigabytes.
+        db.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA busy_timeout=30000")
+        _check_objects(db, p)  # (before a migration writes: a trigger would run)
         migrate(db, p)
+    except ArchiveError:
+        db.close()
+        raise
     except sqlite3.DatabaseError as exc:
         raise ArchiveError(f"{p}: not an archive ({exc})") from None
     return db
+
+
+# More than a record may be (codec.MAX_ENVELOPE, 64 MiB): the longest text or blob an archive
+# holds.
+MAX_VALUE = (64 << 20) + (1 << 20)
+
+
+def _check_objects(db: sqlite_utils.Database, path: Path) -> None:
+    """`ArchiveError` when the archive holds what Tapis never makes there: a view or a
+    trigger (a query or a write of Tapis would run it: it may never end), a virtual table, or
+    a generated or hidden column (its value is made when read, of any size)."""
+    for kind, name, sql in db.execute("SELECT type, name, sql FROM sqlite_master"):
+        if kind in ("view", "trigger") or (
+            kind == "table" and not str(sql or "").upper().startswith("CREATE TABLE")
+        ):
+            what = "virtual table" if kind == "table" else kind
+            raise ArchiveError(
+                f"{path}: the archive holds a {what} {name!r}, which Tapis never makes"
+                " (was the file changed by another program?)"
+            )
+    for table in ("records", "record_players", "rescore_runs", "rescore_results"):
+        for row in db.execute(f"PRAGMA table_xinfo({table})"):
+            if row[6]:  # hidden: 2 or 3 for a generated column
+                raise ArchiveError(
+                    f"{path}: the archive's {table}.{row[1]} is a generated column, which"
+                    " Tapis never makes (was the file changed by another program?)"
+                )
 
 
 def schema_version(db: sqlite_utils.Database) -> int:

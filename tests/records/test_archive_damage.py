@@ -111,6 +111,18 @@ def test_json_of_the_wrong_shape_is_named_with_its_column_and_record(
         assert done.stdout == ""  # not printed as it is, with exit 0
 
 
+@pytest.mark.parametrize("column", ["players", "scores", "options"])
+def test_json_nested_too_deep_is_named_with_its_column_and_record(
+    archive: Path, tmp_path: Path, column: str
+) -> None:
+    deep = "[" * 200_000 + "]" * 200_000  # (Python's JSON reader gives up: RecursionError)
+    db = changed(
+        archive, tmp_path, f"UPDATE records SET {column} = ? WHERE rowid = 1", params=[deep]
+    )
+    for flags in ([], ["--json"]):
+        refused(tapis("archive", "query", db, *flags), f"records.{column} of record")
+
+
 def test_names_of_the_wrong_shape_stop_rescore_and_runs_clearly(
     archive: Path, tmp_path: Path
 ) -> None:
@@ -321,3 +333,53 @@ def test_an_option_set_twice_is_refused(archive: Path, tmp_path: Path) -> None:
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "option 'end_threshold' is given twice" in done.stderr
     assert rows(db, "SELECT * FROM rescore_runs") == before
+
+
+# --- what Tapis never makes in an archive -----------------------------------------------------
+
+ENDLESS = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT i FROM n"
+
+
+@pytest.mark.parametrize(
+    ("sql", "named"),
+    [
+        (
+            [
+                "DROP TABLE record_players",
+                f"CREATE VIEW record_players AS SELECT 'x' AS record_id, i AS seat,"
+                f" 'Ann' AS name FROM ({ENDLESS})",
+            ],
+            "a view 'record_players'",
+        ),
+        (
+            [
+                "CREATE TRIGGER slow AFTER INSERT ON records"
+                f" BEGIN SELECT max(i) FROM ({ENDLESS}); END"
+            ],
+            "a trigger 'slow'",
+        ),
+        (
+            [
+                "ALTER TABLE records ADD COLUMN big BLOB"
+                " GENERATED ALWAYS AS (zeroblob(900000000)) VIRTUAL"
+            ],
+            "records.big is a generated column",
+        ),
+    ],
+)
+def test_what_tapis_never_makes_in_an_archive_is_refused_at_once(
+    archive: Path, tmp_path: Path, sql: list[str], named: str
+) -> None:
+    """A view or a trigger (a query or a write would run it, without end) or a generated
+    column (gigabytes made when read), put in an archive by another program: every command
+    refuses the archive, naming it, before it reads or writes anything."""
+    db = changed(archive, tmp_path, "DELETE FROM records WHERE rowid = 1", *sql)
+    corpus = archive.parent / "corpus.tapis"
+    for command in (
+        ["query", "--player", "Ann"],
+        ["add", corpus],
+        ["export", "-o", tmp_path / "out.tapis"],
+        ["rescore", *SET],
+        ["runs"],
+    ):
+        refused(tapis("archive", command[0], db, *command[1:]), named, "Tapis never makes")
