@@ -23,7 +23,7 @@ import itertools
 import operator
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,8 @@ from tapis_cartes.records.codec import (
     build_record,
     decode_record,
     envelope,
-    read_envelopes,
+    file_chunks,
+    parse_envelope,
     writable,
     write_envelopes,
 )
@@ -126,13 +127,33 @@ def cmd_import(args: argparse.Namespace) -> int:
 # --- reading records ----------------------------------------------------------------------
 
 
-def _load(paths: Sequence[str]) -> list[tuple[str, int, pb.RecordEnvelope]]:
-    """(file, index, envelope) of every record; `RecordFileError` (which ends the command)
-    when a file cannot be read as records."""
-    out: list[tuple[str, int, pb.RecordEnvelope]] = []
-    for p in paths:
-        out.extend((p, i, e) for i, e in enumerate(read_envelopes(p), 1))
-    return out
+class _Loaded:
+    """(file, index, envelope) of every record of `paths`, in order, each read from its file
+    when it is reached: one envelope at a time in memory (a small file of a million empty
+    records once took gigabytes). The files are read through once first (their records
+    counted: `len`, `counts`), so that `RecordFileError` (which ends the command) comes
+    before any record is used when a file cannot be read as records."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = list(paths)
+        self.counts: dict[str, int] = {}  # records by file (a file given twice, twice)
+        for p in self.paths:
+            self.counts[p] = self.counts.get(p, 0) + sum(1 for _ in _envelopes(p))
+
+    def __len__(self) -> int:
+        return sum(self.counts[p] for p in dict.fromkeys(self.paths))
+
+    def __iter__(self) -> Iterator[tuple[str, int, pb.RecordEnvelope]]:
+        for p in self.paths:
+            for i, env in enumerate(_envelopes(p), 1):
+                yield p, i, env
+
+
+def _envelopes(path: str) -> Iterator[pb.RecordEnvelope]:
+    """The envelopes of a record file as it is read; `RecordFileError` when it is not one."""
+    name = str(Path(path))
+    for first, frames in file_chunks(path, 1, name):
+        yield parse_envelope(frames[0], name, first)
 
 
 def _where(path: str, index: int, count: int) -> str:
@@ -187,9 +208,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _err(f"tapis record score: {exc}")
         return 2
-    loaded = _load(args.records)
+    loaded = _Loaded(args.records)
     status = 0
-    counts = {p: sum(1 for q, _, _ in loaded if q == p) for p in args.records}
+    counts = loaded.counts
     under = ", ".join(f"{k}={v}" for k, v in sorted(changes.items()))
     for path, index, env in loaded:
         where = _where(path, index, counts[path])
@@ -318,7 +339,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    loaded = _load([args.record])
+    loaded = _Loaded([args.record])
     status = 0
     for n, (path, index, env) in enumerate(loaded):
         if n:
@@ -339,7 +360,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_sign(args: argparse.Namespace) -> int:
     """Sign every record of a file (each must verify first); annotations are kept."""
     key = load_private_key(args.key)
-    loaded = _load([args.record])
+    loaded = _Loaded([args.record])
     writable(args.output or args.record)
     signed = []
     for path, index, env in loaded:
@@ -364,7 +385,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     except CommentError as exc:
         _err(f"tapis record annotate: {exc}")
         return exit_status(exc)
-    loaded = _load([args.record])
+    loaded = _Loaded([args.record])
     writable(args.output)
     if comments and len(loaded) != 1:
         _err(f"{args.record} holds {len(loaded)} records: --comment needs a file of one record")
@@ -392,7 +413,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """Export the valid records of a file (each verified: an export passes on no content the
     rules did not make); an invalid one is named and left out, and the command ends with 1."""
-    loaded = _load([args.record])
+    loaded = _Loaded([args.record])
     if args.output is not None:
         writable(args.output)
     if args.format == "transcript" and len(loaded) != 1:
@@ -451,7 +472,7 @@ def cmd_html(args: argparse.Namespace) -> int:
     from tapis_cartes.records.html import page_data, record_data, replay_page  # (only here)
 
     keys = keys_given(args)
-    loaded = _load([args.record])
+    loaded = _Loaded([args.record])
     status = 0
     records = []
     for path, index, env in loaded:

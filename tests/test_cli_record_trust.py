@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tapis_cartes.records.codec import (
+    MAGIC,
     canonical_bytes,
     decode_record,
     envelope,
@@ -250,3 +251,21 @@ def test_control_characters_of_names_are_escaped_in_json_output(
             values = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
         if args[1] in ("query", "runs", "export"):
             assert "\u202eevil" in json.dumps(values, ensure_ascii=False), (args, done.stdout)
+
+
+def test_a_file_of_a_million_empty_records_is_read_in_bounded_memory(tmp_path: Path) -> None:
+    """One megabyte: a million records of no bytes, each a refused record. The commands that
+    read a file of records hold one at a time (all of them parsed at once took 725 MB); in a
+    child limited to 400 MB of address space, each names the first and ends as it should."""
+    path = tmp_path / "empty.tapis"
+    path.write_bytes(MAGIC + b"\x00" * 1_000_000)
+    for args in (
+        ["annotate", path, "-o", tmp_path / "a.tapis"],
+        ["sign", path, "--key", tmp_path / "k.key", "-o", tmp_path / "s.tapis"],
+    ):
+        if args[0] == "sign":
+            assert tapis("key", "new", tmp_path / "k.key").returncode == 0
+        done = tapis("record", *args, memory_limit=400 << 20)
+        assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, done.stderr
+        assert done.returncode == 1, (args, done.stderr)
+        assert f"{path} (record 1): " in done.stderr, done.stderr
