@@ -39,10 +39,12 @@ from tests.web.conftest import CHROMIUM_ARGS, screenshot_dir
 
 @asynccontextmanager
 async def web_referee(
-    tmp_path: Path,
+    tmp_path: Path, limits: Limits | None = None
 ) -> AsyncIterator[tuple[RunningServer, rpc.RefereeServiceStub]]:
+    """A referee with its web front, and a stub on a channel to it (which connects at its
+    first call)."""
     server = await create_server(
-        "127.0.0.1:0", tmp_path / "t.db", tmp_path / "k.key", Limits(), web="127.0.0.1:0"
+        "127.0.0.1:0", tmp_path / "t.db", tmp_path / "k.key", limits or Limits(), web="127.0.0.1:0"
     )
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
@@ -123,14 +125,7 @@ def test_connections_are_bounded_and_a_silent_one_is_closed(
     monkeypatch.setattr("tapis_cartes.referee.server.app.HEAD_SECONDS", 0.5)
 
     async def main() -> None:
-        server = await create_server(
-            "127.0.0.1:0",
-            tmp_path / "t.db",
-            tmp_path / "k.key",
-            Limits(max_connections=3),
-            web="127.0.0.1:0",
-        )
-        try:
+        async with web_referee(tmp_path, Limits(max_connections=3)) as (server, stub):
             for port, partial in (
                 (server.web_port, b"GET / HTTP/1.1\r\nHost: x\r\n"),
                 (server.port, b""),
@@ -149,11 +144,8 @@ def test_connections_are_bounded_and_a_silent_one_is_closed(
                     assert await closed_by_server(reader, 5), port
                     writer.close()
             assert (await get(f"http://127.0.0.1:{server.web_port}/"))[0] == 200
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-                table_id, _ = await new_table(rpc.RefereeServiceStub(channel), "nap", "", {}, 4)
+            table_id, _ = await new_table(stub, "nap", "", {}, 4)  # (the stub's first call)
             assert table_id.encode() in (await get(f"http://127.0.0.1:{server.web_port}/"))[1]
-        finally:
-            await server.stop(0)
 
     asyncio.run(main())
 
