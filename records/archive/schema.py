@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tapis_cartes.records.codec import MAX_ENVELOPE
 from tapis_cartes.referee.errors import ArchiveError
 
 if TYPE_CHECKING:  # imported where an archive is opened: a re-scoring worker never loads it
@@ -194,9 +195,8 @@ def open_archive(path: str | Path, create: bool = True) -> sqlite_utils.Database
     return db
 
 
-# More than a record may be (codec.MAX_ENVELOPE, 64 MiB): the longest text or blob an archive
-# holds.
-MAX_VALUE = (64 << 20) + (1 << 20)
+# The longest text or blob an archive holds: a record's bound, and room beside it.
+MAX_VALUE = MAX_ENVELOPE + (1 << 20)
 
 
 def _check_objects(db: sqlite_utils.Database, path: Path) -> None:
