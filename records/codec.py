@@ -37,7 +37,7 @@ from tapis_cartes.records.clocks import (
 from tapis_cartes.referee.engine import Deal, Match, RecordError, Rules, Start, find_game
 from tapis_cartes.referee.engine.base import HandResult
 from tapis_cartes.referee.engine.options import Option
-from tapis_cartes.referee.engine.wire import check_record_size, record_tail
+from tapis_cartes.referee.engine.wire import check_envelope_size, check_record_size, record_tail
 from tapis_cartes.referee.engine.wire import hand_scores as wire_hand_scores
 from tapis_cartes.referee.errors import OutputError, RecordFileError
 from tapis_cartes.v1 import record_pb2 as pb
@@ -447,6 +447,13 @@ def read_frames(f: BinaryIO, total: int | None, name: str = "input") -> Iterator
 
 
 def parse_envelope(frame: bytes, name: str, index: int) -> pb.RecordEnvelope:
+    """The envelope of a frame (record `index` of `name`); `RecordFileError` (`bad-envelope`)
+    when it does not parse, or when it holds more annotations than Tapis makes
+    (`check_envelope_size`, before anything is decoded)."""
+    try:
+        check_envelope_size(frame)
+    except RecordError as exc:
+        raise RecordFileError("bad-envelope", f"{name}: record {index}: {exc.message}") from None
     try:
         env = pb.RecordEnvelope.FromString(frame)
     except DecodeError as exc:

@@ -40,6 +40,7 @@ __all__ = [
     "HANDS",
     "MAX_HANDS",
     "HandFields",
+    "check_envelope_size",
     "check_hand",
     "check_record_size",
     "fields_below",
@@ -127,59 +128,288 @@ _PARTS: Final = (
 
 def check_record_size(data: bytes) -> None:
     """`RecordError` (`record-size`) when the record of `data` has more hands, or a part of
-    it more fields, than a record holds (`MAX_HANDS` ...): found before anything is decoded,
-    so that a small record made of many tiny fields costs no more than its bytes. What is not
-    well formed is left to the decoder."""
+    it more values, than a record holds (`MAX_HANDS` ...): found before anything is decoded,
+    so that a small record made of many tiny fields costs no more than its bytes. The fields
+    are read as a decoder reads them (`_loose_key`): an encoding Tapis never writes (a long
+    varint, a group) is counted all the same, not a way past the count. The check stops
+    where the bytes are not well formed: the decoder stops there too."""
     r = _Reader(data, 0, len(data))
     hands: i64 = 0
     others: i64 = 0
     while r.pos < r.end:
-        key = r.varint()
+        key = _loose_key(r)
         if key < 0:
             return
-        if key & 7 != 2:
-            others += 1
-            if not _skip(r, key & 7):
+        if key == _HAND_KEY:
+            n = _any_varint(r)
+            if n < 0 or n > r.end - r.pos:
                 return
-        else:
-            n = r.length()
-            if n < 0:
-                return
-            part = _Reader(data, r.pos, r.pos + n)
+            hands += 1
+            if hands > MAX_HANDS:
+                raise RecordError(
+                    "record-size",
+                    f"the record has more than {MAX_HANDS} hands, the most a record holds",
+                )
+            if _count_values(_Reader(data, r.pos, r.pos + n), _HAND_PACKED, MAX_HAND_FIELDS) > (
+                MAX_HAND_FIELDS
+            ):
+                raise RecordError("record-size", f"more than {MAX_HAND_FIELDS} values", hand=hands)
             r.pos += n
-            if key == _HAND_KEY:
-                hands += 1
-                if hands > MAX_HANDS:
-                    raise RecordError(
-                        "record-size",
-                        f"the record has more than {MAX_HANDS} hands, the most a record holds",
-                    )
-                if _count_fields(part, MAX_HAND_FIELDS) > MAX_HAND_FIELDS:
-                    raise RecordError(
-                        "record-size", f"more than {MAX_HAND_FIELDS} fields", hand=hands
-                    )
-            else:
-                others += 1
-                if _count_fields(part, MAX_PART_FIELDS) > MAX_PART_FIELDS:
-                    number = key >> 3
-                    name = _PARTS[number] if number < len(_PARTS) else f"field {number}"
-                    raise RecordError("record-size", f"{name}: more than {MAX_PART_FIELDS} fields")
+            continue
+        others += 1
+        if key & 7 == 2:
+            n = _any_varint(r)
+            if n < 0 or n > r.end - r.pos:
+                return
+            if _count_values(_Reader(data, r.pos, r.pos + n), 0, MAX_PART_FIELDS) > (
+                MAX_PART_FIELDS
+            ):
+                number = key >> 3
+                name = _PARTS[number] if number < len(_PARTS) else f"field {number}"
+                raise RecordError("record-size", f"{name}: more than {MAX_PART_FIELDS} fields")
+            r.pos += n
+        elif not _loose_skip(r, key, 0):
+            return
         if others > MAX_PART_FIELDS:
             raise RecordError(
                 "record-size", f"the record has more than {MAX_PART_FIELDS} fields besides hands"
             )
 
 
-def _count_fields(r: _Reader, most: i64) -> i64:
-    """The fields from the reader's position to its end, counted up to `most` + 1 (where the
-    count stops), or as far as they are well formed."""
+# RecordEnvelope: record 1 (bytes), annotations 4 (Annotations: actions 1, each an
+# ActionAnnotation whose legal actions, 3, are packed varints).
+_ENVELOPE_RECORD: Final = 1 << 3 | 2
+_ENVELOPE_NOTES: Final = 4 << 3 | 2
+_NOTE_KEY: Final = 1 << 3 | 2
+_NOTE_PACKED: Final = 1 << 3  # ActionAnnotation.legal
+# HandRecord's packed varints, counted value by value: actions 5, elapsed_ms 8, timeouts 9.
+_HAND_PACKED: Final = 1 << 5 | 1 << 8 | 1 << 9
+
+
+def check_envelope_size(data: bytes) -> None:
+    """`RecordError` (`record-size`) when the envelope of `data` holds more annotations than
+    Tapis makes: one per action of its record at most, each of at most `MAX_HAND_FIELDS`
+    values (its legal actions counted one by one). The annotations are outside the
+    signature: anyone can add them to a genuine record, so they are bounded, before anything
+    is decoded, by the record they annotate. Read as `check_record_size` reads."""
+    r = _Reader(data, 0, len(data))
+    record = _Reader(data, 0, 0)  # the last record field, as a decoder keeps it
+    annotated = False
+    while r.pos < r.end:
+        key = _loose_key(r)
+        if key < 0:
+            break
+        annotated = annotated or key == _ENVELOPE_NOTES
+        if key == _ENVELOPE_RECORD:
+            n = _any_varint(r)
+            if n < 0 or n > r.end - r.pos:
+                break
+            record = _Reader(data, r.pos, r.pos + n)
+            r.pos += n
+        elif not _loose_skip(r, key, 0):
+            break
+    if not annotated:
+        return
+    most = _actions_in(record)
+    notes: i64 = 0
+    r.pos = 0
+    while r.pos < r.end:
+        key = _loose_key(r)
+        if key < 0:
+            return
+        if key != _ENVELOPE_NOTES:
+            if not _loose_skip(r, key, 0):
+                return
+            continue
+        n = _any_varint(r)
+        if n < 0 or n > r.end - r.pos:
+            return
+        part = _Reader(data, r.pos, r.pos + n)
+        r.pos += n
+        while part.pos < part.end:
+            inner = _loose_key(part)
+            if inner < 0:
+                return
+            if inner != _NOTE_KEY:
+                if not _loose_skip(part, inner, 0):
+                    return
+                continue
+            size = _any_varint(part)
+            if size < 0 or size > part.end - part.pos:
+                return
+            notes += 1
+            if notes > most:
+                raise RecordError(
+                    "record-size",
+                    f"the envelope holds more annotations than its record has actions ({most}):"
+                    " Tapis makes one per action",
+                )
+            note = _Reader(data, part.pos, part.pos + size)
+            if _count_values(note, _NOTE_PACKED, MAX_HAND_FIELDS) > MAX_HAND_FIELDS:
+                raise RecordError(
+                    "record-size", f"annotation {notes}: more than {MAX_HAND_FIELDS} values"
+                )
+            part.pos += size
+
+
+def _actions_in(r: _Reader) -> i64:
+    """The actions of the record read by `r`: its hands' `actions` values, packed or not, as
+    far as its bytes are well formed."""
+    count: i64 = 0
+    while r.pos < r.end:
+        key = _loose_key(r)
+        if key < 0:
+            break
+        if key != _HAND_KEY:
+            if not _loose_skip(r, key, 0):
+                break
+            continue
+        n = _any_varint(r)
+        if n < 0 or n > r.end - r.pos:
+            break
+        hand = _Reader(r.data, r.pos, r.pos + n)
+        r.pos += n
+        while hand.pos < hand.end:
+            inner = _loose_key(hand)
+            if inner < 0:
+                break
+            if inner == _ACTIONS_KEY:
+                size = _any_varint(hand)
+                if size < 0 or size > hand.end - hand.pos:
+                    break
+                count += _varints_in(hand.data, hand.pos, hand.pos + size)
+                hand.pos += size
+            else:
+                if inner == _ACTION_KEY:
+                    count += 1
+                if not _loose_skip(hand, inner, 0):
+                    break
+    return count
+
+
+_ACTIONS_KEY: Final = 5 << 3 | 2  # HandRecord.actions, packed
+_ACTION_KEY: Final = 5 << 3  # one action, not packed (a decoder takes both)
+
+
+def _count_values(r: _Reader, packed: i64, most: i64) -> i64:
+    """The values from the reader's position to its end, counted up to `most` + 1 (where the
+    count stops), or as far as they are well formed: a field is one, except that a field
+    whose number is in the bit mask `packed`, written packed, is as many as its varints."""
     count: i64 = 0
     while r.pos < r.end and count <= most:
-        key = r.varint()
-        if key < 0 or not _skip(r, key & 7):
+        key = _loose_key(r)
+        if key < 0:
             break
-        count += 1
+        number = key >> 3
+        if key & 7 == 2 and number < 63 and packed >> number & 1:
+            n = _any_varint(r)
+            if n < 0 or n > r.end - r.pos:
+                break
+            count += _varints_in(r.data, r.pos, r.pos + n)
+            r.pos += n
+        else:
+            if not _loose_skip(r, key, 0):
+                break
+            count += 1
     return count
+
+
+def _varints_in(data: bytes, start: i64, end: i64) -> i64:
+    """The varints of `data[start:end]`, packed: each ends with its one byte below 0x80."""
+    count: i64 = 0
+    i = start
+    while i < end:
+        b: i64 = data[i]
+        if b < 0x80:
+            count += 1
+        i += 1
+    return count
+
+
+# Groups nest at most this deep in what a decoder takes (protobuf's default recursion limit).
+_MAX_DEPTH: Final = 100
+
+
+def _any_varint(r: _Reader) -> i64:
+    """The varint at the position in any encoding a decoder takes (at most 10 bytes, high
+    zero bytes allowed): its value, the position past it; -1, the position kept, when there
+    is none (the end reached, or 10 bytes without an end) or when it is above 2**63 - 1 (no
+    key or length a decoder takes)."""
+    data = r.data
+    pos = r.pos
+    end = r.end
+    value: i64 = 0
+    shift: i64 = 0
+    big = False
+    while pos < end and shift < 70:
+        b: i64 = data[pos]
+        pos += 1
+        if shift < 63:
+            value |= (b & 0x7F) << shift
+        elif b & 0x7F:
+            big = True
+        if b < 0x80:
+            if big:
+                return -1
+            r.pos = pos
+            return value
+        shift += 7
+    return -1
+
+
+def _loose_key(r: _Reader) -> i64:
+    """A field's key as a decoder reads it (`_any_varint`); -1 when it is none a decoder
+    takes: field number 0, above 2**29 - 1, or an end of group where no group is open."""
+    key = _any_varint(r)
+    if key < 8 or key > 0xFFFFFFFF or key & 7 == 4:
+        return -1
+    return key
+
+
+def _loose_skip(r: _Reader, key: i64, depth: i64) -> bool:
+    """Past the value of a field of `key`, read as a decoder reads it: any varint encoding,
+    a group (wire type 3, which Tapis never writes) skipped to its end; False when it is not
+    well formed (a decoder stops there too)."""
+    kind = key & 7
+    if kind == 0:
+        return _any_varint(r) != -1 or _past_big_varint(r)
+    if kind == 1:
+        r.pos += 8
+        return r.pos <= r.end
+    if kind == 5:
+        r.pos += 4
+        return r.pos <= r.end
+    if kind == 2:
+        n = _any_varint(r)
+        if n < 0 or n > r.end - r.pos:
+            return False
+        r.pos += n
+        return True
+    if kind != 3 or depth >= _MAX_DEPTH:
+        return False
+    while r.pos < r.end:
+        inner = _any_varint(r)
+        if inner < 8 or inner > 0xFFFFFFFF:
+            return False
+        if inner & 7 == 4:
+            return inner >> 3 == key >> 3  # the group's own end
+        if not _loose_skip(r, inner, depth + 1):
+            return False
+    return False
+
+
+def _past_big_varint(r: _Reader) -> bool:
+    """Past a varint value above 2**63 - 1 (a uint64 a decoder takes, which `_any_varint`
+    tells as none); False when there is no varint at all."""
+    pos = r.pos
+    end = min(r.end, pos + 10)
+    while pos < end:
+        b: i64 = r.data[pos]
+        pos += 1
+        if b < 0x80:
+            r.pos = pos
+            return True
+    return False
 
 
 def hand_spans(data: bytes) -> list[int]:

@@ -12,7 +12,14 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tapis_cartes.records.annotate import MAX_COMMENT, CommentError, annotate, parse_comment
-from tapis_cartes.records.codec import decode_record, encode_file, read_envelopes, write_envelopes
+from tapis_cartes.records.codec import (
+    _varint,
+    decode_record,
+    encode_file,
+    read_envelopes,
+    write_envelopes,
+    write_frames,
+)
 from tapis_cartes.records.export import (
     ExportError,
     envelopes_from_json,
@@ -105,6 +112,44 @@ def test_annotate_refuses_a_comment_past_its_bound(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert "100000 characters (at most 1000)" in done.stderr and not out.exists()
     assert len(done.stderr) < 400
+
+
+def test_annotations_beyond_one_per_action_are_refused_before_they_are_decoded(
+    tmp_path: Path,
+) -> None:
+    """Annotations are outside the signature: anyone can add them to a genuine record. Three
+    million empty ones (6 MB) once made `export --format json` take most of a gigabyte; an
+    envelope holds at most one per action of its record, each of at most 1000 values, and the
+    excess is refused before anything is decoded, in every command that reads the file (here
+    in a child limited to 400 MB)."""
+    env, rec = dp1()
+    actions = sum(len(h.actions) for h in rec.hands)
+    frame = env.SerializeToString(deterministic=True)
+    notes = {
+        "many": b"\x0a\x00" * 3_000_000,
+        "one more": b"\x0a\x00" * (actions + 1),
+        "legal": _field(1, _field(3, b"\x01" * 1001)),  # one annotation, 1001 legal actions
+        "comments": _field(1, b"\x3a\x00" * 1001),  # one annotation, 1001 empty comments
+    }
+    for name, body in notes.items():
+        path = tmp_path / f"{name}.tapis"
+        write_frames(path, [frame + _field(4, body)])
+        for command in (["export", "--format", "json"], ["show"], ["verify"]):
+            done = tapis("record", *command, path, memory_limit=400 << 20)
+            assert done.returncode == 2, (name, command, done.stderr)
+            said = done.stdout + done.stderr
+            assert "annotation" in said and "record 1" in said, (name, command, said)
+            assert len(said) < 1000
+    # One per action, as `annotate` makes them, is what a record holds.
+    full = pb.RecordEnvelope(record=env.record, annotations=annotate(rec))
+    path = tmp_path / "annotated.tapis"
+    write_envelopes(path, [full])
+    assert tapis("record", "export", "--format", "json", path).returncode == 0
+
+
+def _field(number: int, body: bytes) -> bytes:
+    """A length-delimited field of the wire format: key, length, bytes."""
+    return bytes([number << 3 | 2]) + _varint(len(body)) + body
 
 
 def test_annotating_a_signed_record_keeps_the_signature() -> None:

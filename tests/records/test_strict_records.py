@@ -213,6 +213,8 @@ CASES: list[tuple[str, str, Callable[[pb.GameRecord], None], str, int | None, in
      None, None),
     ("1001 score lines in a hand", _DP, lambda r: [r.hands[0].lines.add() for _ in range(1001)],
      "record-size", 1, None),
+    ("1001 actions in a hand", _DP, lambda r: r.hands[0].actions.extend([0] * 1001),
+     "record-size", 1, None),
     ("257 options", _DP, lambda r: [r.rules.options.add() for _ in range(257)], "record-size",
      None, None),
 ]  # fmt: skip
@@ -270,6 +272,33 @@ def test_a_small_record_of_many_tiny_fields_is_refused_in_bounded_memory(
     assert verified(
         tmp_path, signing_key, key_file, [data + b"\x32\x00" * 3_000_000, many_lines]
     ) == ["record-size", "record-size"]
+
+
+def test_no_encoding_goes_past_the_size_check(
+    records: list[tuple[str, bytes]], signing_key: Ed25519PrivateKey, key_file: Path, tmp_path: Path
+) -> None:
+    """A decoder takes encodings Tapis never writes: a key in a long varint, a group, a uint64
+    of ten bytes, actions not packed. Put first, each once stopped the size check (which left
+    what it could not read to the decoder), and the empty hands after it were all decoded: 567
+    MB for ten megabytes. Refused (`record-size`) in a child limited to 1 GiB."""
+    data = by_label(records, _DP)
+    hands = b"\x32\x00" * 3_000_000
+    firsts = [
+        b"\xb2\x80\x00\x00",  # an empty hand, its key in three bytes
+        b"\x7b\x08\x01\x7c",  # a group of field 15 (wire types 3 and 4), not a field of records
+        b"\x78" + b"\xff" * 9 + b"\x01",  # field 15 = 2^64 - 1
+    ]
+    unpacked = b"\x28\x01" * 1001  # a hand of 1001 actions, one field each
+    assert (
+        verified(
+            tmp_path,
+            signing_key,
+            key_file,
+            [f + data + hands for f in firsts]
+            + [data + b"\x32" + _varint(len(unpacked)) + unpacked],
+        )
+        == ["record-size"] * 4
+    )
 
 
 def test_the_first_difference_is_named(records: list[tuple[str, bytes]]) -> None:
