@@ -82,6 +82,15 @@ def _archive_command(
     return command
 
 
+def _unlisted(more: int, what: str) -> None:
+    """The line after the refusals listed (`AddReport.LISTED` of each kind), if more were."""
+    if more > 0:
+        _err(
+            f"... and {counted(more, 'more record', 'more records')} {what}, not listed"
+            " (`tapis record verify` names each)"
+        )
+
+
 @_archive_command
 def cmd_add(args: argparse.Namespace) -> int:
     keys = keys_given(args)
@@ -99,7 +108,8 @@ def cmd_add(args: argparse.Namespace) -> int:
         bar.stop()
         db.close()
     elapsed = time.perf_counter() - t0
-    status = 2 if report.unreadable else 1 if report.refused or report.untrusted else 0
+    refused, untrusted = report.refused_count, report.untrusted_count
+    status = 2 if report.unreadable else 1 if refused or untrusted else 0
     if args.json:
         print(
             _dumps(
@@ -110,10 +120,12 @@ def cmd_add(args: argparse.Namespace) -> int:
                         {"file": name, "record": index, "error": str(error)}
                         for name, index, error in report.refused
                     ],
+                    "refused_count": refused,
                     "untrusted": [
                         {"file": name, "record": index, "error": str(error)}
                         for name, index, error in report.untrusted
                     ],
+                    "untrusted_count": untrusted,
                     "unreadable": [
                         {"file": name, "error": error} for name, error in report.unreadable
                     ],
@@ -126,14 +138,16 @@ def cmd_add(args: argparse.Namespace) -> int:
         _err(error)  # names the file
     for name, index, error in report.refused:
         _err(f"{name} (record {index}): refused: {error}")
+    _unlisted(refused - len(report.refused), "refused")
     for name, index, error in report.untrusted:
         _err(f"{name} (record {index}): not signed by a trusted key: {error}")
+    _unlisted(untrusted - len(report.untrusted), "not signed by a trusted key")
     duplicates = counted(report.duplicates, "duplicate")
-    counts = f"{report.added} added, {duplicates}, {len(report.refused)} refused"
+    counts = f"{report.added} added, {duplicates}, {refused} refused"
     if keys:
-        counts += f", {len(report.untrusted)} not signed by a trusted key"
+        counts += f", {untrusted} not signed by a trusted key"
     print(counts)
-    seen = report.added + report.duplicates + len(report.refused) + len(report.untrusted)
+    seen = report.added + report.duplicates + refused + untrusted
     rate = seen / elapsed if elapsed > 0 else 0.0
     print(f"{counted(seen, 'record')} read in {elapsed:.1f} s ({rate:,.0f} records/s)")
     return status

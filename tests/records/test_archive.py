@@ -22,6 +22,7 @@ from tapis_cartes.records.codec import (
     record_id,
     score_from_pb,
     write_envelopes,
+    write_frames,
 )
 from tapis_cartes.records.executors import SerialExecutor
 from tapis_cartes.v1 import record_pb2 as pb
@@ -103,6 +104,30 @@ def test_add_keeps_the_good_and_reports_the_bad(
     assert json.loads(row[7]) == [[s.points] for s in rec.outcome.scores]
     assert row[8] == "corpus"
     assert json.loads(row[9])["end_threshold"] == 100
+
+
+def test_a_file_of_many_bad_records_is_counted_whole_and_listed_in_part(
+    corpus: list[pb.RecordEnvelope], tmp_path: Path
+) -> None:
+    """Millions of empty frames (a byte each) were each kept as a refusal until the end: 3M
+    took 748 MB. The first `LISTED` (1000) of each kind are listed, all are counted, and
+    the good records of the same file still go in."""
+    path = tmp_path / "many.tapis"
+    frames = [b""] * 1500 + [corpus[0].SerializeToString(deterministic=True)]
+    write_frames(path, frames)
+    db = tmp_path / "a.db"
+    done = tapis("archive", "add", db, path)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[0] == "1 added, 0 duplicates, 1500 refused"
+    lines = done.stderr.splitlines()
+    assert sum("refused:" in line for line in lines) == 1000
+    assert f"{path} (record 1000): refused:" in done.stderr
+    assert "(record 1001)" not in done.stderr
+    assert "... and 500 more records refused, not listed" in done.stderr
+    done = tapis("archive", "add", "--json", tmp_path / "b.db", path)
+    report = json.loads(done.stdout)
+    assert (report["added"], report["refused_count"], len(report["refused"])) == (1, 1500, 1000)
+    assert report["untrusted_count"] == 0
 
 
 def test_missing_archive_is_an_error_and_is_not_created(tmp_path: Path) -> None:
