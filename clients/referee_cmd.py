@@ -38,11 +38,13 @@ from tapis_cartes.records.transcript import import_transcript
 from tapis_cartes.referee.engine.options import parse_option
 from tapis_cartes.referee.engine.wire import MAX_HANDS
 from tapis_cartes.referee.errors import TapisError, exit_status, json_text
-from tapis_cartes.referee.server.limits import MAX_CONNECTIONS
+from tapis_cartes.referee.server.limits import MAX_CONNECTIONS, Limits
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 
 __all__ = ["add_referee_parsers"]
+
+_LIMITS = Limits()  # the defaults of `tapis serve`'s options
 
 
 def _err(msg: str) -> None:
@@ -302,54 +304,56 @@ def add_referee_parsers(sub: Any) -> None:
     p.add_argument(
         "--max-tables-per-client",
         type=_at_least(1),
-        default=1000,
+        default=_LIMITS.max_tables_per_client,
         metavar="N",
-        help="tables a client may have open at once (default 1000)",
+        help=f"tables a client may have open at once (default {_LIMITS.max_tables_per_client})",
     )
     p.add_argument(
         "--max-streams-per-client",
         type=_at_least(1),
-        default=256,
+        default=_LIMITS.max_streams_per_client,
         metavar="N",
-        help="WatchTable streams a client may have open at once (default 256)",
+        help="WatchTable streams a client may have open at once"
+        f" (default {_LIMITS.max_streams_per_client})",
     )
     p.add_argument(
         "--max-connections",
         type=_at_least(1, int, MAX_CONNECTIONS),
-        default=4096,
+        default=_LIMITS.max_connections,
         metavar="N",
         help="connections at once to each front, gRPC and web: past it a new one is closed"
-        " at once (default 4096; fewer if the process may not open enough files)",
+        f" at once (default {_LIMITS.max_connections}; fewer if the process may not open"
+        " enough files)",
     )
     p.add_argument(
         "--open-seat-ttl",
         type=_at_least(0.001, float),
-        default=3600.0,
+        default=_LIMITS.open_seat_ttl,
         metavar="SECONDS",
         help="a table still waiting for players this long after its creation expires"
-        " (default 3600)",
+        f" (default {_LIMITS.open_seat_ttl:g})",
     )
     p.add_argument(
         "--max-hands",
         type=_at_least(1, int, MAX_HANDS),
-        default=1000,
+        default=_LIMITS.max_hands,
         metavar="N",
-        help=f"the referee stops a match after this many hands (default 1000, at most"
-        f" {MAX_HANDS}: the most a record holds)",
+        help="the referee stops a match after this many hands"
+        f" (default {_LIMITS.max_hands}, at most {MAX_HANDS}: the most a record holds)",
     )
     p.add_argument(
         "--max-actions",
         type=_at_least(1),
-        default=100_000,
+        default=_LIMITS.max_actions,
         metavar="N",
-        help="the referee stops a match after this many actions (default 100000)",
+        help=f"the referee stops a match after this many actions (default {_LIMITS.max_actions})",
     )
     p.add_argument(
         "--max-message-bytes",
         type=_at_least(1024),
-        default=1 << 20,
+        default=_LIMITS.max_message_bytes,
         metavar="N",
-        help="the largest request (default 1 MiB)",
+        help=f"the largest request, in bytes (default {_LIMITS.max_message_bytes})",
     )
     p.set_defaults(func=cmd_serve)
 

@@ -137,7 +137,9 @@ async def create_server(
         limits = dataclasses.replace(limits, max_connections=connections)
     options = [
         ("grpc.max_receive_message_length", limits.max_message_bytes),
-        ("grpc.max_send_message_length", 4 * limits.max_message_bytes),
+        # Replies: what a gRPC client takes by default (a record is the largest), or more
+        # with a larger bound on requests.
+        ("grpc.max_send_message_length", max(4 << 20, 4 * limits.max_message_bytes)),
         ("grpc.so_reuseport", 0),  # a port in use is an error, not a port shared
         # A connection past the bound is closed at once; one silent past HEAD_SECONDS too.
         ("grpc.max_allowed_incoming_connections", limits.max_connections),

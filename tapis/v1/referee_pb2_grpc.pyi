@@ -27,7 +27,7 @@ Open seats that nobody takes expire: a table still
 waiting for players one hour after its creation (`tapis serve --open-seat-ttl`) is closed
 (TABLE_STATUS_EXPIRED, a `table_closed` event) and no longer counts.
 
-Bounds: a request is at most 1 MiB. A table id, a request id, a game or ruleset name, an
+Bounds: a request is at most 64 KiB. A table id, a request id, a game or ruleset name, an
 option key and a string option value are at most 64 characters; a player's name at most 64
 characters, without control characters (C0, C1, DEL, U+2028/9, the bidirectional controls
 U+061C, U+200E/F, U+202A-E, U+2066-9); at most 10 seats and 64 options, each key once.
@@ -70,7 +70,7 @@ Status codes:
 - NOT_FOUND: no such table. OUT_OF_RANGE: WatchTable from an event index the table has not
   reached. PERMISSION_DENIED: a wrong token, or JoinTable on a seat already taken or on a
   full table (no open seat). RESOURCE_EXHAUSTED: a client over its tables or streams; a
-  request over 1 MiB, or metadata over gRPC's bound (gRPC's own answer, without detail).
+  request over 64 KiB, or metadata over gRPC's bound (gRPC's own answer, without detail).
 - UNAVAILABLE: the referee is starting (reloading its tables; health says NOT_SERVING) or
   stopping, or could not store a change (nothing changed); retry later. Nothing a client
   sends yields UNKNOWN or INTERNAL.
