@@ -38,11 +38,13 @@ from tapis_cartes.records.codec import (
     envelope,
     file_chunks,
     parse_envelope,
+    read_at_most,
     writable,
     write_envelopes,
 )
 from tapis_cartes.records.executors import make_executor
 from tapis_cartes.records.export import (
+    MAX_EXPORT_JSON,
     ExportError,
     envelopes_from_json,
     envelopes_to_json,
@@ -448,7 +450,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import_json(args: argparse.Namespace) -> int:
     try:
-        text = Path(args.json).read_text(encoding="utf-8")
+        data = read_at_most(args.json, MAX_EXPORT_JSON)
+        if len(data) > MAX_EXPORT_JSON:
+            _err(f"{args.json}: larger than {MAX_EXPORT_JSON >> 20} MiB: not an export to read")
+            return 2
+        text = data.decode("utf-8")
     except OSError as exc:
         _err(f"{args.json}: cannot read: {exc.strerror or exc}")
         return 2

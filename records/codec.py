@@ -500,6 +500,15 @@ def _open_record_file(path: str | Path) -> tuple[BinaryIO, int]:
     return io.BytesIO(data), st.st_size
 
 
+def read_at_most(path: str | Path, most: int) -> bytes:
+    """The bytes of the file `path`, but no more than `most` + 1 of them: one more than
+    `most` tells a file larger than that, which the caller refuses, having read no more (a
+    device or a pipe without end, `/dev/zero`, is read no further). `OSError` when it cannot
+    be read."""
+    with open(path, "rb") as f:
+        return f.read(most + 1)
+
+
 def _read_up_to(fd: int, size: int) -> bytes:
     """`size` bytes of `fd`, fewer only at its end (one `os.read` may give fewer)."""
     parts = []
@@ -544,13 +553,15 @@ def file_chunks(
 
 
 def read_envelopes(path: str | Path) -> list[pb.RecordEnvelope]:
-    """Every envelope of a record file; `RecordFileError` when the file is not one."""
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise RecordFileError("unreadable", f"{p}: {exc.strerror}") from None
-    return [parse_envelope(f, str(p), i) for i, f in enumerate(iter_frames(data, str(p)), 1)]
+    """Every envelope of a record file; `RecordFileError` when the file is not one (read as
+    a stream: a file that is no record file, even one without end, is refused at its
+    start)."""
+    name = file_name(path)
+    return [
+        parse_envelope(frame, name, index)
+        for first, frames in file_chunks(path, 1000, name)
+        for index, frame in enumerate(frames, first)
+    ]
 
 
 def encode_file(envelopes: Iterable[pb.RecordEnvelope]) -> bytes:

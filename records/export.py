@@ -31,6 +31,7 @@ from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
     "JSON_FORMAT",
+    "MAX_EXPORT_JSON",
     "ExportError",
     "envelopes_from_json",
     "envelopes_to_json",
@@ -39,6 +40,10 @@ __all__ = [
 ]
 
 JSON_FORMAT = "tapis-records-json/1"
+# The largest export `import-json` reads (bytes): its JSON is read whole, a few times its
+# size in memory. (An export is about a hundred times its records' bytes: export fewer
+# records per file.)
+MAX_EXPORT_JSON = 256 << 20
 
 
 # --- protobuf JSON ------------------------------------------------------------------------

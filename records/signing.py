@@ -24,6 +24,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from tapis_cartes.records.codec import read_at_most
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.errors import KeyFileError
 from tapis_cartes.v1 import record_pb2 as pb
@@ -47,12 +48,29 @@ __all__ = [
 ]
 
 
+# The most a key file holds (a PEM key is about 120 bytes), and a trusted-keys file (a line
+# of comment and a key each: a hundred thousand keys): a larger file is not one.
+MAX_KEY_FILE = 64 << 10
+MAX_TRUSTED_KEYS = 16 << 20
+
+
+def _read_key_file(p: Path, most: int, what: str) -> bytes:
+    """The bytes of a key file; `KeyFileError` when it cannot be read or holds more than
+    `most` (read no further)."""
+    try:
+        data = read_at_most(p, most)
+    except OSError as exc:
+        raise KeyFileError(f"{p}: cannot read {what}: {exc.strerror or exc}") from None
+    if len(data) > most:
+        raise KeyFileError(f"{p}: larger than {most:,} bytes: not {what}")
+    return data
+
+
 def load_private_key(path: str | Path) -> Ed25519PrivateKey:
     p = Path(path)
+    data = _read_key_file(p, MAX_KEY_FILE, "the key")
     try:
-        key = serialization.load_pem_private_key(p.read_bytes(), password=None)
-    except OSError as exc:
-        raise KeyFileError(f"{p}: cannot read the key: {exc.strerror}") from None
+        key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
         raise KeyFileError(f"{p}: not a PEM private key: {exc}") from None
     if not isinstance(key, Ed25519PrivateKey):
@@ -83,10 +101,7 @@ def load_or_create_private_key(path: str | Path) -> Ed25519PrivateKey:
 def load_public_key(path: str | Path) -> Ed25519PublicKey:
     """A public key from a PEM file holding either the public or the private key."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise KeyFileError(f"{p}: cannot read the key: {exc.strerror}") from None
+    data = _read_key_file(p, MAX_KEY_FILE, "the key")
     if b"PRIVATE KEY" in data:
         return load_private_key(p).public_key()
     try:
@@ -277,10 +292,7 @@ def load_trusted_keys(path: str | Path) -> list[TrustedKey]:
     """The keys of a trusted-keys file, labelled by their `# name` lines; `KeyFileError`
     naming the file and the line at the first problem."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise KeyFileError(f"{p}: cannot read the trusted keys: {exc.strerror or exc}") from None
+    data = _read_key_file(p, MAX_TRUSTED_KEYS, "the trusted keys")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

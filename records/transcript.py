@@ -30,6 +30,7 @@ from tapis_cartes.records.codec import (
     Provenance,
     build_record,
     canonical_bytes,
+    read_at_most,
 )
 from tapis_cartes.referee.engine import (
     Deal,
@@ -153,8 +154,7 @@ def load_transcript(path: str | Path) -> dict[str, Any]:
     long to read)."""
     p = Path(path)
     try:
-        with p.open("rb") as f:
-            data = f.read(MAX_TRANSCRIPT + 1)
+        data = read_at_most(p, MAX_TRANSCRIPT)
         if len(data) > MAX_TRANSCRIPT:
             raise TranscriptError(f"{p}: larger than {MAX_TRANSCRIPT >> 20} MiB: not a transcript")
         # A byte order mark, which some editors write first, is no part of the JSON.

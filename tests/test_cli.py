@@ -176,6 +176,27 @@ def test_verify_trusted_keys_file_errors_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in r.stderr
 
 
+def test_a_file_without_end_is_refused_having_read_a_bounded_part(tmp_path: Path) -> None:
+    """A key, a trusted-keys file, a transcript or a JSON export named as /dev/zero (or any
+    file larger than what it can hold) was read to its end: never, for a device, while the
+    memory grew. Each is read up to its bound and refused, naming the file, in a child
+    limited to 1 GiB."""
+    dp1, zero = DATA / "dame-de-pique-dp1.tapis", "/dev/zero"
+    cases = [
+        (("record", "verify", dp1, "--key", zero), 2, "larger than 65,536 bytes: not the key"),
+        (("record", "verify", dp1, "--trusted-keys", zero), 2, "not the trusted keys"),
+        (("record", "sign", dp1, "--key", zero, "-o", tmp_path / "s.tapis"), 2, "not the key"),
+        (("record", "import", zero, "-o", tmp_path / "i.tapis"), 1, "not a transcript"),
+        (("record", "import-json", zero, "-o", tmp_path / "j.tapis"), 2, "not an export"),
+        (("record", "show", zero), 2, "not a Tapis record file"),
+    ]
+    for args, status, said in cases:
+        done = tapis(*args, memory_limit=1 << 30)
+        assert done.returncode == status, (args, done.stderr[-500:])
+        assert done.stderr.startswith(zero) and said in done.stderr, done.stderr[-500:]
+    assert not any(tmp_path.iterdir())
+
+
 def test_verify_truncated_file_reports_the_records_before(tmp_path: Path) -> None:
     envs = [env for name in ("dame-de-pique-dp1", "napoleon-n1", "triomphe-tr2")
             for env in read_envelopes(DATA / f"{name}.tapis")]  # fmt: skip
