@@ -294,7 +294,20 @@ _ACTION_KEY: Final = 5 << 3  # one action, not packed (a decoder takes both)
 def _count_values(r: _Reader, packed: i64, most: i64) -> i64:
     """The values from the reader's position to its end, counted up to `most` + 1 (where the
     count stops), or as far as they are well formed: a field is one, except that a field
-    whose number is in the bit mask `packed`, written packed, is as many as its varints."""
+    whose number is in the bit mask `packed`, written packed, is as many as its varints.
+    Those are first counted by their bytes (a varint is one at least): only a count past
+    `most` so is counted again, exactly (a hand's actions and times, a few hundred bytes,
+    are never read twice)."""
+    start = r.pos
+    count = _count_upto(r, packed, most, False)
+    if count > most and packed:
+        r.pos = start
+        count = _count_upto(r, packed, most, True)
+    return count
+
+
+def _count_upto(r: _Reader, packed: i64, most: i64, exact: bool) -> i64:
+    """`_count_values`, the packed fields counted by their bytes, or `exact`ly."""
     count: i64 = 0
     while r.pos < r.end and count <= most:
         key = _loose_key(r)
@@ -305,7 +318,7 @@ def _count_values(r: _Reader, packed: i64, most: i64) -> i64:
             n = _any_varint(r)
             if n < 0 or n > r.end - r.pos:
                 break
-            count += _varints_in(r.data, r.pos, r.pos + n)
+            count += _varints_in(r.data, r.pos, r.pos + n) if exact else n
             r.pos += n
         else:
             if not _loose_skip(r, key, 0):
