@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 
 from tapis_cartes.referee import __version__
-from tapis_cartes.referee.errors import TapisError, exit_status
+from tapis_cartes.referee.errors import TapisError, exit_status, terminal_text
 
 __all__ = ["build_parser", "main"]
 
@@ -93,7 +93,7 @@ def _run(argv: list[str]) -> int:
     except BrokenPipeError:
         return 0
     except TapisError as exc:  # an error that ends the command: its message, its exit code
-        print(exc, file=sys.stderr)
+        print(terminal_text(str(exc)), file=sys.stderr)  # (it may quote any text)
         return exit_status(exc)
     except OSError as exc:  # a file a command could not read or write, named
         where = f"{exc.filename}: " if exc.filename else ""

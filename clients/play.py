@@ -40,7 +40,7 @@ from tapis_cartes.referee.engine.actions import (
 from tapis_cartes.referee.engine.cards import SUIT_WORDS, card_str
 from tapis_cartes.referee.engine.errors import InvalidAction
 from tapis_cartes.referee.engine.options import Option
-from tapis_cartes.referee.errors import json_text
+from tapis_cartes.referee.errors import json_text, terminal_text
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 
@@ -156,7 +156,9 @@ class Screen:
         self.units = list(units) or ["points"]
 
     def say(self, text: str = "") -> None:
-        print(text, file=self.out, flush=True)
+        """Print a line for the person: what the referee sent (names, facts, texts) is any
+        text, so a character a terminal would obey is shown as its escape."""
+        print("\n".join(map(terminal_text, text.split("\n"))), file=self.out, flush=True)
 
     def who(self, seat: int) -> str:
         return "You" if seat == self.me else self.names[seat]
@@ -512,9 +514,11 @@ async def run_bot(
         )
         winners = ", ".join(names[w] for w in result.winners)
         print(
-            f"table {table_id} seat {handle.seat} {names[handle.seat]} ({kind}): "
-            f"{'won' if result.won else 'lost'}; winners {winners}; scores {scores}; "
-            f"{result.actions} actions; record {result.record_id}",
+            terminal_text(
+                f"table {table_id} seat {handle.seat} {names[handle.seat]} ({kind}): "
+                f"{'won' if result.won else 'lost'}; winners {winners}; scores {scores}; "
+                f"{result.actions} actions; record {result.record_id}"
+            ),
             file=out,
             flush=True,
         )

@@ -21,10 +21,12 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from google.protobuf.message import DecodeError
 
 from tapis_cartes.records.codec import decode_record, writable, write_envelopes
 from tapis_cartes.records.score import score_sheet
@@ -37,10 +39,9 @@ from tapis_cartes.records.signing import (
 from tapis_cartes.records.transcript import import_transcript
 from tapis_cartes.referee.engine.options import parse_option
 from tapis_cartes.referee.engine.wire import MAX_HANDS
-from tapis_cartes.referee.errors import TapisError, exit_status, json_text
+from tapis_cartes.referee.errors import TapisError, exit_status, json_text, terminal_text
 from tapis_cartes.referee.server.limits import MAX_CONNECTIONS, Limits
 from tapis_cartes.v1 import record_pb2 as rpb
-from tapis_cartes.v1 import referee_pb2 as pb
 
 __all__ = ["add_referee_parsers"]
 
@@ -80,50 +81,54 @@ def cmd_play(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _err(f"tapis play: {exc}")
         return 2
-    try:
-        return asyncio.run(
-            run_play(
-                args.address,
-                args.game,
-                args.ruleset,
-                options,
-                args.name,
-                args.bots,
-                args.seed,
-                save=None if args.save is None else writable(args.save),
-            )
-        )
-    except (OSError, TapisError) as exc:  # RefereeError, ...
-        _err(f"tapis play: {exc}")
-        return 1
+    save = None if args.save is None else writable(args.save)
+    return _client_command(
+        "play",
+        lambda: run_play(
+            args.address, args.game, args.ruleset, options, args.name, args.bots, args.seed,
+            save=save,
+        ),
+    )  # fmt: skip
 
 
 def cmd_bot(args: argparse.Namespace) -> int:
     from tapis_cartes.clients.play import run_bot
-    from tapis_cartes.clients.sdk import RefereeError
 
     seated = args.seat is not None and args.token is not None
     if args.join == seated or (args.join and args.token is not None):
         _err("tapis bot: give --seat N --token T, or --join [--seat N]")
         return 2
     a = args
+    return _client_command(
+        "bot",
+        lambda: run_bot(
+            a.address, a.table, a.seat, a.token, a.join, a.name, a.kind, a.seed, as_json=a.json
+        ),
+    )
+
+
+# What a reply of the referee that breaks the contract raises where a client reads it (a
+# seat past the table's, a game without rulesets...): what the SDK's own checks
+# (`checked_view`) do not stop.
+_UNUSABLE = (IndexError, KeyError, ValueError, TypeError, AttributeError, DecodeError)
+
+
+def _client_command(name: str, run: Callable[[], Coroutine[Any, Any, int | None]]) -> int:
+    """Run a command that talks to a referee (play, bot, table): an error that ends it is
+    one line, its text made safe to print (what a referee sends is any text), with its exit
+    status; a reply this client cannot use ends it the same way (exit 1), named, rather than
+    with a traceback."""
     try:
-        return asyncio.run(
-            run_bot(
-                a.address,
-                a.table,
-                a.seat,
-                a.token,
-                a.join,
-                a.name,
-                a.kind,
-                a.seed,
-                as_json=a.json,
-            )
+        return asyncio.run(run()) or 0
+    except (OSError, TapisError) as exc:  # RefereeError, ...
+        _err(f"tapis {name}: {terminal_text(str(exc))}")
+        return exit_status(exc) if isinstance(exc, TapisError) else 1
+    except _UNUSABLE as exc:
+        _err(
+            f"tapis {name}: a reply of the referee cannot be used"
+            f" ({type(exc).__name__}: {terminal_text(str(exc))[:300]})"
         )
-    except RefereeError as exc:
-        _err(f"tapis bot: {exc}")
-        return exit_status(exc)
+        return 1
 
 
 def time_control(args: argparse.Namespace) -> rpb.TimeControl | None:
@@ -153,10 +158,14 @@ def time_control(args: argparse.Namespace) -> rpb.TimeControl | None:
 
 def cmd_table_create(args: argparse.Namespace) -> int:
     """Open a table on a referee; print its id and the tokens of the seats taken here."""
-    from tapis_cartes.clients.sdk import RefereeClient, RefereeError
+    from tapis_cartes.clients.sdk import RefereeClient
 
     names = args.players.split(",")
-    open_seats = {int(s) for s in args.open.split(",") if s} if args.open else set()
+    try:
+        open_seats = {int(s) for s in args.open.split(",") if s} if args.open else set()
+    except ValueError:
+        _err(f"tapis table create: --open {args.open!r}: give seat numbers, as 1,3")
+        return 2
     try:
         options = dict(parse_option(o) for o in args.option or ())
     except ValueError as exc:
@@ -196,39 +205,38 @@ def cmd_table_create(args: argparse.Namespace) -> int:
                 )
             )
             return
-        print(f"table {made.table_id}")
-        for seat, token in sorted(made.tokens.items()):
-            print(f"seat {seat} ({names[seat]}) token {token}")
-        for seat in sorted(open_seats):
-            print(f"seat {seat} ({names[seat]}) open: tapis bot --join --seat {seat} ...")
+        lines = [f"table {made.table_id}"]
+        lines += [
+            f"seat {s} ({names[s]}) token {token}" for s, token in sorted(made.tokens.items())
+        ]
+        lines += [
+            f"seat {s} ({names[s]}) open: tapis bot --join --seat {s} ..."
+            for s in sorted(open_seats)
+        ]
+        print(terminal_text("\n".join(lines)))
 
-    try:
-        asyncio.run(create())
-    except RefereeError as exc:
-        _err(f"tapis table create: {exc}")
-        return exit_status(exc)
-    return 0
+    return _client_command("table create", create)
 
 
 def cmd_table_record(args: argparse.Namespace) -> int:
     """Fetch the signed record of a finished table into a record file."""
-    from tapis_cartes.clients.sdk import RefereeClient, RefereeError
+    from tapis_cartes.clients.sdk import RefereeClient
 
     writable(args.output)
 
-    async def fetch() -> pb.GetRecordResponse:
+    async def fetch() -> None:
         async with RefereeClient(args.address) as client:
-            return await client.record(args.table)
+            got = await client.record(args.table)  # (verified: `checked_record`)
+        write_envelopes(args.output, [got.envelope])
+        signer = got.envelope.key_id[:16]
+        print(
+            terminal_text(
+                f"record {got.record_id} of table {args.table} (signed by {signer})"
+                f" -> {args.output}"
+            )
+        )
 
-    try:
-        got = asyncio.run(fetch())
-    except RefereeError as exc:
-        _err(f"tapis table record: {exc}")
-        return exit_status(exc)
-    write_envelopes(args.output, [got.envelope])
-    signer = got.envelope.key_id[:16]
-    print(f"record {got.record_id} of table {args.table} (signed by {signer}) -> {args.output}")
-    return 0
+    return _client_command("table record", fetch)
 
 
 def cmd_key_show(args: argparse.Namespace) -> int:

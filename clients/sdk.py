@@ -46,8 +46,10 @@ from typing import TypeVar
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError
 from grpc_status import rpc_status
 
+from tapis_cartes.referee.engine.actions import action_error
 from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.referee.errors import ActionRefused, RefereeError, StaleAction
 from tapis_cartes.v1 import record_pb2 as rpb
@@ -104,7 +106,7 @@ def _error(exc: grpc.aio.AioRpcError) -> RefereeError:
     """The SDK exception of a failed call, with the details of its google.rpc.Status."""
     try:
         rich = rpc_status.from_call(exc)
-    except ValueError:
+    except (ValueError, DecodeError):  # details that disagree with the call, or are no Status
         rich = None
     return _status_error(exc.code(), exc.details() or "", rich.details if rich else ())
 
@@ -131,6 +133,52 @@ def _status_error(
             detail.Unpack(stale)
             return StaleAction(message, stale.action_index)
     return RefereeError(status, message)
+
+
+# --- what the referee sends, checked -----------------------------------------------------
+
+# The most a view holds from any game (the Dame de Pique exchange lists 286 choices), and
+# the most submissions a seat leaves unanswered on a PlaySeat stream (one at a time, as a
+# bot plays): past them a referee is not one this client can play with.
+_MOST_SEATS, _MOST_CARDS, _MOST_CHOICES, _MOST_PENDING = 10, 52, 4096, 64
+
+
+def _bad_reply(what: str) -> RefereeError:
+    return RefereeError(grpc.StatusCode.DATA_LOSS, f"the referee sent {what}")
+
+
+def checked_view(view: pb.SeatView) -> pb.SeatView:
+    """`view`, once its seats, cards and choices are ones a game has (`RefereeError`
+    DATA_LOSS otherwise): a bot or a person given it then reads no card id of 2**32, no seat
+    past the table's, no million choices."""
+    seats = [view.seat, view.dealer, *view.to_act, *(k.seat for k in view.known)]
+    seats += [p.seat for p in view.trick]
+    if any(not 0 <= s < _MOST_SEATS for s in seats) or len(view.scores) > _MOST_SEATS:
+        raise _bad_reply(f"a view with a seat out of 0..{_MOST_SEATS - 1}")
+    hands = [view.hand, *(k.cards for k in view.known), [p.card for p in view.trick]]
+    if any(len(h) > _MOST_CARDS or any(not 0 <= c < _MOST_CARDS for c in h) for h in hands):
+        raise _bad_reply(f"a view with a card out of 0..{_MOST_CARDS - 1}")
+    if not -1 <= view.trump < 4:
+        raise _bad_reply(f"a view whose trump is {view.trump}, not a suit")
+    if len(view.legal_actions) > _MOST_CHOICES or any(
+        action_error(c.action) is not None for c in view.legal_actions
+    ):
+        raise _bad_reply("a view whose legal actions are not actions of a game")
+    return view
+
+
+def checked_record(got: pb.GetRecordResponse) -> pb.GetRecordResponse:
+    """`got`, once its record verifies (as `tapis record verify` verifies it, without keys:
+    its deal, every action, every score) under the id it is given with (`RefereeError`
+    DATA_LOSS otherwise): a client writes no file of bytes that are not the record."""
+    from tapis_cartes.records.verify import verify_envelope  # (the engine's replay)
+
+    result = verify_envelope(got.envelope)
+    if result.error is not None:
+        raise _bad_reply(f"a record that does not verify: {result.error} ({result.error.code})")
+    if result.record_id != got.record_id:
+        raise _bad_reply(f"record id {got.record_id[:80]!r} for record {result.record_id}")
+    return got
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -309,13 +357,15 @@ class RefereeClient:
         resp = await self._unary(
             "GetView", lambda: self.stub.GetView(request, timeout=self.timeout)
         )
-        return resp.view
+        return checked_view(resp.view)
 
     async def record(self, table_id: str) -> pb.GetRecordResponse:
         """The signed record of a finished table (envelope, record id, referee's key)."""
         request = pb.GetRecordRequest(table_id=table_id)
-        return await self._unary(
-            "GetRecord", lambda: self.stub.GetRecord(request, timeout=self.timeout)
+        return checked_record(
+            await self._unary(
+                "GetRecord", lambda: self.stub.GetRecord(request, timeout=self.timeout)
+            )
         )
 
     def watch(
@@ -442,7 +492,7 @@ class SeatHandle:
             "GetView",
             lambda: c.stub.GetView(request, metadata=self.metadata, timeout=c.timeout),
         )
-        return resp.view
+        return checked_view(resp.view)
 
     async def act(
         self, action: int, expected_index: int | None = None, attempts: int = 5
@@ -549,7 +599,7 @@ class SeatHandle:
                         yield pb.WatchTableResponse(event=event)
                         if event.HasField("match_ended") or event.HasField("table_closed"):
                             return
-                    view = resp.next_view
+                    view = checked_view(resp.next_view)
                     if next_index == view.event_index and due(view):
                         given = view.action_index
                         yield pb.WatchTableResponse(turn=view)
@@ -558,7 +608,7 @@ class SeatHandle:
                 except StopAsyncIteration:
                     return
                 if message.HasField("turn"):
-                    if due(message.turn):
+                    if due(checked_view(message.turn)):
                         given = message.turn.action_index
                         yield message
                     continue
@@ -620,6 +670,8 @@ class SeatPlay:
     async def _write(self, request: pb.PlaySeatRequest) -> None:
         if self._call is None:
             raise RuntimeError("the PlaySeat stream is not open: iterate over it first")
+        if len(self._pending) >= _MOST_PENDING:
+            raise _bad_reply(f"no answer to {_MOST_PENDING} submissions in a row")
         self._pending.append(request)
         # A stream that failed: the iteration says how, and resumes.
         with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
@@ -674,6 +726,8 @@ class SeatPlay:
                     continue
                 assert isinstance(message, pb.PlaySeatResponse)
                 failures = 0
+                checked_view(message.turn)
+                checked_view(message.ack.next_view)
                 if message.WhichOneof("result") is not None and self._pending:
                     request = self._pending.popleft()
                     if message.HasField("refused") and message.refused.code == _UNAVAILABLE:
