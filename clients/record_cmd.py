@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import operator
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -91,7 +92,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise OutputError(f"{args.out_dir}: cannot make the folder: {exc.strerror}") from None
     else:
-        writable(args.output)
+        writable(args.output, args.transcripts)
     refused = 0
     imported = []
     for name in args.transcripts:
@@ -102,7 +103,10 @@ def cmd_import(args: argparse.Namespace) -> int:
             _err(str(exc))
             continue
         try:
-            record_bytes = import_transcript(doc, Path(name).name)
+            # The file name is kept as the record's provenance: UTF-8 text, a byte that is
+            # not read as U+FFFD (as the name is shown).
+            reference = os.fsencode(Path(name).name).decode("utf-8", "replace")
+            record_bytes = import_transcript(doc, reference)
         except TapisError as exc:
             refused += 1
             _err(f"{name}: {exc}")
@@ -417,7 +421,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     rules did not make); an invalid one is named and left out, and the command ends with 1."""
     loaded = _Loaded([args.record])
     if args.output is not None:
-        writable(args.output)
+        writable(args.output, [args.record])
     if args.format == "transcript" and len(loaded) != 1:
         _err(f"{args.record} holds {len(loaded)} records; a transcript holds one match")
         return 1
@@ -461,7 +465,7 @@ def cmd_import_json(args: argparse.Namespace) -> int:
     except UnicodeDecodeError as exc:
         _err(f"{args.json}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})")
         return 2
-    writable(args.output)
+    writable(args.output, [args.json])
     try:
         envs = envelopes_from_json(text)
     except ExportError as exc:
@@ -479,6 +483,9 @@ def cmd_html(args: argparse.Namespace) -> int:
 
     keys = keys_given(args)
     loaded = _Loaded([args.record])
+    out = args.output or str(Path(args.record).with_suffix(".html"))
+    if out != "-":
+        writable(out, [args.record])
     status = 0
     records = []
     for path, index, env in loaded:
@@ -490,10 +497,9 @@ def cmd_html(args: argparse.Namespace) -> int:
     if not records:
         return status
     page = replay_page(page_data(records), f"{Path(args.record).name} - Tapis replay")
-    if args.output == "-":
+    if out == "-":
         print(page, end="")
         return status
-    out = args.output or str(Path(args.record).with_suffix(".html"))
     atomic_write(out, lambda f: f.write(page.encode("utf-8")))
     print(f"{len(records)} record{'s' if len(records) != 1 else ''} -> {out}")
     return status

@@ -595,13 +595,24 @@ def write_frames(path: str | Path, frames: Iterable[bytes]) -> int:
     return atomic_write(path, fill)
 
 
-def writable(path: str | Path) -> Path:
+def writable(path: str | Path, inputs: Iterable[str | Path] = ()) -> Path:
     """`path`, once a file can be written there: `OutputError` naming it when its folder is
     missing or not a folder, when a folder (or anything but a file, a character device or a
-    FIFO) is in its place, or without permission. Commands call it before their work, so
-    that nothing is done (or said done) for an output that cannot be written."""
+    FIFO) is in its place, without permission, or when it is one of the command's `inputs`
+    (a file of another kind: written, the input would be lost). Commands call it before
+    their work, so that nothing is done (or said done) for an output that cannot be
+    written."""
     p = Path(path)
-    _output_target(p)
+    now = _output_target(p).now
+    if now is not None and stat.S_ISREG(now.st_mode):
+        for given in inputs:
+            with contextlib.suppress(OSError):  # an input that is not there: its own error
+                seen = os.stat(given)
+                if (seen.st_dev, seen.st_ino) == (now.st_dev, now.st_ino):
+                    raise OutputError(
+                        f"{p}: it is the input {given} too: written, the input would be lost"
+                        " (give another output)"
+                    )
     return p
 
 

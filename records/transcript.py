@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,11 +115,15 @@ def _path(keys: Sequence[str | int]) -> str:
     return out or "transcript"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _check_bounds(doc: dict[str, Any]) -> None:
     """`TranscriptError` naming the place of the first key given twice in one object, text
-    longer than `MAX_TEXT` (a key too) or integer that does not fit 64 bits, anywhere in the
-    document. A walk, not a recursion: it holds one iterator per open container and builds
-    a path only for the value it reports, so its memory does not grow with the lists."""
+    longer than `MAX_TEXT` (a key too) or holding a lone surrogate, or integer that does not
+    fit 64 bits, anywhere in the document. A walk, not a recursion: it holds one iterator
+    per open container and builds a path only for the value it reports, so its memory does
+    not grow with the lists."""
     frames: list[Iterator[tuple[str | int, Any]]] = [iter(doc.items())]
     keys: list[str | int] = [""]  # keys[i]: the key in frames[i] of the value being checked
     while frames:
@@ -130,6 +135,8 @@ def _check_bounds(doc: dict[str, Any]) -> None:
                 if len(value) > MAX_TEXT:
                     text = f"a text of {len(value)} characters (at most {MAX_TEXT})"
                     raise _fail(_path(keys), text)
+                if _SURROGATE.search(value):  # JSON's \ud800 alone: no character, no UTF-8
+                    raise _fail(_path(keys), f"{quoted(value)} holds a lone surrogate, not text")
             elif isinstance(value, int):  # a bool too, always in range
                 if not _INT64_LOW <= value < _INT64:
                     raise _fail(_path(keys), f"{_shown(value)} does not fit 64 bits")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from tapis_cartes.records.codec import (
     write_envelopes,
 )
 from tapis_cartes.v1 import referee_pb2 as pb
-from tests.commands import DATA, tapis
+from tests.commands import DATA, ROOT, cli_command, tapis
 from tests.server.util import run
 
 
@@ -195,6 +197,50 @@ def test_a_file_without_end_is_refused_having_read_a_bounded_part(tmp_path: Path
         assert done.returncode == status, (args, done.stderr[-500:])
         assert done.stderr.startswith(zero) and said in done.stderr, done.stderr[-500:]
     assert not any(tmp_path.iterdir())
+
+
+def test_a_transcript_of_no_text_or_under_a_name_of_no_text(tmp_path: Path) -> None:
+    """A lone surrogate (`\\ud800`, valid JSON, no character) in a name is refused at its
+    place; a valid transcript whose file name is not UTF-8 imports, the name kept with U+FFFD
+    (it was refused: `the match does not fit a record: 'utf-8' codec can't encode`)."""
+    doc = json.loads((DATA / "dame-de-pique-dp1.json").read_text())
+    doc["players"][1] = "B\ud800"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    done = tapis("record", "import", bad, "-o", tmp_path / "bad.tapis")
+    assert done.returncode == 1
+    assert "players[1]: 'B\\ud800' holds a lone surrogate, not text" in done.stderr
+    name = tmp_path / os.fsdecode(b"caf\xe9.json")  # Latin-1, not UTF-8
+    name.write_bytes((DATA / "dame-de-pique-dp1.json").read_bytes())
+    ok = tmp_path / "ok.tapis"
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    imported = subprocess.run(  # (its output names the file as it is: bytes, not UTF-8)
+        cli_command("", "record", "import", name, "-o", ok), capture_output=True, env=env
+    )
+    assert imported.returncode == 0, imported.stderr
+    rec = decode_record(read_envelopes(ok)[0].record)
+    assert rec.provenance.reference == "caf\ufffd.json"
+
+
+def test_an_output_that_is_an_input_of_another_kind_is_refused(tmp_path: Path) -> None:
+    """`record import t.json -o t.json` wrote the record over its transcript (exit 0): the
+    input was lost. Each command whose output is of another kind than its input refuses to
+    write over it, before anything is done; the files are unchanged."""
+    transcript, record = tmp_path / "t.json", tmp_path / "r.tapis"
+    transcript.write_bytes((DATA / "dame-de-pique-dp1.json").read_bytes())
+    record.write_bytes((DATA / "dame-de-pique-dp1.tapis").read_bytes())
+    before = transcript.read_bytes(), record.read_bytes()
+    for args in (
+        ("record", "import", transcript, "-o", transcript),
+        ("record", "import-json", transcript, "-o", transcript),
+        ("record", "export", record, "--format", "json", "-o", record),
+        ("record", "export", record, "--format", "transcript", "-o", tmp_path / "." / "r.tapis"),
+        ("record", "html", record, "-o", record),
+    ):
+        done = tapis(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "the input would be lost" in done.stderr, done.stderr
+    assert (transcript.read_bytes(), record.read_bytes()) == before
 
 
 def test_verify_truncated_file_reports_the_records_before(tmp_path: Path) -> None:
