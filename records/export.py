@@ -133,7 +133,15 @@ def _option_value(o: pb.Option) -> Option:
 def record_to_transcript(rec: pb.GameRecord) -> dict[str, Any]:
     """The transcript of a record: rules (options that differ from the defaults), players,
     start, and each hand's dealer, deal (or pack) and actions. `RecordError` when a field of
-    the record does not fit its game (it is not replayed)."""
+    the record does not fit its game (it is not replayed); `ExportError` for a match stopped
+    in the middle of a hand (by the referee's limits): a transcript holds whole hands
+    (TRANSCRIPT.md), and its import would refuse the last one."""
+    if rec.hands and not rec.hands[-1].scores_after:
+        raise ExportError(
+            f"hand {len(rec.hands)} was stopped before its end ({rec.outcome.reason or 'stopped'}):"
+            " a transcript holds whole hands, so this record has no transcript (--format json"
+            " keeps it whole)"
+        )
     return replay(rec, _TranscriptVisitor())
 
 
