@@ -308,6 +308,7 @@ async def _person(
     scores after the last hand and the record id. End of input resigns."""
     record_id = ""
     scores: tuple[rpb.Score, ...] = ()
+    ended = False
     messages = me.turns()
     try:
         async for message in messages:
@@ -320,8 +321,11 @@ async def _person(
                 scores = tuple(event.hand_ended.scores)
             elif event.HasField("match_ended"):
                 record_id = event.match_ended.record_id
+            ended = ended or event.HasField("match_ended") or event.HasField("table_closed")
     finally:
         await messages.aclose()
+    if not ended:  # (as the bots say it: no final scores of a match not over)
+        raise RefereeError(grpc.StatusCode.UNKNOWN, "the watch ended before the match")
     return scores, record_id
 
 

@@ -469,6 +469,11 @@ class SeatHandle:
     """One seat of one table, with its token: what the seat sees and does."""
 
     def __init__(self, client: RefereeClient, table_id: str, seat: int, token: str) -> None:
+        if not (token.isascii() and token.isprintable()):  # what a gRPC header may carry
+            raise RefereeError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"token {token[:40]!r}: a token is printable ASCII (as the referee makes them)",
+            )
         self.client = client
         self.table_id = table_id
         self.seat = seat

@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 import pytest
 
-from tapis_cartes.clients.sdk import checked_record, checked_view
+from tapis_cartes.clients.sdk import RefereeClient, checked_record, checked_view
 from tapis_cartes.records.codec import read_envelopes, record_id
 from tapis_cartes.referee.errors import RefereeError
 from tapis_cartes.v1 import referee_pb2 as pb
@@ -119,3 +119,14 @@ def test_tapis_against_a_hostile_referee(tmp_path: Path) -> None:
     assert "a record that does not verify" in record[2] and not (tmp_path / "r.tapis").exists()
     assert "tapis table create: a reply of the referee cannot be used" in create[2]
     assert "NOT_FOUND: \\u001b[2J\\u202eno such table" in bot[2]
+
+
+def test_a_token_no_header_can_carry_is_refused_before_any_call() -> None:
+    """A token with an escape (from the command line, or a referee's reply) reached gRPC,
+    which logged 36 blocks of its own and ended the call INTERNAL after 7.7 s."""
+    client = RefereeClient("127.0.0.1:1")
+    assert client.seat("t", 0, "Abc-123_x").token == "Abc-123_x"
+    for token in ("\x1b[2J", "é", "a\nb"):
+        with pytest.raises(RefereeError, match="a token is printable ASCII") as exc:
+            client.seat("t", 0, token)
+        assert exc.value.status == grpc.StatusCode.INVALID_ARGUMENT
