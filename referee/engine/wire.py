@@ -194,49 +194,19 @@ def check_envelope_size(data: bytes) -> None:
     is decoded, by the record they annotate. Read as `check_record_size` reads."""
     r = _Reader(data, 0, len(data))
     record = _Reader(data, 0, 0)  # the last record field, as a decoder keeps it
-    annotated = False
-    while r.pos < r.end:
-        key = _loose_key(r)
-        if key < 0:
-            break
-        annotated = annotated or key == _ENVELOPE_NOTES
-        if key == _ENVELOPE_RECORD:
-            n = _any_varint(r)
-            if n < 0 or n > r.end - r.pos:
-                break
-            record = _Reader(data, r.pos, r.pos + n)
-            r.pos += n
-        elif not _loose_skip(r, key, 0):
-            break
-    if not annotated:
+    part = _next_part(r, _ENVELOPE_RECORD)
+    while part is not None:
+        record = part
+        part = _next_part(r, _ENVELOPE_RECORD)
+    r.pos = 0
+    part = _next_part(r, _ENVELOPE_NOTES)
+    if part is None:
         return
     most = _actions_in(record)
     notes: i64 = 0
-    r.pos = 0
-    while r.pos < r.end:
-        key = _loose_key(r)
-        if key < 0:
-            return
-        if key != _ENVELOPE_NOTES:
-            if not _loose_skip(r, key, 0):
-                return
-            continue
-        n = _any_varint(r)
-        if n < 0 or n > r.end - r.pos:
-            return
-        part = _Reader(data, r.pos, r.pos + n)
-        r.pos += n
-        while part.pos < part.end:
-            inner = _loose_key(part)
-            if inner < 0:
-                return
-            if inner != _NOTE_KEY:
-                if not _loose_skip(part, inner, 0):
-                    return
-                continue
-            size = _any_varint(part)
-            if size < 0 or size > part.end - part.pos:
-                return
+    while part is not None:
+        note = _next_part(part, _NOTE_KEY)
+        while note is not None:
             notes += 1
             if notes > most:
                 raise RecordError(
@@ -244,31 +214,41 @@ def check_envelope_size(data: bytes) -> None:
                     f"the envelope holds more annotations than its record has actions ({most}):"
                     " Tapis makes one per action",
                 )
-            note = _Reader(data, part.pos, part.pos + size)
             if _count_values(note, _NOTE_PACKED, MAX_HAND_FIELDS) > MAX_HAND_FIELDS:
                 raise RecordError(
                     "record-size", f"annotation {notes}: more than {MAX_HAND_FIELDS} values"
                 )
-            part.pos += size
+            note = _next_part(part, _NOTE_KEY)
+        part = _next_part(r, _ENVELOPE_NOTES)
+
+
+def _next_part(r: _Reader, want: i64) -> _Reader | None:
+    """The bytes of the next field of key `want` (length-delimited) from the reader's
+    position, the fields before it skipped and the reader left past it; None at the end, or
+    where the bytes are not well formed (a decoder stops there too)."""
+    while r.pos < r.end:
+        key = _loose_key(r)
+        if key < 0:
+            return None
+        if key != want:
+            if not _loose_skip(r, key, 0):
+                return None
+            continue
+        n = _any_varint(r)
+        if n < 0 or n > r.end - r.pos:
+            return None
+        part = _Reader(r.data, r.pos, r.pos + n)
+        r.pos += n
+        return part
+    return None
 
 
 def _actions_in(r: _Reader) -> i64:
     """The actions of the record read by `r`: its hands' `actions` values, packed or not, as
     far as its bytes are well formed."""
     count: i64 = 0
-    while r.pos < r.end:
-        key = _loose_key(r)
-        if key < 0:
-            break
-        if key != _HAND_KEY:
-            if not _loose_skip(r, key, 0):
-                break
-            continue
-        n = _any_varint(r)
-        if n < 0 or n > r.end - r.pos:
-            break
-        hand = _Reader(r.data, r.pos, r.pos + n)
-        r.pos += n
+    hand = _next_part(r, _HAND_KEY)
+    while hand is not None:
         while hand.pos < hand.end:
             inner = _loose_key(hand)
             if inner < 0:
@@ -284,6 +264,7 @@ def _actions_in(r: _Reader) -> i64:
                     count += 1
                 if not _loose_skip(hand, inner, 0):
                     break
+        hand = _next_part(r, _HAND_KEY)
     return count
 
 
