@@ -17,9 +17,10 @@ best of ``--repeat`` runs of each, interleaved, pinned to one core:
 (b) the command line over one-hand record files. ``--files`` one-hand matches (random legal
     play, first hand numbers 1 to 4 so every exchange occurs) exported as transcripts (one
     JSON file each), imported with `tapis record import --out-dir` (untimed): one record file
-    each. Tapis: `tapis record verify DIR/*` in a subprocess; its start-up is measured apart
-    (the same command on one file) and the per-record time is the difference of the two runs
-    over the other records. OpenSpiel: in this process, each transcript read and parsed
+    each. Tapis: `tapis record verify DIR/*` in a subprocess; the per-record time is the time
+    the command reports for its work (`... in S s`) over the records, its start-up and exit
+    (imports, the command line) apart: what is built once at the first record (the rules of
+    the first rule set) counts in it. OpenSpiel: in this process, each transcript read and parsed
     (`json`), its cards and actions converted to OpenSpiel actions and replayed as in (a).
 
 The target is Tapis >= 1.5x OpenSpiel's hands/s for (a) and (b). Usage (from the repository

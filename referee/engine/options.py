@@ -209,7 +209,7 @@ def choices(model: type[GameOptions], key: str) -> list[str]:
 class GameOptions(BaseModel):
     """Base of every option model."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     label: ClassVar[str] = ""  # the game (and ruleset) as a refusal names it
 
     def check(self, players: int) -> None:
