@@ -213,7 +213,7 @@ def cmd_table_create(args: argparse.Namespace) -> int:
             f"seat {s} ({names[s]}) open: tapis bot --join --seat {s} ..."
             for s in sorted(open_seats)
         ]
-        print(terminal_text("\n".join(lines)))
+        print("\n".join(map(terminal_text, lines)))
 
     return _client_command("table create", create)
 

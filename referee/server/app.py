@@ -82,6 +82,22 @@ def setup_logging(level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
+    grpc_log = logging.getLogger("grpc._cython.cygrpc")
+    if not any(isinstance(f, _CallerGone) for f in grpc_log.filters):
+        grpc_log.addFilter(_CallerGone())
+
+
+class _CallerGone(logging.Filter):
+    """gRPC logs as an error, with a traceback, a call whose caller went away (its deadline
+    passed, its connection closed) while its answer was being sent: "ExecuteBatchError raised
+    in core by servicer method". A caller may go away at any moment (protocol.md, retries):
+    that is a warning line, not an error of the referee."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.WARNING and str(record.msg).startswith("ExecuteBatchError"):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info = record.exc_text = None
+        return True
 
 
 @dataclasses.dataclass
