@@ -68,7 +68,6 @@ from tapis_cartes.referee.engine.actions import (
     pass_choices,
 )
 from tapis_cartes.referee.engine.cards import iter_cards
-from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.referee.engine.wire import (
     HandFields,
@@ -77,6 +76,7 @@ from tapis_cartes.referee.engine.wire import (
     hands_hold,
     read_hands,
 )
+from tapis_cartes.referee.errors import control_character, quoted
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
@@ -128,6 +128,19 @@ def _text(value: str, where: str, limit: int = MAX_TEXT, hand: int | None = None
             "text-length",
             f"{where} has {len(value)} characters (at most {limit}): {quoted(value)}",
             hand=hand,
+        )
+
+
+def _seat_name(name: str, seat: int) -> None:
+    """`RecordError` `seat-name` for a name no referee or transcript gives a seat: empty, or
+    holding a control character (referee.proto, "Bounds"; the referee names a seat given
+    no name `seat N`, a transcript names every player)."""
+    if not name:
+        raise RecordError("seat-name", f"seats[{seat}].name is empty")
+    control = control_character(name)
+    if control is not None:
+        raise RecordError(
+            "seat-name", f"seats[{seat}].name {quoted(name)} holds a control character ({control})"
         )
 
 
@@ -337,6 +350,7 @@ def check_fields(
     for s, seat in enumerate(() if seats_known and engine_only else rec.seats[:]):
         if len(seat.name) > MAX_NAME:  # the place is made into text only for a fault
             _text(seat.name, f"seats[{s}].name", MAX_NAME)
+        _seat_name(seat.name, s)
         if teams is not None and seat.team != teams[s]:
             raise RecordError(
                 "seat-team",

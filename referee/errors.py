@@ -138,8 +138,9 @@ def terminal_json(text: str) -> str:
 def control_character(text: str) -> str | None:
     """The first character of `text` that `terminal_text` escapes (a control character: C0,
     C1, DEL, a line or paragraph separator, a bidirectional control), written `U+202E`; None
-    when it has none. A name the referee or a transcript gives a record holds none: the
-    record's readers need not escape it (referee.proto, "Bounds"; docs/transcripts.md)."""
+    when it has none. A name the referee or a transcript gives a record holds none, and
+    verify refuses a record whose names hold one (referee.proto, "Bounds"; record.proto;
+    docs/transcripts.md); readers print names through `terminal_text` all the same."""
     found = _UNSAFE.search(text)
     return None if found is None else f"U+{ord(found.group()):04X}"
 

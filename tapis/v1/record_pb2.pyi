@@ -30,11 +30,12 @@ One encoding per record: the bytes must be the deterministic serialization of wh
 decode to (fields in number order, each once, varints minimal, packed repeated scalars, no
 default value written, no unknown field), so a match has one record id. And one content:
 every field is what a replay of the deals and actions gives (teams, score lines, scores in
-the game's units only, the outcome), except the free texts: seat names (at most 64
-characters), the provenance, and the reason of a record not finished (at most 256
-characters each), and the clocks of a timed match: the elapsed time of each action is
-measured by the referee, and checked for its arithmetic only (TimeControl). `tapis record
-verify` refuses anything else (docs/verify.md).
+the game's units only, the outcome), except the free texts: seat names (1 to 64
+characters, without the control characters referee.proto's "Bounds" lists), the
+provenance, and the reason of a record not finished (at most 256 characters each), and the
+clocks of a timed match: the elapsed time of each action is measured by the referee, and
+checked for its arithmetic only (TimeControl). `tapis record verify` refuses anything else
+(docs/verify.md).
 """
 
 from collections import abc as _abc
