@@ -26,6 +26,7 @@ import fcntl
 import json
 import logging
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -96,6 +97,20 @@ COLUMNS = (
     ("actions", "elapsed_ms", "INTEGER NOT NULL DEFAULT 0"),
     ("actions", "timeout", "INTEGER NOT NULL DEFAULT 0"),
 )
+
+
+def _ended(process: subprocess.Popen[bytes]) -> str:
+    """How a child process that closed its pipe ended, for a person: waited for a moment
+    (its pipe closes as it dies, a moment before it can be waited for)."""
+    try:
+        status = process.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        return "its pipe closed; the process is still running"
+    if status < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by signal {-status} ({signal.Signals(-status).name})"
+        return f"killed by signal {-status}"
+    return f"exit status {status}"
 
 
 @dataclass
@@ -302,7 +317,7 @@ class Store:
         except BlockingIOError:
             return
         if not data:
-            self._fail(f"the store's writer stopped (exit status {self._writer.poll()})")
+            self._fail(f"the store's writer stopped ({_ended(self._writer)})")
             return
         self._in += data
         self._read_answers()

@@ -216,6 +216,32 @@ def test_a_writer_that_dies_fails_the_writes_under_way_and_later_ones(tmp_path: 
     conn.close()
 
 
+def test_a_writer_killed_while_idle_is_said_with_its_signal(tmp_path: Path) -> None:
+    """The writer killed between writes: the store fails at once (its pipe closes), saying
+    how the writer ended, in the words a person reads in the log."""
+    store = Store(tmp_path / "s.db")
+    failures: list[str] = []
+
+    async def main() -> None:
+        stopped = asyncio.Event()
+
+        def failed(why: str) -> None:
+            failures.append(why)
+            stopped.set()
+
+        store.on_failure = failed
+        _table(tmp_path / "s.db")
+        await store.write(_insert("t", 0))
+        store._writer.kill()
+        await asyncio.wait_for(stopped.wait(), 10)
+
+    asyncio.run(main())
+    store.close()
+    assert failures == [
+        f"{tmp_path / 's.db'}: the store's writer stopped (killed by signal 9 (SIGKILL))"
+    ]
+
+
 KILLED = """
 import asyncio, sys
 from tapis_cartes.referee.server.store import Store
