@@ -161,7 +161,11 @@ class Screen:
         print("\n".join(map(terminal_text, text.split("\n"))), file=self.out, flush=True)
 
     def who(self, seat: int) -> str:
-        return "You" if seat == self.me else self.names[seat]
+        """The seat's player for a person: a seat the table does not have (a fact's -1 where
+        a seat is expected, a referee's mistake) is said as its number, never another's name."""
+        if seat == self.me:
+            return "You"
+        return self.names[seat] if 0 <= seat < len(self.names) else f"seat {seat}"
 
     def score(self, score: rpb.Score, signed: bool = False) -> str:
         return score_text(score, self.units, signed)

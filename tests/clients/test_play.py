@@ -103,3 +103,23 @@ def test_parse_choice() -> None:
     for bad in ("", "9", "0", "XX", "play QS KH"):
         with pytest.raises(ValueError):
             parse_choice(bad, legal)
+
+
+def test_a_seat_the_table_does_not_have_is_said_by_its_number() -> None:
+    """A fact naming a seat past the table's, or -1 where a list of seats is expected, is
+    shown as that seat's number: never as another player's name (Python's names[-1]), never
+    an IndexError that ends `tapis play`."""
+    import io
+
+    from tapis_cartes.clients.play import Screen
+
+    screen = Screen(io.StringIO(), ["Ann", "Bob", "Cat"], me=1, units=["points"])
+    bound = pb.TypedFact(key="bound")
+    bound.numbers.values.extend([0, -1, 1, 7])
+    assert screen.fact(bound) == "Bound: Ann, seat -1, You, seat 7"
+    declarer = pb.TypedFact(key="declarer", number=3)
+    assert screen.fact(declarer) == "Declarer: seat 3"
+    assert screen.fact(pb.TypedFact(key="declarer", number=-1)) is None  # none yet
+    pairs = pb.TypedFact(key="teams")
+    pairs.groups.groups.add(values=[2, 9])
+    assert screen.fact(pairs) == "Teams: Cat + seat 9"
