@@ -91,11 +91,18 @@ _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]  # as a google.rpc.Code
 # A stream that ends cleanly before match_ended is reopened this many times.
 _CLEAN_END_RETRIES = 4
 _FINISH_WAIT = 5.0  # seconds a PlaySeat call that ended is read to its end before a cancel
-# The channel retries a lost connection quickly (the gRPC defaults start at one second).
+# The channel retries a lost connection quickly (the gRPC defaults start at one second), and
+# while a call is under way pings the referee after 20 seconds without a ping (it allows one
+# each 10 s: referee.proto, "Keepalive"): a connection cut without a word (a stream waiting
+# for a turn hears nothing) fails its calls within 30 seconds, to be retried, not waited on
+# for ever.
 _CHANNEL_OPTIONS = (
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2000),
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.http2.ping_timeout_ms", 10_000),  # (gRPC core's wait for the answer: both set)
 )
 
 

@@ -36,6 +36,7 @@ from tapis_cartes.records.signing import key_id, load_or_create_private_key
 from tapis_cartes.referee import __version__
 from tapis_cartes.referee.errors import ListenError, StoreError
 from tapis_cartes.referee.server.limits import (
+    CLIENT_PING_SECONDS,
     DEFAULT_LIMITS,
     HEAD_SECONDS,
     Limits,
@@ -160,6 +161,16 @@ async def create_server(
         # A connection past the bound is closed at once; one silent past HEAD_SECONDS too.
         ("grpc.max_allowed_incoming_connections", limits.max_connections),
         ("grpc.server_handshake_timeout_ms", int(HEAD_SECONDS * 1000)),
+        # A connection whose peer is gone is found by its ping, idle or not, and closed.
+        ("grpc.keepalive_time_ms", int(limits.keepalive * 1000)),
+        # (gRPC core waits for a ping's answer `ping_timeout_ms`, one minute by default,
+        # whatever `keepalive_timeout_ms` says: both are set.)
+        ("grpc.keepalive_timeout_ms", int(limits.keepalive_timeout * 1000)),
+        ("grpc.http2.ping_timeout_ms", int(limits.keepalive_timeout * 1000)),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+        # A client's own keepalive: a ping each CLIENT_PING_SECONDS (half of it: a strike).
+        ("grpc.http2.min_ping_interval_without_data_ms", int(CLIENT_PING_SECONDS * 500)),
     ]
     host_port(address)  # a malformed address is named before gRPC sees it
     server = grpc.aio.server(options=options)

@@ -14,6 +14,7 @@ from tapis_cartes.records.codec import MAX_NAME
 from tapis_cartes.referee.errors import TooMany
 
 __all__ = [
+    "CLIENT_PING_SECONDS",
     "DEFAULT_LIMITS",
     "FD_RESERVE",
     "HEAD_SECONDS",
@@ -39,6 +40,10 @@ MAX_SEATS = 10  # seats of a table (the most any game allows)
 # that one that sends nothing, or a head byte by byte, holds no descriptor for long.
 HEAD_SECONDS = 10.0
 FD_RESERVE = 256  # descriptors besides the connections: store, writer's pipes, listeners...
+# A client may ping its connection (HTTP/2 keepalive) every this many seconds: the referee
+# counts a ping that comes sooner than half of it after the previous one (the half: room for
+# timers' jitter) as a strike, and closes the connection at the third (gRPC's policy).
+CLIENT_PING_SECONDS = 10.0
 MAX_CONNECTIONS = 1_000_000  # the most `--max-connections` takes (gRPC's bound is a C int)
 
 
@@ -57,6 +62,12 @@ class Limits:
     max_actions: int = 100_000  # actions of one match: then the referee stops it
     max_loaded_finished: int = 1000  # finished tables kept in memory once asked for
     max_connections: int = 4096  # connections at once to each front (gRPC, web); more: closed
+    # A connection whose peer went away without a word (a network cut, a machine gone) holds
+    # its calls and its client's streams until it is found dead: the referee pings each
+    # connection after this many seconds without a ping, and closes it when the answer has
+    # not come `keepalive_timeout` seconds later, ending its calls.
+    keepalive: float = 30.0
+    keepalive_timeout: float = 10.0
 
 
 def connection_bound(wanted: int) -> int:

@@ -37,6 +37,13 @@ Every reply is far below the 4 MiB a client receives by default. The referee hol
 4096 connections at once (`tapis serve --max-connections`): one past it is closed at once;
 a connection that has not sent the HTTP/2 preface 10 seconds after it opened is closed.
 
+Keepalive: the referee pings each connection after 30 seconds without a ping (HTTP/2 PING)
+and closes it when the answer has not come 10 seconds later, ending its calls (UNAVAILABLE
+where a client still hears it): a peer gone without a word holds no stream for long. A
+client may ping too (gRPC's `keepalive_time`), every 10 seconds: a ping less than 5 seconds
+after the previous one is a strike, and the third closes the connection (GOAWAY
+`too_many_pings`).
+
 Errors: a failed call ends with a status code and a message for people (which names the
 field at fault and quotes at most a short prefix of what was sent). Where there is more, the
 binary trailer `grpc-status-details-bin` holds a serialized `google.rpc.Status` (googleapis
