@@ -25,7 +25,8 @@ import os
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
+from pathlib import Path
 from typing import Any
 
 from tapis_cartes.clients.args import add_key_options, keys_given, positive_int
@@ -49,13 +50,21 @@ from tapis_cartes.records.research import FORMATS, TABLES, write_table
 from tapis_cartes.records.score import counted, seat_name, text_table
 from tapis_cartes.referee.engine import GAMES, find_game
 from tapis_cartes.referee.engine.options import parse_option
-from tapis_cartes.referee.errors import ArchiveError, RulesError, TapisError, exit_status, json_text
+from tapis_cartes.referee.errors import (
+    ArchiveError,
+    OutputError,
+    RulesError,
+    TapisError,
+    exit_status,
+    json_text,
+    quoted,
+)
 
 __all__ = ["add_archive_parser", "add_key_options", "keys_given", "positive_int"]
 
 
 def _err(msg: str) -> None:
-    print(msg, file=sys.stderr)
+    print("\n".join(map(terminal_text, msg.split("\n"))), file=sys.stderr)
 
 
 def _dumps(obj: Any) -> str:
@@ -76,10 +85,29 @@ def _archive_command(
         except sqlite3.Error as exc:
             raise ArchiveError(
                 f"{args.db}: tapis archive {args.archive_command} failed reading or writing the "
-                f"archive: {exc} (is the file damaged, or was it changed by another program?)"
+                f"archive: {exc} ({_why(exc)})"
             ) from None
 
     return command
+
+
+def _why(exc: sqlite3.Error) -> str:
+    """What most likely caused an SQLite error, for the person reading it."""
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        return "another program is writing it: try again once it is done"
+    if "readonly" in text or "read-only" in text:
+        return "this command writes to the archive, and the file or its folder is read-only"
+    if "disk is full" in text or "disk i/o" in text:
+        return "the disk is full or failing"
+    return "is the file damaged, or was it changed by another program?"
+
+
+def _say(text: str) -> None:
+    """Print a command's text for a person: what an archive holds (names, dates, options,
+    rule texts, file names) is any text, so a character a terminal would obey is shown as
+    its escape, line by line."""
+    print("\n".join(map(terminal_text, text.split("\n"))))
 
 
 def _unlisted(more: int, what: str) -> None:
@@ -146,7 +174,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     counts = f"{report.added} added, {duplicates}, {refused} refused"
     if keys:
         counts += f", {untrusted} not signed by a trusted key"
-    print(counts)
+    _say(counts)
     seen = report.added + report.duplicates + refused + untrusted
     rate = seen / elapsed if elapsed > 0 else 0.0
     print(f"{counted(seen, 'record')} read in {elapsed:.1f} s ({rate:,.0f} records/s)")
@@ -188,7 +216,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         for r in rows:
             print(_dumps(r))
     else:
-        print(_table(rows))
+        _say(_table(rows))
     return 0
 
 
@@ -198,7 +226,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     signatures and annotations kept). As `archive add` does with a partly bad file, a record
     whose stored envelope does not decode is named and left out, the others are written (exit
     1); when every record selected is so, nothing is written."""
-    writable(args.output)
+    _not_the_archive(args.db, args.output)
     db = open_archive(args.db, create=False)
     refused: list[ArchiveError] = []
 
@@ -206,7 +234,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         refused.append(exc)
         _err(f"{args.db}: left out: {exc}")
 
-    def checked() -> Iterator[bytes]:
+    def checked() -> Generator[bytes, None, None]:
         kept = 0
         for frame in iter_envelopes(db, _selected(args), refuse):
             kept += 1
@@ -215,17 +243,35 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise ArchiveError(f"{args.db}: no record to export: {counted(len(refused), 'record')} "
                                f"selected, none with an envelope that decodes")  # fmt: skip
 
+    frames = checked()
     try:
         if args.format != "tapis":
-            records, rows = write_table(args.output, args.table, args.format, checked())
-            print(f"{counted(rows, 'row')} of {args.table} from {counted(records, 'record')}"
-                  f" -> {args.output}")  # fmt: skip
+            records, rows = write_table(args.output, args.table, args.format, frames, refuse)
+            _say(f"{counted(rows, 'row')} of {args.table} from {counted(records, 'record')}"
+                 f" -> {args.output}")  # fmt: skip
         else:
-            count = write_frames(args.output, checked())
-            print(f"{count} record{'s' if count != 1 else ''} -> {args.output}")
+            count = write_frames(args.output, frames)
+            _say(f"{count} record{'s' if count != 1 else ''} -> {args.output}")
     finally:
+        frames.close()  # its query's cursor, before the archive closes
         db.close()
     return 1 if refused else 0
+
+
+def _not_the_archive(db: str, output: str) -> None:
+    """`OutputError` for an output that is the archive or one of SQLite's files beside it
+    (its write-ahead log, shared memory, journal), by any name (a link, another path):
+    written, the archive would be lost. Also what `writable` refuses."""
+    archive = Path(db).resolve()
+    target = Path(output).resolve()  # (symbolic links followed)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        if target == archive.with_name(archive.name + suffix):
+            raise OutputError(
+                f"{output}: it is the archive {db}{' ' if suffix else ''}"
+                f"{'(its ' + suffix[1:] + ' file)' if suffix else ''}: written, the archive "
+                "would be lost (give another output)"
+            )
+    writable(output, [db])  # (the same file under another name: a hard link)
 
 
 @_archive_command
@@ -236,7 +282,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             _, env = find_record(db, args.record_id)
         finally:
             db.close()
-        print(render_record(decode_record(env.record), env.record))
+        _say(render_record(decode_record(env.record), env.record))
     except TapisError as exc:  # a stored record that does not decode, too: the archive's
         _err(str(exc))
         return 2
@@ -249,7 +295,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     try:
         if args.run_id is None:
             runs = list_runs(db)
-            print("\n".join(_dumps(r) for r in runs) if args.json else runs_text(runs))
+            if args.json:
+                print("\n".join(_dumps(r) for r in runs))
+            else:
+                _say(runs_text(runs))
             return 0
         run, results = run_results(db, args.run_id, args.changed, args.limit)
     finally:
@@ -258,10 +307,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
         for r in results:
             print(_dumps(r))
     else:
-        print(runs_text([run]))
+        _say(runs_text([run]))
         for r in results:
             names, units = r.pop("names"), find_game(r.pop("game")).units
-            print("  " + result_text(Rescored(**r), names, units))
+            _say("  " + result_text(Rescored(**r), names, units))
     return 0
 
 
@@ -277,7 +326,11 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _err(f"tapis archive rescore: {exc}")
         return 2
-    workers = args.workers or min(os.cpu_count() or 1, MAX_WORKERS)
+    cpus = min(os.cpu_count() or 1, MAX_WORKERS)
+    workers = args.workers or cpus
+    if args.engine == "local" and workers > cpus:  # (more: each only waits, and costs memory)
+        _err(f"--workers {workers}: this machine has {counted(cpus, 'CPU')}; {cpus} workers")
+        workers = cpus
     t0 = time.perf_counter()
     bar = Progress("re-scoring", not args.json)
     try:
@@ -304,14 +357,23 @@ def cmd_rescore(args: argparse.Namespace) -> int:
             )
         )
     else:
-        print(summary_text(summary, elapsed))
+        _say(summary_text(summary, elapsed))
     return 0
 
 
 def _selected(args: argparse.Namespace) -> Selection:
     """The records a query or an export selects; `ArchiveError` for a game or a ruleset
     Tapis does not have (a typo would otherwise select nothing, silently)."""
+    for flag in ("game", "ruleset", "player", "since", "until"):
+        _filter_text(f"--{flag}", getattr(args, flag))
     game, ruleset = args.game, args.ruleset
+    if (
+        ruleset is not None
+        and game is None
+        and not any(ruleset in spec.rulesets for spec in GAMES.values())
+    ):
+        known = ", ".join(sorted({r for spec in GAMES.values() for r in spec.rulesets}))
+        raise ArchiveError(f"--ruleset {quoted(ruleset)}: no game has it ({known})")
     if game is not None:
         try:
             spec = find_game(game)
@@ -323,6 +385,20 @@ def _selected(args: argparse.Namespace) -> Selection:
             rulesets = ", ".join(spec.rulesets)
             raise ArchiveError(f"--ruleset {ruleset!r}: {game} has {rulesets}")
     return Selection(game, ruleset, args.player, args.since, args.until, args.limit)
+
+
+def _filter_text(flag: str, value: str | None) -> None:
+    """`ArchiveError` for a filter given empty (a script's unset variable would otherwise
+    take every record) or not UTF-8 text (bytes a terminal passed as they were typed)."""
+    if value is None:
+        return
+    if not value:
+        raise ArchiveError(f"{flag} is empty: give a value, or leave {flag} out")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = value.encode("utf-8", "surrogateescape")
+        raise ArchiveError(f"{flag}: {raw[:40]!r} is not UTF-8 text") from None
 
 
 _MAX_LIMIT = 2**63 - 1  # SQLite's LIMIT is a signed 64-bit integer
@@ -389,7 +465,8 @@ def add_archive_parser(sub: Any) -> None:
                    help="an option to change (repeatable)")  # fmt: skip
     p.add_argument("--game", help="only the records of this game")
     p.add_argument("--workers", type=positive_int, metavar="N",
-                   help="processes (default: CPUs); with --engine dask and no --scheduler, "
+                   help="processes (default, and at most with --engine local: the CPUs); with "
+                   "--engine dask and no --scheduler, "
                    "the workers of a local Dask cluster")  # fmt: skip
     p.add_argument("--engine", choices=("local", "dask"), default="local",
                    help="local: a process pool (default); dask: a Dask cluster")  # fmt: skip
@@ -401,7 +478,8 @@ def add_archive_parser(sub: Any) -> None:
 
     p = asub.add_parser("runs", help="the re-scoring runs kept, or one run's results")
     p.add_argument("db", metavar="DB")
-    p.add_argument("run_id", type=int, nargs="?", metavar="RUN_ID", help="list this run's records")
+    p.add_argument("run_id", type=_limit, nargs="?", metavar="RUN_ID",
+                   help="list this run's records")  # fmt: skip
     p.add_argument("--changed", action="store_true",
                    help="only records whose scores, winners or finish changed, or not "
                    "replayable")  # fmt: skip

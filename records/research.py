@@ -20,17 +20,18 @@ from __future__ import annotations
 
 import csv
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tapis_cartes.records.codec import atomic_write, decode_record, record_id, score_from_pb
+from tapis_cartes.records.codec import atomic_write, record_id, score_from_pb
 from tapis_cartes.records.replay import replay_record
+from tapis_cartes.records.verify import verified_match
 from tapis_cartes.referee.engine import find_game
 from tapis_cartes.referee.engine.actions import PLAY, action_str
 from tapis_cartes.referee.engine.base import Hand, HandResult
 from tapis_cartes.referee.engine.cards import card_str
-from tapis_cartes.referee.errors import ArchiveError
+from tapis_cartes.referee.errors import ArchiveError, RecordError
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["FORMATS", "PLAY_COLUMNS", "RESULT_COLUMNS", "TABLES", "PlayRow", "hand_plays",
@@ -88,8 +89,8 @@ def play_rows(rid: str, rec: pb.GameRecord) -> Iterator[Row]:
 
 
 def result_rows(rid: str, rec: pb.GameRecord) -> Iterator[Row]:
-    """A record's result, one row per seat (`RESULT_COLUMNS`), from the record's outcome (a
-    record is verified before it enters an archive)."""
+    """A record's result, one row per seat (`RESULT_COLUMNS`), from the record's outcome (of
+    a record verified: `write_table`)."""
     units = find_game(rec.rules.game).units
     out = rec.outcome
     for seat, (s, score) in enumerate(zip(rec.seats, out.scores, strict=True)):
@@ -108,19 +109,34 @@ BATCH = 65_536  # rows written to Parquet at a time
 
 
 def write_table(
-    path: str | Path, table: str, fmt: str, envelopes: Iterable[bytes]
+    path: str | Path,
+    table: str,
+    fmt: str,
+    envelopes: Iterable[bytes],
+    refuse: Callable[[ArchiveError], None] | None = None,
 ) -> tuple[int, int]:
     """Write the `table` ("plays" or "results") of the records (envelope bytes) to `path`
-    as `fmt` ("csv" or "parquet"); returns (records, rows). Parquet needs pyarrow
-    (`pip install pyarrow`): `ArchiveError` without it."""
+    as `fmt` ("csv" or "parquet"); returns (records, rows). Each record is read as verify
+    reads it (`verified_match`): one that does not verify (an archive is a file anyone may
+    have changed) is an `ArchiveError` naming it, or, with `refuse`, is given to it and left
+    out. Parquet needs pyarrow (`pip install pyarrow`): `ArchiveError` without it."""
     columns, rows_of = TABLES[table]
     counts = [0, 0]
 
     def rows() -> Iterator[Row]:
         for frame in envelopes:
             env = pb.RecordEnvelope.FromString(frame)
+            rid = record_id(env.record)
+            try:
+                rec, _ = verified_match(env.record)
+            except RecordError as exc:
+                fault = ArchiveError(f"record {rid}: does not verify: {exc} ({exc.code})")
+                if refuse is None:
+                    raise fault from None
+                refuse(fault)
+                continue
             counts[0] += 1
-            for row in rows_of(record_id(env.record), decode_record(env.record)):
+            for row in rows_of(rid, rec):
                 counts[1] += 1
                 yield row
 

@@ -13,6 +13,7 @@ still go in.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -198,12 +199,28 @@ def check_task(task: AddTask) -> Checked:
     return out
 
 
+@contextlib.contextmanager
+def _writing(db: sqlite_utils.Database) -> Iterator[None]:
+    """One transaction that takes the archive's write lock at its start (BEGIN IMMEDIATE):
+    another command writing the archive is waited for (the busy timeout), where a deferred
+    transaction that reads first would fail at its first write ("database is locked": SQLite
+    cannot wait there without breaking what the read saw)."""
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        db.conn.execute("COMMIT")
+    except BaseException:
+        if db.conn.in_transaction:
+            db.conn.execute("ROLLBACK")
+        raise
+
+
 def _insert(db: sqlite_utils.Database, checked: Checked, report: AddReport) -> None:
     """Store a verified chunk in one transaction; records already in the archive are
     counted as duplicates."""
     report.note(checked.refused, checked.untrusted)
     report.duplicates += checked.duplicates
-    with db.atomic():
+    with _writing(db):
         existing: set[str] = set()
         ids = list(checked.rows)
         for i in range(0, len(ids), 500):

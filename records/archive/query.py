@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlite_utils
@@ -22,7 +22,7 @@ from tapis_cartes.records.archive.schema import (
     Shape,
     stored,
 )
-from tapis_cartes.records.codec import decode_record
+from tapis_cartes.records.codec import decode_record, record_id
 from tapis_cartes.referee.engine import RecordError, RulesError, find_game
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.v1 import record_pb2 as pb
@@ -37,16 +37,23 @@ __all__ = [
 ]
 
 
-def _date_bound(flag: str, text: str, end: bool) -> str:
-    """A `played_at` bound: an ISO 8601 date or date-time; a date alone as an end bound
-    takes in the whole day. `ArchiveError` when it is not a date."""
+def _date_bound(flag: str, text: str, end: bool) -> tuple[str, str]:
+    """A `played_at` bound as SQL compares it: the operator, and the instant in UTC (as
+    SQLite's date functions read it). `text` is an ISO 8601 date or date-time; one without
+    an offset is UTC (as Tapis writes); a date alone as an end bound takes in the whole day.
+    `ArchiveError` when it is not a date."""
     try:
-        datetime.fromisoformat(text)
+        when = datetime.fromisoformat(text)
     except ValueError:
         raise ArchiveError(
             f"{flag}: {quoted(text)} is not a date (YYYY-MM-DD or an ISO 8601 date-time)"
         ) from None
-    return text + "T~" if end and "T" not in text else text  # "~" sorts after any time
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC).replace(tzinfo=None)
+    whole_day = end and len(text) <= 10 and "T" not in text and ":" not in text
+    if whole_day:  # before the next day
+        return "<", (when + timedelta(days=1)).isoformat(sep=" ")
+    return (">=" if not end else "<="), when.isoformat(sep=" ")
 
 
 def where_sql(
@@ -58,12 +65,13 @@ def where_sql(
 ) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
-    if since:
-        clauses.append("played_at >= ?")
-        params.append(_date_bound("--since", since, end=False))
-    if until:
-        clauses.append("played_at <= ?")
-        params.append(_date_bound("--until", until, end=True))
+    # Instants compared as instants (`julianday`), not as text: "2026-01-01T01:00:00+01:00"
+    # is "2026-01-01T00:00:00Z".
+    for flag, text, end in (("--since", since, False), ("--until", until, True)):
+        if text is not None:
+            op, bound = _date_bound(flag, text, end)
+            clauses.append(f"julianday(played_at) {op} julianday(?)")
+            params.append(bound)
     if game:
         with contextlib.suppress(RulesError):  # an unknown game matches nothing
             game = find_game(game).name
@@ -81,8 +89,9 @@ def where_sql(
 @dataclass(frozen=True)
 class Selection:
     """Which records a query or an export takes: by game (name or alias), ruleset, a
-    player's name, the date played (`since`/`until`: ISO 8601, compared as written; Tapis
-    writes UTC; a date alone as `until` takes in the whole day), at most `limit`."""
+    player's name, the date played (`since`/`until`: ISO 8601, compared as instants; one
+    without an offset is UTC, as Tapis writes; a date alone as `until` takes in the whole
+    day), at most `limit`."""
 
     game: str | None = None
     ruleset: str | None = None
@@ -149,6 +158,12 @@ def stored_envelope(value: Any, rid: str) -> pb.RecordEnvelope:
             f"record {rid}: its stored envelope {why}: {exc} "
             "(was the file changed by another program, or damaged?)"
         ) from None
+    held = record_id(env.record)
+    if held != rid:  # (the id is the SHA-256 of the record's bytes)
+        raise ArchiveError(
+            f"record {rid}: its stored envelope holds another record, {held} "
+            "(was the file changed by another program, or damaged?)"
+        )
     return env
 
 

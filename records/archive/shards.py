@@ -66,8 +66,8 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
         import socket
 
         raise ArchiveError(
-            f"{socket.gethostname()} cannot read the archive {shard.db_path}: {exc} "
-            "(every worker must see the archive at this path)"
+            f"{shard.db_path}: a worker (on {socket.gethostname()}) cannot read the archive: "
+            f"{exc} (a worker of a Dask cluster must see the archive at this same path)"
         ) from None
     changes = dict(shard.changes)
     run_id = shard.run_id

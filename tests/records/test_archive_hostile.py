@@ -1,0 +1,214 @@
+"""`tapis archive` tried as a hostile or unlucky user would: an export over the archive itself,
+filters empty or not UTF-8, dates written with offsets, a stored envelope swapped for another
+record's or changed and given a new id, text an archive holds that a terminal would obey, and
+an `add` while another program writes. The archives are made by the real `tapis archive add`
+and changed with SQLite; each command runs as a real subprocess."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tapis_cartes.clients.corpus import make_corpus
+from tapis_cartes.records.codec import write_envelopes
+from tapis_cartes.v1 import record_pb2 as pb
+from tests.commands import ROOT, tapis
+from tests.records.archives import archive_of, copy_of, rows
+
+N = 6  # Dame de Pique matches in the archive
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[pb.RecordEnvelope]:
+    return make_corpus("hearts", N, seed="archive-hostile")
+
+
+@pytest.fixture(scope="module")
+def archive(corpus: list[pb.RecordEnvelope], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return archive_of(corpus, tmp_path_factory.mktemp("hostile"))
+
+
+def ids(db: Path) -> list[str]:
+    return [str(r[0]) for r in rows(db, "SELECT record_id FROM records ORDER BY rowid")]
+
+
+def no_traceback(done: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr
+    assert "Exception ignored" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("name", ["{db}", "{db}-wal", "{db}-shm", "link.db"])
+def test_export_over_the_archive_is_refused_and_the_archive_kept(
+    archive: Path, tmp_path: Path, name: str
+) -> None:
+    """The archive as the output, by its name, a link to it, or SQLite's files beside it:
+    refused before anything is written; the archive is as it was."""
+    db = copy_of(archive, tmp_path)
+    (tmp_path / "link.db").symlink_to(db)
+    before = db.read_bytes()
+    output = tmp_path / name.format(db=db.name)
+    done = tapis("archive", "export", db, "-o", output, "--limit", "1")
+    no_traceback(done)
+    assert done.returncode == 2, done.stdout
+    assert "it is the archive" in done.stderr, done.stderr
+    assert db.read_bytes() == before
+    assert tapis("archive", "query", db).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "words"),
+    [
+        ("--player", "", "--player is empty"),
+        ("--since", "", "--since is empty"),
+        ("--ruleset", "nonsense", "no game has it"),
+    ],
+)
+def test_a_filter_that_would_take_every_record_or_none_is_refused(
+    archive: Path, flag: str, value: str, words: str
+) -> None:
+    for command in (["query"], ["export", "-o", "/dev/null"]):
+        done = tapis("archive", command[0], archive, *command[1:], flag, value)
+        no_traceback(done)
+        assert done.returncode == 2 and words in done.stderr, done.stderr
+
+
+def test_a_filter_that_is_not_utf8_is_refused(archive: Path) -> None:
+    """Bytes that are not UTF-8 (as a terminal passes them) for a text filter: named, exit 2,
+    not a traceback from SQLite's encoding."""
+    for flag in ("--player", "--ruleset", "--game"):
+        done = subprocess.run(
+            [sys.executable, "-m", "tapis_cartes.clients.cli", "archive", "query",
+             str(archive), flag.encode(), b"\xff"],
+            capture_output=True, cwd=ROOT, timeout=60,
+        )  # fmt: skip
+        err = done.stderr.decode(errors="replace")
+        assert done.returncode == 2 and "Traceback" not in err, err
+        assert "UTF-8" in err or "no such game" in err, err
+
+
+def test_dates_compare_as_instants(archive: Path, tmp_path: Path) -> None:
+    """A bound with an offset is the instant it names; a date alone or in the basic form is
+    that day's start (and as `--until`, the whole day); a time equal to a record's is in."""
+    db = copy_of(archive, tmp_path)
+    first, *rest = ids(db)
+    played = [("2026-01-01T00:05:00Z", first), *(("2026-01-01T10:00:00Z", r) for r in rest)]
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.executemany("UPDATE records SET played_at = ? WHERE record_id = ?", played)
+    conn.close()
+
+    def count(*args: str) -> int:
+        done = tapis("archive", "query", db, "--json", *args)
+        no_traceback(done)
+        assert done.returncode == 0, done.stderr
+        return len(done.stdout.splitlines())
+
+    assert count("--since", "2026-01-01T01:00:00+01:00") == N  # 00:00 UTC
+    assert count("--since", "20260101") == N
+    assert count("--until", "2026-01-01T00:05:00") == 1  # on or before: the equal one in
+    assert count("--until", "2026-01-01T01:05:00+01:00") == 1
+    assert count("--until", "2026-01-01") == N  # the whole day
+    assert count("--since", "2026-01-01T09:59:59Z", "--until", "2026-01-01T11:00:00+01:00") == (
+        N - 1
+    )
+    done = tapis("archive", "query", db, "--since", "last week")
+    assert done.returncode == 2 and "is not a date" in done.stderr, done.stderr
+
+
+def test_an_envelope_swapped_for_another_records_is_named(archive: Path, tmp_path: Path) -> None:
+    """A stored envelope that holds another record than its id says (the id is the SHA-256 of
+    the record's bytes): `show` refuses it, `export` leaves it out and names it (exit 1)."""
+    db = copy_of(archive, tmp_path)
+    first, second, *_ = ids(db)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute(
+            "UPDATE records SET envelope = (SELECT envelope FROM records WHERE record_id = ?)"
+            " WHERE record_id = ?",
+            [second, first],
+        )
+    conn.close()
+    done = tapis("archive", "show", db, first[:12])
+    no_traceback(done)
+    assert done.returncode == 2 and f"holds another record, {second}" in done.stderr, done.stderr
+    out = tmp_path / "out.tapis"
+    done = tapis("archive", "export", db, "-o", out)
+    no_traceback(done)
+    assert done.returncode == 1 and "holds another record" in done.stderr, done.stderr
+    assert f"{N - 1} records -> " in done.stdout
+    assert tapis("record", "verify", out).returncode == 0
+
+
+def test_a_table_export_leaves_out_a_record_that_does_not_verify(
+    archive: Path, tmp_path: Path
+) -> None:
+    """A record changed in the archive and stored under its new id (so the id holds): the
+    CSV and Parquet exports read each record as verify does, name it and leave it out."""
+    db = copy_of(archive, tmp_path)
+    first = ids(db)[0]
+    ((blob,),) = rows(db, "SELECT envelope FROM records WHERE record_id = ?", first)
+    env = pb.RecordEnvelope.FromString(blob)
+    rec = pb.GameRecord.FromString(env.record)
+    del rec.outcome.scores[-1]
+    env.record = rec.SerializeToString(deterministic=True)
+    new = hashlib.sha256(env.record).hexdigest()
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE records SET envelope = ?, record_id = ? WHERE record_id = ?",
+                     [env.SerializeToString(), new, first])  # fmt: skip
+    conn.close()
+    done = tapis("archive", "export", db, "-o", tmp_path / "r.csv", "--format", "csv",
+                 "--table", "results")  # fmt: skip
+    no_traceback(done)
+    assert done.returncode == 1, done.stderr
+    assert f"record {new}: does not verify" in done.stderr, done.stderr
+    lines = (tmp_path / "r.csv").read_text().splitlines()
+    assert len(lines) == 1 + 4 * (N - 1)  # a row per seat of the others
+
+
+def test_what_an_archive_holds_reaches_no_terminal_as_control(
+    archive: Path, tmp_path: Path
+) -> None:
+    """Dates, rulesets, run options and file names with escapes: printed as `\\u001b`."""
+    db = copy_of(archive, tmp_path)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE records SET played_at = ?", ["\x1b[2J\x1b]0;owned\x07"])
+    conn.close()
+    done = tapis("archive", "query", db)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\\u001b[2J" in done.stdout, done.stdout
+    bad = tmp_path / "e\x1b[31mvil.tapis"
+    bad.write_bytes(b"not a record file")
+    done = tapis("archive", "add", db, bad)
+    assert "\x1b" not in done.stderr and "\\u001b[31m" in done.stderr, done.stderr
+
+
+def test_an_add_waits_for_another_writer(
+    archive: Path, corpus: list[pb.RecordEnvelope], tmp_path: Path
+) -> None:
+    """An `archive add` while another program writes the archive (holds its write lock, then
+    commits a change): the add waits for it and goes on. (Its transaction read first, then
+    wrote: SQLite cannot wait there once another write has committed, "database is locked".)"""
+    db = copy_of(archive, tmp_path)
+    more = tmp_path / "more.tapis"
+    write_envelopes(more, make_corpus("hearts", 2, seed="archive-hostile-more"))
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    cmd = [sys.executable, "-m", "tapis_cartes.clients.cli", "archive", "add", str(db), str(more)]
+    add = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)  # fmt: skip
+    time.sleep(4)  # the add has started, verified its records and begun to store them
+    other.execute("UPDATE records SET added_at = added_at")
+    other.execute("COMMIT")
+    other.close()
+    out, err = add.communicate(timeout=120)
+    assert add.returncode == 0, err
+    assert "2 added" in out, out
+    assert len(ids(db)) == N + 2
