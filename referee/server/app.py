@@ -35,6 +35,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_g
 from tapis_cartes.records.signing import key_id, load_or_create_private_key
 from tapis_cartes.referee import __version__
 from tapis_cartes.referee.errors import ListenError, StoreError
+from tapis_cartes.referee.server.lenient import LenientRequests
 from tapis_cartes.referee.server.limits import (
     CLIENT_PING_SECONDS,
     DEFAULT_LIMITS,
@@ -89,16 +90,35 @@ def setup_logging(level: int = logging.INFO) -> None:
 
 
 class _CallerGone(logging.Filter):
-    """gRPC logs as an error, with a traceback, a call whose caller went away (its deadline
-    passed, its connection closed) while its answer was being sent: "ExecuteBatchError raised
-    in core by servicer method". A caller may go away at any moment (protocol.md, retries):
-    that is a warning line, not an error of the referee."""
+    """gRPC logs as errors, with a traceback, what a client causes: a call whose caller went
+    away (its deadline passed, its connection closed) while its answer was being sent
+    ("ExecuteBatchError raised in core by servicer method"), and metadata that is not UTF-8
+    ("Invalid encoding on b'...'": the call is answered all the same, an `authorization` so
+    sent PERMISSION_DENIED). A caller may go away at any moment (protocol.md, retries) and
+    send any bytes: each is a warning line, not an error of the referee."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno > logging.WARNING and str(record.msg).startswith("ExecuteBatchError"):
+        if record.levelno > logging.WARNING and str(record.msg).startswith(
+            ("ExecuteBatchError", "Invalid encoding on")
+        ):
             record.levelno, record.levelname = logging.WARNING, "WARNING"
             record.exc_info = record.exc_text = None
         return True
+
+
+class _Health(health.aio.HealthServicer):
+    """gRPC's health servicer, with the `List` its asyncio version leaves unimplemented (a
+    call of it was UNKNOWN, with an error in the log): each service's status."""
+
+    async def List(
+        self, request: health_pb2.HealthListRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> health_pb2.HealthListResponse:
+        return health_pb2.HealthListResponse(
+            statuses={
+                name: health_pb2.HealthCheckResponse(status=status)
+                for name, status in self._server_status.items()
+            }
+        )
 
 
 @dataclasses.dataclass
@@ -161,6 +181,12 @@ async def create_server(
         # A connection past the bound is closed at once; one silent past HEAD_SECONDS too.
         ("grpc.max_allowed_incoming_connections", limits.max_connections),
         ("grpc.server_handshake_timeout_ms", int(HEAD_SECONDS * 1000)),
+        # Streams at once on one connection (gRPC's default: no bound, each stream's memory
+        # held): the per-client cap of streams and some unary calls beside them.
+        ("grpc.max_concurrent_streams", limits.max_streams_per_client + 64),
+        # A connection with no call under way for a while is closed (a client's channel
+        # opens another when it next calls): idle connections hold no slot for long.
+        ("grpc.max_connection_idle_ms", int(limits.idle_connection * 1000)),
         # A connection whose peer is gone is found by its ping, idle or not, and closed.
         ("grpc.keepalive_time_ms", int(limits.keepalive * 1000)),
         # (gRPC core waits for a ping's answer `ping_timeout_ms`, one minute by default,
@@ -173,7 +199,7 @@ async def create_server(
         ("grpc.http2.min_ping_interval_without_data_ms", int(CLIENT_PING_SECONDS * 500)),
     ]
     host_port(address)  # a malformed address is named before gRPC sees it
-    server = grpc.aio.server(options=options)
+    server = grpc.aio.server(options=options, interceptors=[LenientRequests()])
     try:
         port = server.add_insecure_port(address)
     except RuntimeError as exc:
@@ -199,7 +225,7 @@ async def create_server(
         referee = Referee(store, private_key, limits, time_source)
         servicer = RefereeServicer(referee, limits)
         add_referee_service(servicer, server)
-        health_servicer = health.aio.HealthServicer()
+        health_servicer = _Health()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         _enable_reflection(
             (SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server

@@ -35,9 +35,10 @@ MAX_ID = 64  # characters of a table id, request id, game or ruleset name
 MAX_OPTION_TEXT = 64  # characters of an option key or string value
 MAX_OPTIONS = 64  # options in one request
 MAX_SEATS = 10  # seats of a table (the most any game allows)
-# Seconds a connection has to start its request (gRPC: the HTTP/2 preface; the web front: the
-# head of each request, from the connection or the previous response); then it is closed, so
-# that one that sends nothing, or a head byte by byte, holds no descriptor for long.
+# Seconds a connection has to start its request (gRPC: the HTTP/2 preface; the web front: each
+# whole request, head and body, from the connection or the previous response); then it is
+# closed, so that one that sends nothing, or a request byte by byte, holds no descriptor for
+# long.
 HEAD_SECONDS = 10.0
 FD_RESERVE = 256  # descriptors besides the connections: store, writer's pipes, listeners...
 # A client may ping its connection (HTTP/2 keepalive) every this many seconds: the referee
@@ -68,6 +69,10 @@ class Limits:
     # not come `keepalive_timeout` seconds later, ending its calls.
     keepalive: float = 30.0
     keepalive_timeout: float = 10.0
+    # Seconds a gRPC connection with no call under way stays open: then the referee closes it
+    # (a client's channel opens another when it next calls), so that idle connections do not
+    # hold the connection slots.
+    idle_connection: float = 60.0
 
 
 def connection_bound(wanted: int) -> int:

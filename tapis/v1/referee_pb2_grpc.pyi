@@ -35,7 +35,10 @@ Every int option has the range its OptionInfo gives. A table stops at 1000 hands
 actions (whichever comes first): its match is stopped unfinished, with a record saying why.
 Every reply is far below the 4 MiB a client receives by default. The referee holds at most
 4096 connections at once (`tapis serve --max-connections`): one past it is closed at once;
-a connection that has not sent the HTTP/2 preface 10 seconds after it opened is closed.
+a connection that has not sent the HTTP/2 preface 10 seconds after it opened is closed,
+and one with no call under way for 60 seconds (a channel opens another at its next call).
+One connection holds at most 320 streams at once (the per-client cap of 256, and 64 more:
+`SETTINGS_MAX_CONCURRENT_STREAMS`; a client's channel waits for a free one).
 
 Keepalive: the referee pings each connection after 30 seconds without a ping (HTTP/2 PING)
 and closes it when the answer has not come 10 seconds later, ending its calls (UNAVAILABLE

@@ -154,7 +154,8 @@ def test_a_worker_that_cannot_read_the_archive_says_so(tmp_path: Path) -> None:
     missing = tmp_path / "elsewhere" / "games.db"
     with pytest.raises(ArchiveError) as err:
         run_shard(Shard(str(missing), 1, 1, 10, "", ()))
-    assert str(missing) in str(err.value) and "every worker must see" in str(err.value)
+    assert f"{missing}: a worker (on " in str(err.value)
+    assert "must see the archive at this same path" in str(err.value)
 
 
 # --- Dask -----------------------------------------------------------------------------------

@@ -421,3 +421,48 @@ def test_protocol_doc_names_every_status_the_referee_answers_with() -> None:
             pb.StaleAction.DESCRIPTOR.full_name,
             error_details_pb2.BadRequest.DESCRIPTOR.full_name,
         }
+
+
+# Bytes that are no request (a field of wire type 7, which does not exist), and a well-formed
+# request of each library service, for the raw calls below.
+NOT_A_MESSAGE = b"\xff\xff\xff"
+LIBRARY_CALLS = [
+    ("/grpc.health.v1.Health/Check", "unary", b""),
+    ("/grpc.health.v1.Health/List", "unary", b""),
+    ("/grpc.health.v1.Health/Watch", "server-stream", b""),
+    ("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", "stream", b"\x3a\x00"),
+    ("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", "stream", b"\x3a\x00"),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "kind", "good"), LIBRARY_CALLS, ids=[c[0] for c in LIBRARY_CALLS]
+)
+def test_library_services_refuse_bytes_that_are_no_request(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, method: str, kind: str, good: bytes
+) -> None:
+    """Health checking and reflection (gRPC's own packages) given bytes that are not their
+    request: INVALID_ARGUMENT naming the request's type, as on the RefereeService, not
+    UNKNOWN with an error and its traceback in the log; a request that is one still works."""
+
+    async def call(channel: grpc.aio.Channel, data: bytes) -> Any:
+        if kind == "unary":
+            return await channel.unary_unary(method)(data, timeout=10)
+        if kind == "server-stream":
+            stream = channel.unary_stream(method)(data, timeout=10)
+            return await stream.read()
+        stream = channel.stream_stream(method)(iter([data]), timeout=10)
+        return await stream.read()
+
+    async def body(_: Any, __: Any, channel: grpc.aio.Channel) -> None:
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await call(channel, NOT_A_MESSAGE)
+        assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT, exc.value
+        assert "does not decode as" in str(exc.value.details())
+        reply = await call(channel, good)
+        assert isinstance(reply, bytes)
+
+    with caplog.at_level("WARNING"):
+        run(body, tmp_path)
+    errors = [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    assert not errors, [r.getMessage() for r in errors]

@@ -140,3 +140,49 @@ def test_client_pings_at_the_allowed_rate_keep_the_connection(tmp_path: Path) ->
                 return True
 
     assert asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_one_connection_holds_a_bounded_number_of_streams(tmp_path: Path) -> None:
+    """Streams at once on one connection are bounded (the client's streams cap and 64 more),
+    whatever they are: 100 health Watch streams (which no cap of the referee counts) on one
+    channel with the cap at 2: 66 are answered, the others wait in the client's channel (as
+    HTTP/2 asks: the referee advertises the bound) and hold nothing in the referee."""
+
+    async def main() -> int:
+        async with (
+            referee(tmp_path, limits=Limits(max_streams_per_client=2)) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            watch = channel.unary_stream("/grpc.health.v1.Health/Watch")
+            calls = [watch(b"") for _ in range(100)]
+            reads = [asyncio.ensure_future(c.read()) for c in calls]
+            done, _ = await asyncio.wait(reads, timeout=5)
+            for call in calls:
+                call.cancel()
+            await asyncio.gather(*reads, return_exceptions=True)
+            return len(done)
+
+    assert asyncio.run(asyncio.wait_for(main(), 60)) == 2 + 64
+
+
+@pytest.mark.parametrize("idle", [1.0, 3600.0], ids=["closed", "kept"])
+def test_an_idle_connection_is_closed(tmp_path: Path, idle: float) -> None:
+    """A connection with no call under way is closed after `idle_connection` seconds (here
+    one; by default a minute): the client's channel goes IDLE, and its next call opens
+    another connection and is answered."""
+
+    async def main() -> grpc.ChannelConnectivity:
+        async with (
+            referee(tmp_path, limits=Limits(idle_connection=idle)) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            stub = rpc.RefereeServiceStub(channel)
+            await stub.ListGames(pb.ListGamesRequest())
+            await asyncio.sleep(3)
+            state = channel.get_state()
+            assert (await stub.ListGames(pb.ListGamesRequest())).games
+            return state
+
+    state = asyncio.run(asyncio.wait_for(main(), 60))
+    want = grpc.ChannelConnectivity.IDLE if idle < 3 else grpc.ChannelConnectivity.READY
+    assert state == want

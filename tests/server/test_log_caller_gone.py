@@ -1,5 +1,6 @@
-"""The referee's log (JSON lines): gRPC's own error for a caller gone while its answer was
-sent is a warning line; gRPC's other errors stay errors."""
+"""The referee's log (JSON lines): gRPC's own errors for a caller gone while its answer was
+sent, and for metadata that is not UTF-8, are warning lines; gRPC's other errors stay
+errors."""
 
 from __future__ import annotations
 
@@ -19,6 +20,10 @@ try:
 except RuntimeError:
     log.exception("ExecuteBatchError raised in core by servicer method [%s]", "/GetView")
     log.exception("Unexpected [%s] raised by servicer method [%s]", "ValueError", "/x")
+try:
+    b"Bearer \\xe9\\xff".decode("utf8")
+except UnicodeDecodeError:
+    log.exception("Invalid encoding on %s", b"Bearer \\xe9\\xff")
 """
 
 
@@ -35,7 +40,11 @@ def test_a_caller_gone_while_answered_is_a_warning_not_an_error() -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    gone, other = (json.loads(line) for line in done.stderr.splitlines())
+    gone, other, encoding = (json.loads(line) for line in done.stderr.splitlines())
     assert gone["level"] == "warning" and gone["event"].startswith("ExecuteBatchError")
     assert "Traceback" not in json.dumps(gone)
     assert other["level"] == "error" and "Traceback" in json.dumps(other)
+    # Metadata that is not UTF-8 (an `authorization` of any bytes, answered PERMISSION_DENIED):
+    # the client's doing, a warning.
+    assert encoding["level"] == "warning" and encoding["event"].startswith("Invalid encoding")
+    assert "Traceback" not in json.dumps(encoding)

@@ -1,0 +1,126 @@
+"""Requests that do not decode, on the services the referee takes from gRPC's own packages
+(health checking, reflection): INVALID_ARGUMENT in the method, as on the RefereeService
+(service.py `add_referee_service`), never UNKNOWN with an error and its traceback in the log.
+
+Those packages register their handlers with the messages' `FromString`: bytes that are not
+the request raise in gRPC's own code, which answers UNKNOWN. `LenientRequests`, a server
+interceptor, gives each such handler a deserializer that returns `Undecodable` instead, and a
+method that answers it INVALID_ARGUMENT naming the request's type (a stream's request read
+so ends the call the same way). The RefereeService's own handlers are left as they are.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from tapis_cartes.referee.engine.errors import quoted
+from tapis_cartes.referee.server.service import SERVICE, Undecodable
+
+__all__ = ["LenientRequests"]
+
+_OURS = f"/{SERVICE.full_name}/"
+
+
+def _lenient(deserialize: Callable[[bytes], Any] | None, name: str) -> Callable[[bytes], Any]:
+    def lenient(data: bytes) -> Any:
+        try:
+            return deserialize(data) if deserialize is not None else data
+        except (DecodeError, ValueError, RecursionError) as exc:  # (as service.py's)
+            return Undecodable(name, str(exc))
+
+    return lenient
+
+
+async def _refuse(request: Undecodable, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    await context.abort(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        f"request: the request does not decode as {request.name} ({quoted(request.error, 120)})",
+    )
+
+
+def _unary_in(behavior: Callable[..., Any]) -> Callable[..., Any]:
+    """The method for one request: `behavior`, or INVALID_ARGUMENT for one that does not
+    decode; of the same kind (a coroutine, or an async generator of the responses)."""
+    if inspect.isasyncgenfunction(behavior):
+
+        async def each(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            if isinstance(request, Undecodable):
+                await _refuse(request, context)
+            async for response in behavior(request, context):
+                yield response
+
+        return each
+
+    async def one(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        if isinstance(request, Undecodable):
+            await _refuse(request, context)
+        result = behavior(request, context)
+        return await result if inspect.isawaitable(result) else result
+
+    return one
+
+
+def _stream_in(behavior: Callable[..., Any]) -> Callable[..., Any]:
+    """The method for a stream of requests: `behavior` reading them, the call ended
+    INVALID_ARGUMENT at the first that does not decode."""
+
+    def checked(
+        requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Any]:
+        async def each() -> AsyncIterator[Any]:
+            async for request in requests:
+                if isinstance(request, Undecodable):
+                    await _refuse(request, context)
+                yield request
+
+        return each()
+
+    if inspect.isasyncgenfunction(behavior):
+
+        async def each(requests: AsyncIterator[Any], context: Any) -> Any:
+            async for response in behavior(checked(requests, context), context):
+                yield response
+
+        return each
+
+    async def one(requests: AsyncIterator[Any], context: Any) -> Any:
+        result = behavior(checked(requests, context), context)
+        return await result if inspect.isawaitable(result) else result
+
+    return one
+
+
+class LenientRequests(grpc.aio.ServerInterceptor):
+    """The interceptor (see the module's docstring)."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method.startswith(_OURS):
+            return handler
+        source = getattr(handler.request_deserializer, "__self__", None)  # (its class)
+        message = getattr(source, "DESCRIPTOR", None)
+        name = message.full_name if message is not None else f"{method}'s request"
+        lenient: dict[str, Any] = {
+            "request_deserializer": _lenient(handler.request_deserializer, name),
+            "response_serializer": handler.response_serializer,
+        }
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(_unary_in(handler.unary_unary), **lenient)
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(_unary_in(handler.unary_stream), **lenient)
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(_stream_in(handler.stream_unary), **lenient)
+        assert handler.stream_stream is not None
+        return grpc.stream_stream_rpc_method_handler(_stream_in(handler.stream_stream), **lenient)
