@@ -10,14 +10,18 @@ second process, no thread); it reads the tables through the `Referee` and knows 
   `WatchTable` sends a spectator (`event_message(..., viewer=None)`), and after each batch
   the spectator's view (`seat_view(..., None, ...)`, as `GetView` without a seat); never a
   seat's cards;
-- `/tables/{id}/replay`: the replay page of a finished table (records/html.py), and
+- `/tables/{id}/replay`: the replay page of a finished table (records/html.py), built once
+  and kept while the most recent ones fit in `PAGE_CACHE_BYTES`, and
   `/tables/{id}/record.tapis` its signed record to download.
 
 A stream resumes from the browser's `Last-Event-ID` (the next event index), as `WatchTable`
 from `from_event_index`. Every input has a bound (a table id 64 characters, an event index 10
-digits, `max_streams_per_client` streams per client address, `max_connections` connections,
-each request's head within `HEAD_SECONDS`); an error is one HTTP status (`http_status`) with
-a short text.
+digits, `max_streams_per_client` streams per client address (the socket's peer: proxy headers
+such as `X-Forwarded-For` are not trusted), `max_connections` connections, each whole request,
+head and body, within `HEAD_SECONDS`); an error is one HTTP status (`http_status`) with a short
+text. Every response forbids framing and content sniffing and sends no referrer
+(`SECURITY_HEADERS`); no redirect is made (a path with a trailing slash is not found), and no
+protocol upgrade (WebSocket, h2c) is made: such a request is answered as plain HTTP.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ import json
 import re
 import socket
 import weakref
-from collections.abc import AsyncIterator
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from typing import Any
 
@@ -72,6 +77,15 @@ __all__ = ["WebFront", "bind", "http_status"]
 KEEPALIVE = 15.0  # seconds: a comment line on an idle stream, so proxies keep it open
 MAX_ID = 64  # the longest table id (as the gRPC service's bound)
 _INDEX = re.compile(r"[0-9]{1,10}")  # an event index (Last-Event-ID, ?from=)
+PAGE_CACHE_BYTES = 32 << 20  # the built replay pages kept, in all (`_Pages`)
+# Sent with every response (the pages' own <meta> CSP stays: a page is not framed, whatever
+# its policy; `frame-ancestors` is honoured only in a header).
+SECURITY_HEADERS = [
+    ("X-Frame-Options", "DENY"),
+    ("Content-Security-Policy", "frame-ancestors 'none'"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+]
 
 _HTTP = {
     "INVALID_ARGUMENT": 400,
@@ -152,9 +166,11 @@ def table_info(table: Table) -> dict[str, Any]:
 class _Http(H11Protocol):
     """uvicorn's HTTP/1.1 with the two bounds it lacks, against clients that hold connections
     without using them: at most `limit` connections at once (one past it is closed at once),
-    and the head of each request within `HEAD_SECONDS` of the connection or of the previous
-    response (else the connection is closed; uvicorn's own keep-alive timeout ends once any
-    byte comes). `limit` is the web front's (`WebFront.start` makes a subclass)."""
+    and each whole request, its head and any body, within `HEAD_SECONDS` of the connection or
+    of the previous response, or of the end of the previous request's body when that came
+    after its response (else the connection is closed; uvicorn's own keep-alive timeout ends
+    once any byte comes). `limit` is the web front's (`WebFront.start` makes a subclass).
+    No protocol upgrade is made, and none is logged: the request is answered as plain HTTP."""
 
     limit = 0
     _head_timer: asyncio.TimerHandle | None = None
@@ -168,7 +184,19 @@ class _Http(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        self._await_head()
+        # DONE: answered before its body was all in; the time of that request runs on.
+        if self.conn.our_state is not h11.DONE and not self.transport.is_closing():
+            self._await_head()
+
+    def handle_events(self) -> None:
+        answered = self.conn.our_state is h11.DONE
+        super().handle_events()
+        # The body of a request already answered has come: the next request's time starts.
+        if answered and self.conn.our_state is not h11.DONE and not self.transport.is_closing():
+            self._await_head()
+
+    def _should_upgrade(self) -> bool:
+        return False  # (uvicorn's own logs two warnings for each upgrade it cannot make)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._head_timer is not None:
@@ -181,9 +209,48 @@ class _Http(H11Protocol):
         self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_due)
 
     def _head_due(self) -> None:
-        # IDLE: h11 has not read a whole request head since the timer started.
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+        # IDLE: h11 has not read a whole request head since the timer started; SEND_BODY: nor
+        # the whole body after it (the response may be sent, even a stream under way).
+        if self.conn.their_state in (h11.IDLE, h11.SEND_BODY) and not self.transport.is_closing():
             self.transport.close()
+
+
+class _Pages:
+    """The built replay pages of the most recent finished tables, `limit` bytes in all (one
+    larger is served, not kept): a finished table's record never changes, so its page is built
+    once (on a thread: the loop goes on), however many ask for it, at once or later."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0  # bytes of the pages kept
+        self._pages: OrderedDict[tuple[str, str], bytes] = OrderedDict()  # the oldest first
+        self._building: dict[tuple[str, str], asyncio.Future[bytes]] = {}
+
+    async def get(self, key: tuple[str, str], build: Callable[[], bytes]) -> bytes:
+        """The page of `key` (table id, record id), built by `build` when not kept."""
+        page = self._pages.get(key)
+        if page is not None:
+            self._pages.move_to_end(key)
+            return page
+        building = self._building.get(key)
+        if building is None:
+            building = self._building[key] = asyncio.ensure_future(asyncio.to_thread(build))
+            building.add_done_callback(lambda done: self._built(key, done))
+        # shielded: a client gone does not cancel the build others wait for
+        return await asyncio.shield(building)
+
+    def _built(self, key: tuple[str, str], done: asyncio.Future[bytes]) -> None:
+        del self._building[key]
+        if done.cancelled() or done.exception() is not None:
+            return  # (its requests get the error; the next one builds again)
+        page = done.result()
+        if len(page) > self.limit:
+            return
+        self._pages[key] = page
+        self.size += len(page)
+        while self.size > self.limit:
+            _, dropped = self._pages.popitem(last=False)
+            self.size -= len(dropped)
 
 
 class _Server(uvicorn.Server):
@@ -204,6 +271,7 @@ class WebFront:
         self._closing = asyncio.Event()
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
+        self._pages = _Pages(PAGE_CACHE_BYTES)
         self.app = Starlette(
             routes=[
                 Route("/", self.index),
@@ -214,6 +282,9 @@ class WebFront:
             ],
             exception_handlers={TapisError: self._error},
         )
+        # No redirect to the path without its trailing slash (404): its address would be built
+        # from the request's Host header.
+        self.app.router.redirect_slashes = False
 
     # -- serving ----------------------------------------------------------------------------
 
@@ -227,6 +298,12 @@ class WebFront:
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=2,
+            headers=SECURITY_HEADERS,
+            # The client is the socket's peer: no proxy's header says otherwise (uvicorn
+            # trusts them from 127.0.0.1 by default, and so would lift the per-client bounds).
+            proxy_headers=False,
+            forwarded_allow_ips=[],
+            ws="none",  # no WebSocket (nor other) upgrade: `_Http` answers as plain HTTP
         )
         server = self._server = _Server(config)
         self._task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
@@ -288,11 +365,15 @@ class WebFront:
 
     async def replay(self, request: Request) -> Response:
         table = self._table(request)
-        envelope, _ = self.referee.record(table.id)
-        env = rpb.RecordEnvelope.FromString(envelope)
-        # replayed on a thread (the loop goes on); the signature checked with our own key
-        data = await asyncio.to_thread(replay_data, [env], [self.referee.key.public_key()])
-        return HTMLResponse(replay_page(data, f"table {table.id} - Tapis replay"))
+        envelope, record_id = self.referee.record(table.id)
+        key = self.referee.key.public_key()
+
+        def build() -> bytes:
+            # the signature checked with our own key
+            data = replay_data([rpb.RecordEnvelope.FromString(envelope)], [key])
+            return replay_page(data, f"table {table.id} - Tapis replay").encode()
+
+        return HTMLResponse(await self._pages.get((table.id, record_id), build))
 
     async def record(self, request: Request) -> Response:
         table = self._table(request)

@@ -1,0 +1,274 @@
+"""The web front against clients that misuse it, over real connections to a real referee:
+a request body sent slowly holds no connection past HEAD_SECONDS; proxy headers do not make
+one client many; a finished table's replay page is built once; every response forbids
+framing and sniffing; no redirect is built from the Host header; a WebSocket upgrade is
+answered as plain HTTP, and not logged."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tapis_cartes.referee.server import web
+from tapis_cartes.referee.server.app import Limits
+from tests.server.util import new_table, play_random
+from tests.web.test_live import closed_by_server, web_referee
+
+SECURITY_HEADERS = {
+    "x-frame-options": "DENY",
+    "content-security-policy": "frame-ancestors 'none'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+
+
+async def request(
+    port: int, path: str, headers: str = "", body: bytes = b""
+) -> tuple[int, dict[str, str], asyncio.StreamReader, Any]:
+    """Sends a GET (`headers`: more header lines, each ending in CRLF; `body`: sent after the
+    head as it is) and reads the response's status and head; the body is left to read."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    if "Host:" not in headers:
+        headers = "Host: tapis\r\n" + headers
+    writer.write(f"GET {path} HTTP/1.1\r\n{headers}\r\n".encode() + body)
+    await writer.drain()
+    status, head = await read_head(reader)
+    return status, head, reader, writer
+
+
+async def read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
+    lines = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)).decode().split("\r\n")
+    head = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            head[name.strip().lower()] = value.strip()
+    return int(lines[0].split()[1]), head
+
+
+async def read_body(reader: asyncio.StreamReader, head: dict[str, str]) -> bytes:
+    return await asyncio.wait_for(reader.readexactly(int(head["content-length"])), 30)
+
+
+async def close(*writers: Any) -> None:
+    for writer in writers:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+
+async def trickle(writer: Any, every: float) -> None:
+    """One small chunk of a chunked request body every `every` seconds, without end."""
+    with contextlib.suppress(ConnectionError):
+        while True:
+            writer.write(b"1\r\na\r\n")
+            await writer.drain()
+            await asyncio.sleep(every)
+
+
+def test_a_request_body_sent_slowly_holds_no_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request's body must come within HEAD_SECONDS as its head does, even when it has
+    been answered already (a page, or an event stream under way): else the connection is
+    closed. A body that ends in time leaves the next request its own HEAD_SECONDS."""
+    monkeypatch.setattr(web, "HEAD_SECONDS", 2.0)
+    chunked = "Transfer-Encoding: chunked\r\n"
+
+    async def main() -> None:
+        async with web_referee(tmp_path, Limits(max_connections=3)) as (server, stub):
+            port = server.web_port
+            assert port is not None
+            table_id, _ = await new_table(stub, "nap", "", {}, 4)
+            held = []
+            for path in ("/", f"/tables/{table_id}/events"):
+                status, _, reader, writer = await request(port, path, chunked)
+                assert status == 200
+                held.append((reader, writer, asyncio.create_task(trickle(writer, 0.2))))
+            for reader, _, task in held:  # closed, though still sending
+                assert await closed_by_server(reader, 4)
+                task.cancel()
+            await close(*(writer for _, writer, _ in held))
+            # This one sends its body's end in time, and its next request after the first
+            # request's time is over, but within its own.
+            status, head, reader, writer = await request(port, "/", chunked, b"1\r\na\r\n")
+            assert status == 200
+            await read_body(reader, head)
+            await asyncio.sleep(1.0)
+            writer.write(b"0\r\n\r\n")
+            await asyncio.sleep(1.5)  # 2.5 s after the first response, 1.5 s after the body
+            writer.write(b"GET / HTTP/1.1\r\nHost: tapis\r\n\r\n")
+            status, head = await read_head(reader)
+            assert status == 200
+            await read_body(reader, head)
+            await close(writer)
+
+    asyncio.run(main())
+
+
+def test_the_client_is_the_sockets_peer_not_a_proxy_header(tmp_path: Path) -> None:
+    """X-Forwarded-For from 127.0.0.1 (which uvicorn trusts by default) does not make one
+    client many: its streams are counted as the same client's."""
+
+    async def main() -> None:
+        limits = Limits(max_streams_per_client=1)
+        async with web_referee(tmp_path, limits) as (server, stub):
+            assert server.web_port is not None
+            table_id, _ = await new_table(stub, "nap", "", {}, 4)
+            path = f"/tables/{table_id}/events"
+            writers = []
+            for i, expected in enumerate((200, 429, 429)):
+                forwarded = f"X-Forwarded-For: 10.0.0.{i}\r\nForwarded: for=10.0.1.{i}\r\n"
+                status, _, _, writer = await request(server.web_port, path, forwarded)
+                writers.append(writer)
+                assert status == expected, i
+            await close(*writers)
+
+    asyncio.run(main())
+
+
+def test_a_finished_tables_replay_page_is_built_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked at once, or again, or after another table's: one build per finished table; the
+    same page each time."""
+    builds: list[int] = []
+    replay_data = web.replay_data
+
+    def counted(*args: Any) -> Any:
+        builds.append(1)
+        return replay_data(*args)
+
+    monkeypatch.setattr(web, "replay_data", counted)
+
+    async def main() -> None:
+        async with web_referee(tmp_path) as (server, stub):
+            assert server.web_port is not None
+            tables = []
+            for seed in range(2):
+                table_id, tokens = await new_table(stub, "hearts", "", {"end_threshold": 20}, 4)
+                await play_random(stub, table_id, tokens, random.Random(seed))
+                tables.append(table_id)
+
+            async def page(table_id: str) -> bytes:
+                path = f"/tables/{table_id}/replay"
+                status, head, reader, writer = await request(server.web_port or 0, path)
+                assert status == 200
+                body = await read_body(reader, head)
+                await close(writer)
+                return body
+
+            first = await asyncio.gather(*(page(tables[0]) for _ in range(4)))
+            assert len(set(first)) == 1 and tables[0].encode() in first[0]
+            assert len(builds) == 1
+            assert await page(tables[0]) == first[0]
+            assert len(builds) == 1
+            other = await page(tables[1])
+            assert other != first[0] and len(builds) == 2
+            assert await page(tables[0]) == first[0] and await page(tables[1]) == other
+            assert len(builds) == 2
+
+    asyncio.run(main())
+
+
+def test_replay_pages_kept_are_bounded_in_bytes() -> None:
+    """The most recently asked pages are kept, within the bound; one larger is not kept."""
+    builds: list[str] = []
+
+    def build(name: str, size: int) -> Any:
+        def make() -> bytes:
+            builds.append(name)
+            return name.encode() * size
+
+        return make
+
+    async def main() -> None:
+        pages = web._Pages(10)
+        for name, size in (("a", 4), ("b", 4), ("a", 4), ("c", 4), ("a", 4), ("b", 4)):
+            assert await pages.get((name, ""), build(name, size)) == name.encode() * size
+        # a kept throughout (asked last but one each time); b dropped for c, c for b.
+        assert builds == ["a", "b", "c", "b"] and pages.size == 8
+        for _ in range(2):
+            await pages.get(("d", ""), build("d", 11))
+        assert builds[-2:] == ["d", "d"] and pages.size == 8
+
+    asyncio.run(main())
+
+
+def test_every_response_forbids_framing_and_sniffing(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with web_referee(tmp_path) as (server, stub):
+            port = server.web_port
+            assert port is not None
+            table_id, tokens = await new_table(stub, "hearts", "", {"end_threshold": 20}, 4)
+            paths = {
+                "/": 200,
+                f"/tables/{table_id}": 200,
+                f"/tables/{table_id}/events": 200,  # a stream
+                f"/tables/{table_id}/replay": 409,
+                f"/tables/{table_id}/events?from=x": 400,
+                "/tables/no-such-table": 404,
+                "/no/such/page": 404,
+            }
+            writers = []
+            for path, expected in paths.items():
+                status, head, _, writer = await request(port, path)
+                writers.append(writer)
+                assert status == expected, path
+                assert {k: head.get(k) for k in SECURITY_HEADERS} == SECURITY_HEADERS, path
+            await play_random(stub, table_id, tokens, random.Random(1))
+            for path in (f"/tables/{table_id}/replay", f"/tables/{table_id}/record.tapis"):
+                status, head, _, writer = await request(port, path)
+                writers.append(writer)
+                assert status == 200
+                assert {k: head.get(k) for k in SECURITY_HEADERS} == SECURITY_HEADERS, path
+            await close(*writers)
+
+    asyncio.run(main())
+
+
+def test_no_redirect_is_built_from_the_host_header(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with web_referee(tmp_path) as (server, stub):
+            assert server.web_port is not None
+            table_id, _ = await new_table(stub, "nap", "", {}, 4)
+            for path in ("/tables/abc/", f"/tables/{table_id}/", f"/tables/{table_id}/replay/"):
+                host = "Host: evil.example\r\n"
+                status, head, _, writer = await request(server.web_port, path, host)
+                await close(writer)
+                assert status == 404 and "location" not in head, path
+
+    asyncio.run(main())
+
+
+def test_an_upgrade_is_answered_as_plain_http_and_not_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    upgrades = {
+        "websocket": "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+        "h2c": "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+        "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
+    }
+
+    async def main() -> None:
+        async with web_referee(tmp_path) as (server, _):
+            assert server.web_port is not None
+            for name, headers in upgrades.items():
+                status, head, reader, writer = await request(server.web_port, "/", headers)
+                assert status == 200, name  # the page: not switched, the handshake fails
+                assert b"<html" in await read_body(reader, head)
+                # and the connection serves the next request as any other
+                writer.write(b"GET /no-such-page HTTP/1.1\r\nHost: tapis\r\n\r\n")
+                assert (await read_head(reader))[0] == 404
+                await close(writer)
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(main())
+    assert not [r for r in caplog.records if r.name.startswith("uvicorn")], caplog.text
