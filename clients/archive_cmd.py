@@ -36,9 +36,9 @@ from tapis_cartes.records.archive import (
     add_files,
     find_record,
     iter_envelopes,
+    iter_records,
     list_runs,
     open_archive,
-    query_records,
     rescore,
     run_results,
 )
@@ -208,15 +208,16 @@ def _table(rows: list[dict[str, Any]]) -> str:
 @_archive_command
 def cmd_query(args: argparse.Namespace) -> int:
     db = open_archive(args.db, create=False)
+    records = iter_records(db, _selected(args))
     try:
-        rows = query_records(db, _selected(args))
+        if args.json:  # a line per record as it is read: memory does not grow with the archive
+            for r in records:
+                print(_dumps(r))
+        else:
+            _say(_table(list(records)))  # (the columns' widths: every row first)
     finally:
+        records.close()  # its query's cursor, before the archive closes
         db.close()
-    if args.json:
-        for r in rows:
-            print(_dumps(r))
-    else:
-        _say(_table(rows))
     return 0
 
 
@@ -226,6 +227,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     signatures and annotations kept). As `archive add` does with a partly bad file, a record
     whose stored envelope does not decode is named and left out, the others are written (exit
     1); when every record selected is so, nothing is written."""
+    if args.table is not None and args.format == "tapis":
+        raise ArchiveError(f"--table {args.table} is for --format csv or parquet (a table)")
+    table = args.table or "plays"
     _not_the_archive(args.db, args.output)
     db = open_archive(args.db, create=False)
     refused: list[ArchiveError] = []
@@ -246,8 +250,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     frames = checked()
     try:
         if args.format != "tapis":
-            records, rows = write_table(args.output, args.table, args.format, frames, refuse)
-            _say(f"{counted(rows, 'row')} of {args.table} from {counted(records, 'record')}"
+            records, rows = write_table(args.output, table, args.format, frames, refuse)
+            _say(f"{counted(rows, 'row')} of {table} from {counted(records, 'record')}"
                  f" -> {args.output}")  # fmt: skip
         else:
             count = write_frames(args.output, frames)
@@ -449,8 +453,9 @@ def add_archive_parser(sub: Any) -> None:
     p.add_argument("-o", "--output", required=True, metavar="FILE")
     p.add_argument("--format", choices=("tapis", *FORMATS), default="tapis",
                    help="a record file (default), or --table as CSV or Parquet")  # fmt: skip
-    p.add_argument("--table", choices=tuple(TABLES), default="plays",
-                   help="plays: a row per action; results: a row per seat")  # fmt: skip
+    p.add_argument("--table", choices=tuple(TABLES),
+                   help="with --format csv or parquet: plays (default), a row per action; "
+                   "results, a row per seat")  # fmt: skip
     _selection(p)
     p.set_defaults(func=cmd_export)
 

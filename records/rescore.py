@@ -269,8 +269,15 @@ def runs_text(runs: Sequence[Mapping[str, Any]]) -> str:
     """The runs kept in an archive, one line each (`archive runs`)."""
     lines = []
     for r in runs:
-        state = f"finished {r['finished_at']}" if r["finished_at"] else "interrupted"
         game = f", game {r['game']}" if r["game"] else ""
+        if not r["finished_at"]:
+            stored = counted(r.get("stored", 0), "result")
+            lines.append(
+                f"run {r['run_id']} ({_opts(r['options'])}{game}): started {r['started_at']}, "
+                f"interrupted; {stored} stored (the same command continues it)"
+            )
+            continue
+        state = f"finished {r['finished_at']}"
         lines.append(
             f"run {r['run_id']} ({_opts(r['options'])}{game}): started {r['started_at']}, "
             f"{state}; {counted(r['total'], 'record')}, {r['scored']} scored, "

@@ -6,7 +6,7 @@ one of its names is first used: a re-scoring worker loads only `shards`):
 - `schema`: the tables, `open_archive`, `ArchiveError`;
 - `add`: `add_files`, `add_envelopes`: records verified, then stored in chunks
   (`AddTask`/`check_task`, run by an executor);
-- `query`: `Selection`, `query_records`, `iter_envelopes`, `find_record`;
+- `query`: `Selection`, `query_records`, `iter_records`, `iter_envelopes`, `find_record`;
 - `rescoring`: `rescore` of a whole archive in shards, continued when interrupted; `shards`:
   its task (`Shard`/`run_shard`), what a worker runs (one record's report is
   records/rescore.py's `rescore_record`);
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         Selection,
         find_record,
         iter_envelopes,
+        iter_records,
         query_records,
     )
     from tapis_cartes.records.archive.rescoring import check_changes, rescore
@@ -51,6 +52,7 @@ _FROM = {
     "Selection": "query",
     "find_record": "query",
     "iter_envelopes": "query",
+    "iter_records": "query",
     "query_records": "query",
     "check_changes": "rescoring",
     "rescore": "rescoring",
@@ -78,6 +80,7 @@ __all__ = [
     "check_task",
     "find_record",
     "iter_envelopes",
+    "iter_records",
     "list_runs",
     "open_archive",
     "query_records",

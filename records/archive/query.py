@@ -4,7 +4,7 @@ summaries or envelopes, and one record by its id (or a unique prefix of it)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -31,6 +31,7 @@ __all__ = [
     "Selection",
     "find_record",
     "iter_envelopes",
+    "iter_records",
     "query_records",
     "stored_envelope",
     "where_sql",
@@ -131,9 +132,16 @@ _VALUE_KINDS = tuple(_KINDS.items())[1:]  # after the record id
 
 
 def query_records(db: sqlite_utils.Database, selection: Selection) -> list[dict[str, Any]]:
-    """Summaries of the selected records (JSON columns decoded, no envelope), each value
-    checked (`ArchiveError` naming the column and the record)."""
-    out = []
+    """Summaries of the selected records (`iter_records`), in a list."""
+    return list(iter_records(db, selection))
+
+
+def iter_records(
+    db: sqlite_utils.Database, selection: Selection
+) -> Generator[dict[str, Any], None, None]:
+    """Summaries of the selected records (JSON columns decoded, no envelope), one at a time
+    (memory does not grow with the archive), each value checked (`ArchiveError` naming the
+    column and the record)."""
     for rowid, rid, *values in selection.rows(db, "rowid, " + ", ".join(SUMMARY_COLUMNS)):
         rid = stored(rid, str, "records.record_id", f"row {rowid}")
         at = f"record {rid}"
@@ -141,8 +149,7 @@ def query_records(db: sqlite_utils.Database, selection: Selection) -> list[dict[
         for (column, kind), value in zip(_VALUE_KINDS, values, strict=True):
             row[column] = stored(value, kind, f"records.{column}", at)
         row["finished"] = bool(row["finished"])
-        out.append(row)
-    return out
+        yield row
 
 
 def stored_envelope(value: Any, rid: str) -> pb.RecordEnvelope:

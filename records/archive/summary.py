@@ -161,11 +161,18 @@ _RUN_COLUMNS = (
 
 
 def list_runs(db: sqlite_utils.Database) -> list[dict[str, Any]]:
-    """The re-scoring runs kept in the archive, oldest first (an unfinished run was
-    interrupted: its counts are those of its last summary, if any)."""
+    """The re-scoring runs kept in the archive, oldest first. An unfinished run was
+    interrupted: its counts are those of its last summary, if any, and `stored` says how
+    many of its results are stored."""
     out = []
     for row in db.query(f"SELECT {_RUN_COLUMNS} FROM rescore_runs ORDER BY run_id"):
-        out.append(_checked(row, "rescore_runs", f"run {row['run_id']}"))
+        run = _checked(row, "rescore_runs", f"run {row['run_id']}")
+        if run["finished_at"] is None:  # its counts are not made yet: the results stored
+            ((stored,),) = db.execute(
+                "SELECT count(*) FROM rescore_results WHERE run_id = ?", [run["run_id"]]
+            ).fetchall()
+            run["stored"] = int(stored)
+        out.append(run)
     return out
 
 

@@ -372,6 +372,12 @@ def test_interrupted_rescore_continues(
     assert finished is None
     ((partial,),) = rows(db, "SELECT count(*) FROM rescore_results WHERE run_id = ?", run_id)
     assert 0 < partial < N
+    listed = tapis("archive", "runs", db)  # the results stored so far, not the counts (none)
+    assert f"interrupted; {partial} results stored (the same command continues it)" in (
+        listed.stdout
+    ), listed.stdout
+    (run,) = [json.loads(line) for line in tapis("archive", "runs", db, "--json").stdout.split()]
+    assert run["stored"] == partial
 
     done = tapis("archive", "rescore", db, *SET, "--workers", workers, "--json")
     assert done.returncode == 0, done.stderr

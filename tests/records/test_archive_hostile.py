@@ -212,3 +212,11 @@ def test_an_add_waits_for_another_writer(
     assert add.returncode == 0, err
     assert "2 added" in out, out
     assert len(ids(db)) == N + 2
+
+
+def test_a_table_for_a_record_file_is_refused(archive: Path, tmp_path: Path) -> None:
+    """`--table` without `--format csv|parquet` (a record file has no table): refused, not
+    ignored."""
+    done = tapis("archive", "export", archive, "-o", tmp_path / "x.tapis", "--table", "results")
+    assert done.returncode == 2 and "--table results is for --format csv" in done.stderr
+    assert not (tmp_path / "x.tapis").exists()
