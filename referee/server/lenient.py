@@ -1,6 +1,7 @@
-"""Requests that do not decode, on the services the referee takes from gRPC's own packages
-(health checking, reflection): INVALID_ARGUMENT in the method, as on the RefereeService
-(service.py `add_referee_service`), never UNKNOWN with an error and its traceback in the log.
+"""Requests that do not decode: `Undecodable`, answered INVALID_ARGUMENT in the method, never
+UNKNOWN with an error and its traceback in the log. The RefereeService decodes its requests
+with `lenient` (service.py `add_referee_service`); the services the referee takes from
+gRPC's own packages (health checking, reflection) get it from `LenientRequests`.
 
 Those packages register their handlers with the messages' `FromString`: bytes that are not
 the request raise in gRPC's own code, which answers UNKNOWN. `LenientRequests`, a server
@@ -19,21 +20,32 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from tapis_cartes.referee.engine.errors import quoted
-from tapis_cartes.referee.server.service import SERVICE, Undecodable
+from tapis_cartes.v1 import referee_pb2
 
-__all__ = ["LenientRequests"]
+__all__ = ["LenientRequests", "Undecodable", "lenient"]
 
-_OURS = f"/{SERVICE.full_name}/"
+_OURS = f"/{referee_pb2.DESCRIPTOR.services_by_name['RefereeService'].full_name}/"
 
 
-def _lenient(deserialize: Callable[[bytes], Any] | None, name: str) -> Callable[[bytes], Any]:
-    def lenient(data: bytes) -> Any:
+class Undecodable:
+    """A request whose bytes do not decode (refused as INVALID_ARGUMENT, not UNKNOWN)."""
+
+    def __init__(self, name: str, error: str) -> None:
+        self.name = name
+        self.error = error
+
+
+def lenient(deserialize: Callable[[bytes], Any] | None, name: str) -> Callable[[bytes], Any]:
+    """`deserialize`, giving `Undecodable` (naming the message `name`) for bytes that are
+    not the message; None: the bytes as they are."""
+
+    def deserialized(data: bytes) -> Any:
         try:
             return deserialize(data) if deserialize is not None else data
-        except (DecodeError, ValueError, RecursionError) as exc:  # (as service.py's)
+        except (DecodeError, ValueError, RecursionError) as exc:
             return Undecodable(name, str(exc))
 
-    return lenient
+    return deserialized
 
 
 async def _refuse(request: Undecodable, context: grpc.aio.ServicerContext[Any, Any]) -> None:
@@ -112,15 +124,15 @@ class LenientRequests(grpc.aio.ServerInterceptor):
         source = getattr(handler.request_deserializer, "__self__", None)  # (its class)
         message = getattr(source, "DESCRIPTOR", None)
         name = message.full_name if message is not None else f"{method}'s request"
-        lenient: dict[str, Any] = {
-            "request_deserializer": _lenient(handler.request_deserializer, name),
+        kept: dict[str, Any] = {
+            "request_deserializer": lenient(handler.request_deserializer, name),
             "response_serializer": handler.response_serializer,
         }
         if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(_unary_in(handler.unary_unary), **lenient)
+            return grpc.unary_unary_rpc_method_handler(_unary_in(handler.unary_unary), **kept)
         if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(_unary_in(handler.unary_stream), **lenient)
+            return grpc.unary_stream_rpc_method_handler(_unary_in(handler.unary_stream), **kept)
         if handler.stream_unary is not None:
-            return grpc.stream_unary_rpc_method_handler(_stream_in(handler.stream_unary), **lenient)
+            return grpc.stream_unary_rpc_method_handler(_stream_in(handler.stream_unary), **kept)
         assert handler.stream_stream is not None
-        return grpc.stream_stream_rpc_method_handler(_stream_in(handler.stream_stream), **lenient)
+        return grpc.stream_stream_rpc_method_handler(_stream_in(handler.stream_stream), **kept)

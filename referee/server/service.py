@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import any_pb2
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -51,6 +51,7 @@ from tapis_cartes.referee.errors import (
     Unavailable,
     control_character,
 )
+from tapis_cartes.referee.server.lenient import Undecodable, lenient
 from tapis_cartes.referee.server.limits import (
     DEFAULT_LIMITS,
     MAX_ID,
@@ -228,24 +229,6 @@ def _client(context: grpc.aio.ServicerContext[Any, Any]) -> str:
 # --- requests: decoded leniently, then checked against their bounds -----------------------
 
 
-class Undecodable:
-    """A request whose bytes do not decode (refused as INVALID_ARGUMENT, not UNKNOWN)."""
-
-    def __init__(self, name: str, error: str) -> None:
-        self.name = name
-        self.error = error
-
-
-def _lenient(message: type[Message]) -> Callable[[bytes], Message | Undecodable]:
-    def deserialize(data: bytes) -> Message | Undecodable:
-        try:
-            return message.FromString(data)
-        except (DecodeError, ValueError, RecursionError) as exc:
-            return Undecodable(message.DESCRIPTOR.full_name, str(exc))
-
-    return deserialize
-
-
 def add_referee_service(servicer: RefereeServicer, server: grpc.aio.Server) -> None:
     """Register the servicer as the generated code would, but with requests decoded
     leniently: bytes that are not the request give INVALID_ARGUMENT, in the method."""
@@ -261,7 +244,7 @@ def add_referee_service(servicer: RefereeServicer, server: grpc.aio.Server) -> N
             make = grpc.unary_unary_rpc_method_handler
         handlers[method.name] = make(
             getattr(servicer, method.name),
-            request_deserializer=_lenient(request),
+            request_deserializer=lenient(request.FromString, request.DESCRIPTOR.full_name),
             response_serializer=response.SerializeToString,
         )
     server.add_generic_rpc_handlers(
