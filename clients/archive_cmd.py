@@ -332,7 +332,8 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         return 2
     cpus = min(os.cpu_count() or 1, MAX_WORKERS)
     workers = args.workers or cpus
-    if args.engine == "local" and workers > cpus:  # (more: each only waits, and costs memory)
+    # (More: each only waits, and costs memory. Past MAX_WORKERS: refused below.)
+    if args.engine == "local" and cpus < workers <= MAX_WORKERS:
         _err(f"--workers {workers}: this machine has {counted(cpus, 'CPU')}; {cpus} workers")
         workers = cpus
     t0 = time.perf_counter()

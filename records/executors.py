@@ -119,7 +119,9 @@ class LocalPoolExecutor:
         from concurrent.futures import ProcessPoolExecutor
 
         ctx = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(helpers, mp_context=ctx, initializer=_worker_start)
+        pool = ProcessPoolExecutor(
+            helpers, mp_context=ctx, initializer=_worker_start, initargs=(os.getpid(),)
+        )
         _widen_result_pipe(pool)
         todo = iter(tasks)
         running: dict[Future[R], T] = {}
@@ -256,17 +258,23 @@ def _interrupt_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
-def _worker_start() -> None:
+def _worker_start(caller: int) -> None:
     """A pool worker's start: Ctrl-C is for the caller, which stops the pool; and the worker
     ends as soon as the caller is gone (killed, it could not stop its pool: the worker would
-    wait forever to hand over a result nobody reads)."""
+    wait forever to hand over a result nobody reads; and the pool's resource tracker, which
+    ends when the last process holding its pipe does, with it). `caller` is the caller's
+    process id, as the caller gave it: a worker comes here only once its interpreter has
+    started and imported its modules (a second or more on a busy machine), and a caller
+    killed meanwhile has left it the child of another process, which `os.getppid()` read
+    here would take for the caller, and the worker would never end."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=_end_with_parent, args=(caller,), daemon=True).start()
 
 
 def _end_with_parent(parent: int) -> None:
-    """End this process once its parent is gone (it is then the child of another)."""
+    """End this process once its parent is gone (it is then the child of another): at once
+    when it is gone already."""
     while os.getppid() == parent:
         time.sleep(PARENT_CHECK)
     os._exit(1)

@@ -144,7 +144,7 @@ def rescore(
     """Re-score the selected records with `changes` applied to their options. Continues the
     unfinished run with the same options and selection, if any. `progress(done, total)` is
     called after each store."""
-    db = open_archive(db_path, create=False)
+    db = open_archive(db_path, create=False, writes=True)
     db.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_PAGES}")  # (this connection's)
     new_run = None  # the run made by this call, until it is finished
     try:

@@ -12,6 +12,7 @@ Scores are stored as JSON lists, one list per seat of the game's units (`[[26], 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -166,33 +167,116 @@ def stored(value: Any, kind: type | Shape, column: str, row: str, nullable: bool
     return value
 
 
-def open_archive(path: str | Path, create: bool = True) -> sqlite_utils.Database:
+def open_archive(
+    path: str | Path, create: bool = True, writes: bool | None = None
+) -> sqlite_utils.Database:
     """The archive at `path`, its tables made if missing; `ArchiveError` if it does not exist
     (or is not an archive: another SQLite file, an empty file) and `create` is false, or if it
-    is not an SQLite file."""
+    is not an SQLite file, or a folder, or in a folder that does not exist.
+
+    An archive this process cannot write (`_cannot_write`: the file, or the folder where
+    SQLite makes its write-ahead log beside it) is an `ArchiveError` saying so when the
+    command `writes` (by default: when it may `create` the archive; `archive add`, `rescore`).
+    Else it is opened read-only, so that `query`, `show`, `runs` and `export` read an archive
+    on a read-only medium; its schema must then be current (a migration writes). An archive
+    that can be written is opened for writing, as always: its schema brought to the current
+    version by any command."""
     import sqlite_utils
 
     p = Path(path)
-    if not create and not p.is_file():
-        raise ArchiveError(f"{p}: no such archive")
+    _check_path(p, create)
+    cannot_write = _cannot_write(p)
+    if (create if writes is None else writes) and cannot_write:
+        raise ArchiveError(f"{p}: the archive cannot be written: {cannot_write}")
+    db = None
     try:
-        db = sqlite_utils.Database(p)
+        db = sqlite_utils.Database(_read_only(p) if cannot_write else sqlite3.connect(p))
         if not create and "records" not in db.table_names():
-            db.close()
             raise ArchiveError(f"{p}: not a Tapis archive (it has no records table)")
         # No text or blob above a record's bound: a value made by the file itself (a
         # generated column, a function's result) is an error, not gigabytes.
         db.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE)
-        db.execute("PRAGMA journal_mode=WAL")
+        if not cannot_write:
+            db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA busy_timeout=30000")
         _check_objects(db, p)  # (before a migration writes: a trigger would run)
-        migrate(db, p)
+        if not cannot_write:
+            migrate(db, p)
+        elif _known_version(db, p) < SCHEMA_VERSION:
+            raise ArchiveError(
+                f"{p}: the archive needs upgrading (schema version {schema_version(db)}, this"
+                f" Tapis's is {SCHEMA_VERSION}), which writes it, and it cannot be written"
+                f" here: {cannot_write} (run any `tapis archive` command on it, or on a copy,"
+                " once where it can be written: that upgrades it)"
+            )
     except ArchiveError:
-        db.close()
+        if db is not None:
+            db.close()
         raise
     except sqlite3.DatabaseError as exc:
+        if db is not None:
+            db.close()
         raise ArchiveError(f"{p}: not an archive ({exc})") from None
     return db
+
+
+def _check_path(p: Path, create: bool) -> None:
+    """`ArchiveError` for a path that cannot be an archive, said as it is: SQLite says
+    "unable to open database file" for each (a folder, a folder that does not exist, a file
+    this process may not read); and, when `create` is false, for a missing file."""
+    if p.is_dir():
+        raise ArchiveError(f"{p}: is a folder, not an archive")
+    folder = p.parent
+    if not folder.is_dir():
+        what = "cannot make the archive" if create else "no such archive"
+        why = f"{folder} is not a folder" if folder.exists() else f"there is no folder {folder}"
+        raise ArchiveError(f"{p}: {what}: {why}")
+    if not create and not p.is_file():
+        raise ArchiveError(f"{p}: no such archive")
+    if p.exists() and not os.access(p, os.R_OK):
+        raise ArchiveError(f"{p}: the archive cannot be read (this user may not read it)")
+
+
+def _cannot_write(p: Path) -> str | None:
+    """Why this process cannot write the archive at `p` (or make it, when there is no file),
+    or None when it can. The folder counts: in WAL mode SQLite makes the archive's
+    write-ahead log and shared memory (`-wal`, `-shm`) beside it, and removes them."""
+    folder = p.parent
+    statvfs = getattr(os, "statvfs", None)  # (POSIX)
+    if statvfs is not None and statvfs(folder).f_flag & os.ST_RDONLY:
+        return "it is on a read-only file system"
+    if p.exists() and not os.access(p, os.W_OK):
+        return "this user may not write the file"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"this user may not write in its folder {folder}"
+    return None
+
+
+def _read_only(p: Path) -> sqlite3.Connection:
+    """A read-only connection to the archive at `p`, which this process cannot write. SQLite
+    reads a WAL-mode file so when its `-shm` and `-wal` files are there, or when it may make
+    them in the folder; else (a read-only file system, the archive alone: as Tapis leaves it
+    once closed) only as an immutable file, without locks or write-ahead log, which SQLite
+    documents for a file on a read-only medium. That read is right only while no `-wal` holds
+    changes not yet in the file: with one, and no `-shm`, the archive cannot be read here."""
+    uri = p.absolute().as_uri()
+    conn = sqlite3.connect(f"{uri}?mode=ro", uri=True)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # (SQLite opens lazily)
+        return conn
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if exc.sqlite_errorcode != sqlite3.SQLITE_CANTOPEN:
+            raise
+    wal = p.with_name(p.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise ArchiveError(
+            f"{p}: the archive cannot be read here: its write-ahead log {wal.name} holds"
+            f" changes not yet in the file, which SQLite reads only with {p.name}-shm beside"
+            " it or in a folder it may write (copy the archive and its -wal file where they"
+            " can be written, and open it there once)"
+        )
+    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
 
 
 # The longest text or blob an archive holds: a record's bound, and room beside it.
@@ -232,6 +316,16 @@ def migrate(db: sqlite_utils.Database, path: Path) -> None:
     transaction with the version it reaches: an interrupted migration leaves the archive at
     the last version it completed, and nothing is ever removed. `ArchiveError` for an archive
     of a newer Tapis."""
+    version = _known_version(db, path)
+    for target, step in MIGRATIONS[version:]:
+        with db.atomic():
+            step(db)
+            db.execute(f"PRAGMA user_version = {target}")
+
+
+def _known_version(db: sqlite_utils.Database, path: Path) -> int:
+    """The archive's schema version, once it is one this Tapis reads or upgrades:
+    `ArchiveError` otherwise."""
     version = schema_version(db)
     if version < 0:  # no Tapis writes one: `MIGRATIONS[version:]` would run the last ones only
         raise ArchiveError(f"{path}: archive schema version {version} is not one Tapis writes")
@@ -240,10 +334,7 @@ def migrate(db: sqlite_utils.Database, path: Path) -> None:
             f"{path}: archive schema version {version} is newer than this Tapis knows"
             f" ({SCHEMA_VERSION}): use a newer Tapis"
         )
-    for target, step in MIGRATIONS[version:]:
-        with db.atomic():
-            step(db)
-            db.execute(f"PRAGMA user_version = {target}")
+    return version
 
 
 def _tables(db: sqlite_utils.Database) -> None:
