@@ -191,7 +191,14 @@ def open_archive(
     db = None
     try:
         db = sqlite_utils.Database(_read_only(p) if cannot_write else sqlite3.connect(p))
-        if not create and "records" not in db.table_names():
+        tables = db.table_names()
+        if "records" not in tables and tables:  # another program's file: left as it is
+            shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+            raise ArchiveError(
+                f"{p}: not a Tapis archive (it has no records table, and tables of another"
+                f" program: {shown})"
+            )
+        if not create and "records" not in tables:
             raise ArchiveError(f"{p}: not a Tapis archive (it has no records table)")
         # No text or blob above a record's bound: a value made by the file itself (a
         # generated column, a function's result) is an error, not gigabytes.

@@ -220,3 +220,25 @@ def test_a_table_for_a_record_file_is_refused(archive: Path, tmp_path: Path) -> 
     done = tapis("archive", "export", archive, "-o", tmp_path / "x.tapis", "--table", "results")
     assert done.returncode == 2 and "--table results is for --format csv" in done.stderr
     assert not (tmp_path / "x.tapis").exists()
+
+
+def test_another_programs_sqlite_file_is_left_as_it_is(
+    corpus: list[pb.RecordEnvelope], tmp_path: Path
+) -> None:
+    """`archive add` into an SQLite file of another program (tables, no `records`): refused,
+    naming its tables; the file is not changed (no Tapis tables, no WAL mode)."""
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    with conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+        conn.execute("INSERT INTO invoices (total) VALUES (12.5)")
+    conn.close()
+    before = other.read_bytes()
+    records = tmp_path / "r.tapis"
+    write_envelopes(records, corpus[:1])
+    done = tapis("archive", "add", other, records)
+    no_traceback(done)
+    assert done.returncode == 2, done.stdout
+    assert "not a Tapis archive" in done.stderr and "invoices" in done.stderr, done.stderr
+    assert other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db", "r.tapis"]
