@@ -192,11 +192,10 @@ def open_archive(
     try:
         db = sqlite_utils.Database(_read_only(p) if cannot_write else sqlite3.connect(p))
         tables = db.table_names()
-        if "records" not in tables and tables:  # another program's file: left as it is
+        if tables and not set(tables) & set(_TABLES):  # another program's file: left as is
             shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
             raise ArchiveError(
-                f"{p}: not a Tapis archive (it has no records table, and tables of another"
-                f" program: {shown})"
+                f"{p}: not a Tapis archive (it has tables of another program: {shown})"
             )
         if not create and "records" not in tables:
             raise ArchiveError(f"{p}: not a Tapis archive (it has no records table)")
@@ -286,6 +285,8 @@ def _read_only(p: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True)
 
 
+# The tables an archive has (a file with tables, none of them these, is another program's).
+_TABLES = ("records", "record_players", "rescore_runs", "rescore_results")
 # The longest text or blob an archive holds: a record's bound, and room beside it.
 MAX_VALUE = MAX_ENVELOPE + (1 << 20)
 
@@ -303,7 +304,7 @@ def _check_objects(db: sqlite_utils.Database, path: Path) -> None:
                 f"{path}: the archive holds a {what} {name!r}, which Tapis never makes"
                 " (was the file changed by another program?)"
             )
-    for table in ("records", "record_players", "rescore_runs", "rescore_results"):
+    for table in _TABLES:
         for row in db.execute(f"PRAGMA table_xinfo({table})"):
             if row[6]:  # hidden: 2 or 3 for a generated column
                 raise ArchiveError(
