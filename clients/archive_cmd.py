@@ -58,13 +58,14 @@ from tapis_cartes.referee.errors import (
     exit_status,
     json_text,
     quoted,
+    terminal_lines,
 )
 
 __all__ = ["add_archive_parser", "add_key_options", "keys_given", "positive_int"]
 
 
 def _err(msg: str) -> None:
-    print("\n".join(map(terminal_text, msg.split("\n"))), file=sys.stderr)
+    print(terminal_lines(msg), file=sys.stderr)
 
 
 def _dumps(obj: Any) -> str:
@@ -107,7 +108,7 @@ def _say(text: str) -> None:
     """Print a command's text for a person: what an archive holds (names, dates, options,
     rule texts, file names) is any text, so a character a terminal would obey is shown as
     its escape, line by line."""
-    print("\n".join(map(terminal_text, text.split("\n"))))
+    print(terminal_lines(text))
 
 
 def _unlisted(more: int, what: str) -> None:

@@ -40,7 +40,7 @@ from tapis_cartes.referee.engine.actions import (
 from tapis_cartes.referee.engine.cards import SUIT_WORDS, card_str
 from tapis_cartes.referee.engine.errors import InvalidAction
 from tapis_cartes.referee.engine.options import Option
-from tapis_cartes.referee.errors import json_text, terminal_text
+from tapis_cartes.referee.errors import json_text, terminal_lines, terminal_text
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 
@@ -158,7 +158,7 @@ class Screen:
     def say(self, text: str = "") -> None:
         """Print a line for the person: what the referee sent (names, facts, texts) is any
         text, so a character a terminal would obey is shown as its escape."""
-        print("\n".join(map(terminal_text, text.split("\n"))), file=self.out, flush=True)
+        print(terminal_lines(text), file=self.out, flush=True)
 
     def who(self, seat: int) -> str:
         """The seat's player for a person: a seat the table does not have (a fact's -1 where

@@ -81,6 +81,7 @@ __all__ = [
     "control_character",
     "exit_status",
     "quoted",
+    "terminal_lines",
     "terminal_text",
 ]
 
@@ -120,6 +121,12 @@ def terminal_text(text: str) -> str:
     stays readable, and escaping twice changes nothing). For every text a record or an
     archive carries as given (names, provenance, comments) that a command prints."""
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def terminal_lines(text: str) -> str:
+    """`text` of several lines for a person: each line through `terminal_text`, the line
+    breaks between them kept (a break inside a value given as one line is escaped)."""
+    return "\n".join(map(terminal_text, text.split("\n")))
 
 
 def json_text(value: Any, **dumps: Any) -> str:
