@@ -140,6 +140,7 @@ class RunningServer:
         if self.web is not None:
             await self.web.stop()  # its event streams end, its requests under way finish
         await self.server.stop(grace)
+        await _calls_wound_up()
         await self.referee.close()  # changes under way (their callers gone or not) finish
         self.store.close()
         fields = {
@@ -151,6 +152,21 @@ class RunningServer:
             "loop_cpu_s": round(time.thread_time(), 3),
         }
         log.info("referee stopped", extra={"fields": fields})
+
+
+async def _calls_wound_up(timeout: float = 1.0) -> None:
+    """gRPC's `Server.stop` cancels the calls still under way (a health watch, a table's
+    stream) and returns before their tasks have ended: a loop that closes then cancels them
+    once more, which gRPC logs as an error with its traceback. Wait (at most `timeout`) for
+    those tasks, found by the coroutine gRPC runs each call in."""
+    me = asyncio.current_task()
+    calls = [
+        task
+        for task in asyncio.all_tasks()
+        if task is not me and getattr(task.get_coro(), "__qualname__", None) == "_schedule_rpc_coro"
+    ]
+    if calls:
+        await asyncio.wait(calls, timeout=timeout)
 
 
 async def create_server(

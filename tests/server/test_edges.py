@@ -850,3 +850,54 @@ async def _events(stub: rpc.RefereeServiceStub, table_id: str) -> Any:
         if response.event.index + 1 >= table.event_index:
             call.cancel()
             return
+
+
+_STOP_WITH_STREAMS = """
+import asyncio, logging, sys
+from pathlib import Path
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from tapis_cartes.referee.server.app import create_server
+from tapis_cartes.v1 import referee_pb2 as pb, referee_pb2_grpc as rpc
+from tests.server.util import auth, new_table
+
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+
+async def main(d: Path) -> None:
+    server = await create_server(db=d / "t.db", key=d / "k")
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.port}")
+    stub = rpc.RefereeServiceStub(channel)
+    calls = [health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest())]
+    for _ in range(4):
+        table, tokens = await new_table(stub, "dame-de-pique", "standard", {}, 4)
+        calls += [
+            stub.WatchTable(pb.WatchTableRequest(table_id=table), metadata=auth(tokens[s]))
+            for s in range(4)
+        ]
+    for call in calls:
+        await call.read()
+    await server.stop(0)
+    await channel.close()
+
+asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+def test_a_stop_with_streams_open_logs_no_error(tmp_path: Path) -> None:
+    """A referee stopped (no grace) while clients hold streams (tables' streams and a health
+    watch), its loop closed right after, each time in a fresh process: no error is logged
+    (gRPC's stop returns before the calls it cancelled have ended; the loop's close cancelled
+    them once more, each an error with a traceback)."""
+    root = Path(__file__).resolve().parents[2]
+    for i in range(4):
+        (tmp_path / str(i)).mkdir()
+        done = subprocess.run(
+            [sys.executable, "-c", _STOP_WITH_STREAMS, str(tmp_path / str(i))],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")]
+        assert not errors, done.stderr
