@@ -1416,6 +1416,16 @@ def run_all(args: argparse.Namespace) -> int:
             f" s; per write stored: {1e6 * loop_s / writes:,.0f} /"
             f" {1e6 * writer_s / writes:,.0f} / {1e6 * rest_s / writes:,.0f} us"
         )
+    if store is not None and "gc2" in store:
+        # The collector's pauses (app.py `GcPauses`, CPU time of the collecting thread, the
+        # event loop's mostly): each one delays every submission under way.
+        said = ", ".join(
+            f"generation {g}: {store[f'gc{g}']['count']:,} pauses, "
+            f"{store[f'gc{g}']['total_ms']:,.0f} ms in all, "
+            f"longest {store[f'gc{g}']['max_ms']:.1f} ms, {store[f'gc{g}']['collected']:,} freed"
+            for g in range(3)
+        )
+        print(f"  the referee's garbage collector, whole run: {said}")
     if (
         paced is not None
         and echo is not None

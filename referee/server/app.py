@@ -132,8 +132,9 @@ class RunningServer:
     web_port: int | None = None  # the web front's port, when it serves
     servicer: RefereeServicer | None = None  # the RefereeService (its stream counts)
 
-    async def stop(self, grace: float = 5.0) -> None:
-        """Graceful shutdown: NOT_SERVING at once, finish the calls under way, flush."""
+    async def stop(self, grace: float = 5.0, pauses: GcPauses | None = None) -> None:
+        """Graceful shutdown: NOT_SERVING at once, finish the calls under way, flush.
+        `pauses`: the collector's pauses while it served, said in the last log line."""
         await self.health.set(SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         self.referee.ready = False  # new calls: UNAVAILABLE
@@ -150,6 +151,7 @@ class RunningServer:
             # on it): beside the store's writer thread's, what each part of the referee costs.
             "process_cpu_s": round(time.process_time(), 3),
             "loop_cpu_s": round(time.thread_time(), 3),
+            **(pauses.stats() if pauses is not None else {}),
         }
         log.info("referee stopped", extra={"fields": fields})
 
@@ -338,6 +340,42 @@ def _add_reflection_v1_file(pool: descriptor_pool.DescriptorPool) -> None:
 SWITCH_INTERVAL = 0.0005  # seconds (Python's default: 0.005)
 
 
+class GcPauses:
+    """The pauses of Python's garbage collector in this process, by generation (`gc.callbacks`),
+    in CPU time of the thread that collected (the event loop's, mostly): every submission under
+    way waits out a collection on the event loop, so the longest pauses bound the referee's
+    latency from below ("referee stopped" gives them, and the objects each generation freed)."""
+
+    def __init__(self) -> None:
+        self.count = [0, 0, 0]
+        self.total = [0.0, 0.0, 0.0]
+        self.longest = [0.0, 0.0, 0.0]
+        self.collected = [0, 0, 0]
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+            return
+        took = time.thread_time() - self._started
+        generation = info["generation"]
+        self.count[generation] += 1
+        self.total[generation] += took
+        self.longest[generation] = max(self.longest[generation], took)
+        self.collected[generation] += info["collected"]
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            f"gc{g}": {
+                "count": self.count[g],
+                "total_ms": round(1000 * self.total[g], 2),
+                "max_ms": round(1000 * self.longest[g], 2),
+                "collected": self.collected[g],
+            }
+            for g in range(3)
+        }
+
+
 async def serve(
     address: str,
     db: str | Path,
@@ -356,6 +394,8 @@ async def serve(
     # made since (its pause, every submission waits it out, shrinks with it).
     gc.collect()
     gc.freeze()
+    pauses = GcPauses()
+    gc.callbacks.append(pauses)
     print(f"tapis referee listening on {address.rsplit(':', 1)[0]}:{running.port}", flush=True)
     if web is not None:
         print(f"tapis web front on http://{web.rsplit(':', 1)[0]}:{running.web_port}/", flush=True)
@@ -378,6 +418,6 @@ async def serve(
         log.error("referee stopping: its store failed", extra={"fields": {"error": failed[0]}})
     else:
         log.info("shutdown requested", extra={"fields": {"port": running.port}})
-    await running.stop()
+    await running.stop(pauses=pauses)
     if failed:
         raise StoreError(failed[0])

@@ -114,6 +114,13 @@ def test_sigkill_at_random_points_loses_no_acknowledged_action(tmp_path: Path) -
             took = stopped[key]
             assert 0 < took["p50"] <= took["p90"] <= took["p99"] <= took["max"], stopped
         assert stopped["commit_ms"]["max"] <= stopped["transaction_ms"]["max"], stopped
+        # And the garbage collector's pauses while it served (this last start served a few
+        # calls: maybe none).
+        for g in ("gc0", "gc1", "gc2"):
+            pauses = stopped[g]
+            assert 0 <= pauses["max_ms"] <= pauses["total_ms"], stopped
+            if pauses["count"] == 0:
+                assert pauses["total_ms"] == 0 == pauses["collected"], stopped
 
     try:
         asyncio.run(main())
