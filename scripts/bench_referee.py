@@ -52,7 +52,9 @@ process:
    synced to the disk), since each acknowledgement waits for the commit holding its action,
    and a write from its queuing to its answer read on the event loop (the whole wait the
    store adds to an acknowledgement: the pipes, the writer's queue, the transaction);
-   and the referee's CPU by thread (the event loop, the store's writer, gRPC's threads).
+   the referee's CPU by thread (the event loop, the store's writer, gRPC's threads); and the
+   garbage collector's pauses by generation (a full collection stops the event loop for tens
+   of milliseconds: every submission under way waits it out).
 3. Memory: a fresh `tapis serve`; its VmRSS once it serves, then after ``--idle-tables``
    CreateTable calls of Dame de Pique with all four seats open (WAITING) and a short settle.
    The target is (RSS after - RSS before) / N <= 20 KB per table.
