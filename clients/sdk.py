@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -109,13 +110,18 @@ _CHANNEL_OPTIONS = (
 # --- errors --------------------------------------------------------------------------------
 
 
-def _error(exc: grpc.aio.AioRpcError) -> RefereeError:
-    """The SDK exception of a failed call, with the details of its google.rpc.Status."""
+def _error(exc: grpc.aio.AioRpcError, tries: int = 1, waited: float = 0.0) -> RefereeError:
+    """The SDK exception of a failed call, with the details of its google.rpc.Status. `tries`:
+    the last of that many tries in a row, over `waited` seconds (the message says so: a
+    referee down longer than the retries last is not a bug of the caller)."""
     try:
         rich = rpc_status.from_call(exc)
     except (ValueError, DecodeError):  # details that disagree with the call, or are no Status
         rich = None
-    return _status_error(exc.code(), exc.details() or "", rich.details if rich else ())
+    message = exc.details() or ""
+    if tries > 1:
+        message += f" (the last of {tries} tries over {waited:.1f} s)"
+    return _status_error(exc.code(), message, rich.details if rich else ())
 
 
 def refusal_error(refused: pb.RefusalStatus) -> RefereeError:
@@ -275,6 +281,12 @@ class RefereeClient:
     def _delay(self, failures: int) -> float:
         return float(min(self.max_backoff, self.backoff * 2 ** (failures - 1)))
 
+    @staticmethod
+    def _given_up(exc: grpc.aio.AioRpcError, failures: int, since: float) -> RefereeError:
+        """The error of the `failures`-th failure in a row, the first try made at `since`
+        (`time.monotonic`)."""
+        return _error(exc, failures, time.monotonic() - since)
+
     async def _unary(
         self,
         method: str,
@@ -283,7 +295,7 @@ class RefereeClient:
     ) -> Resp:
         """One unary call (counted in `calls` under `method`); a lost connection (or a call
         the referee cancelled as it stopped) is retried when the call is safe to repeat."""
-        failures = 0
+        failures, since = 0, time.monotonic()
         while True:
             try:
                 self.calls[method] += 1
@@ -292,7 +304,7 @@ class RefereeClient:
                 failures += 1
                 lost = exc.code() in _LOST
                 if not (retry and lost) or failures > self.retries:
-                    raise _error(exc) from exc
+                    raise self._given_up(exc, failures, since) from exc
             await asyncio.sleep(self._delay(failures))
 
     # -- games and tables -----------------------------------------------------------------
@@ -411,7 +423,7 @@ class RefereeClient:
         event once. The referee sends them in batches (WatchTableRequest.batch_events); with
         `held`, a seat's events come with its turns (only_turns)."""
         next_index = from_index
-        failures = 0
+        failures, since = 0, 0.0  # failures in a row, the first at `since`
         while True:
             request = pb.WatchTableRequest(
                 table_id=table_id, from_event_index=next_index, batch_events=True
@@ -445,12 +457,14 @@ class RefereeClient:
                 # the record and adding that event), the stream is reopened a few times; a
                 # start past the end of a finished table ends this way too.
                 failures += 1
+                since = since if failures > 1 else time.monotonic()
                 if failures > _CLEAN_END_RETRIES:
                     return
             except grpc.aio.AioRpcError as exc:
                 failures += 1
+                since = since if failures > 1 else time.monotonic()
                 if exc.code() not in _RESUMABLE or failures > self.retries:
-                    raise _error(exc) from exc
+                    raise self._given_up(exc, failures, since) from exc
             finally:
                 call.cancel()
                 await messages.aclose()
@@ -716,6 +730,7 @@ class SeatPlay:
     async def _messages(self) -> AsyncGenerator[pb.PlaySeatResponse, None]:
         c = self.handle.client
         failures = unavailable = 0
+        since = 0.0  # the first of `failures` in a row
         try:
             while True:
                 try:
@@ -724,13 +739,15 @@ class SeatPlay:
                     message = await self._call.read()
                 except grpc.aio.AioRpcError as exc:
                     failures += 1
+                    since = since if failures > 1 else time.monotonic()
                     if exc.code() not in _RESUMABLE or failures > c.retries:
-                        raise _error(exc) from exc
+                        raise c._given_up(exc, failures, since) from exc
                     self._drop()
                     await asyncio.sleep(c._delay(failures))
                     continue
                 if message is grpc.aio.EOF:  # ended before the match did: reopened
                     failures += 1
+                    since = since if failures > 1 else time.monotonic()
                     self._drop()
                     if failures > _CLEAN_END_RETRIES:
                         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -244,6 +245,25 @@ class _Signalling(RandomBot):
         return super().choose(view)
 
 
+async def _stopped_mid_match(
+    client: RefereeClient, server: Any, one_call: bool
+) -> tuple[list[SeatHandle], asyncio.Future[list[Any]]]:
+    """Four random bots on a new table of `client`, on PlaySeat streams (`one_call`) or
+    WatchTable streams, until one has chosen 8 times; then `server` is stopped (no grace).
+    The seats' handles, and the bots' results (an error as its result)."""
+    table = await client.create_table("hearts", options=SHORT, seats=[(n, False) for n in "ABCD"])
+    handles = [client.seat(table.table_id, i, t) for i, t in table.tokens.items()]
+    reached = asyncio.Event()
+    bots = [_Signalling(i, 8, reached) for i in range(4)]
+    playing = asyncio.gather(
+        *(play_seat(h, b, one_call) for h, b in zip(handles, bots, strict=True)),
+        return_exceptions=True,
+    )
+    await reached.wait()
+    await server.stop(0)
+    return handles, playing
+
+
 @pytest.mark.parametrize("one_call", [True, False])
 def test_bots_play_on_through_a_restart_of_the_referee(tmp_path: Path, one_call: bool) -> None:
     """The bots' streams drop mid-match (the referee stops and comes back on the same port):
@@ -256,17 +276,7 @@ def test_bots_play_on_through_a_restart_of_the_referee(tmp_path: Path, one_call:
             port = first.port
             client = RefereeClient(f"127.0.0.1:{port}", retries=30)
             async with client:
-                table = await client.create_table(
-                    "hearts", options=SHORT, seats=[(n, False) for n in "ABCD"]
-                )
-                handles = [client.seat(table.table_id, i, t) for i, t in table.tokens.items()]
-                reached = asyncio.Event()
-                bots = [_Signalling(i, 8, reached) for i in range(4)]
-                playing = asyncio.gather(
-                    *(play_seat(h, b, one_call) for h, b in zip(handles, bots, strict=True))
-                )
-                await reached.wait()
-                await first.stop(0)
+                handles, playing = await _stopped_mid_match(client, first, one_call)
                 async with referee(tmp_path, port):
                     results = await asyncio.wait_for(playing, 60)
                     record = await handles[0].record()
@@ -274,6 +284,34 @@ def test_bots_play_on_through_a_restart_of_the_referee(tmp_path: Path, one_call:
                     assert {r.record_id for r in results} == {record.record_id}
                     method = "PlaySeat" if one_call else "WatchTable"
                     assert client.calls[method] > 4  # the streams were reopened
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("one_call", [True, False])
+def test_a_referee_gone_for_good_ends_the_bots_with_the_tries_said(
+    tmp_path: Path, one_call: bool
+) -> None:
+    """The referee stops mid-match and does not come back: each bot's stream is tried again
+    `retries` times, then the bot ends with UNAVAILABLE, its message saying how many tries
+    over how long (a referee down, not a fault of the bot); so does a unary call."""
+
+    async def main() -> None:
+        async with referee(tmp_path) as server:
+            client = RefereeClient(f"127.0.0.1:{server.port}", retries=3, backoff=0.05)
+            async with client:
+                _, playing = await _stopped_mid_match(client, server, one_call)
+                ended = await asyncio.wait_for(playing, 60)
+                for error in ended:
+                    assert isinstance(error, RefereeError), error
+                    assert error.status == grpc.StatusCode.UNAVAILABLE, error
+                    assert re.search(r"\(the last of 4 tries over \d+\.\d s\)$", error.message), (
+                        error
+                    )
+                with pytest.raises(RefereeError) as unary:
+                    await client.list_games()
+                assert unary.value.status == grpc.StatusCode.UNAVAILABLE
+                assert re.search(r"\(the last of 4 tries over \d+\.\d s\)$", unary.value.message)
 
     asyncio.run(main())
 
