@@ -337,9 +337,6 @@ def _add_reflection_v1_file(pool: descriptor_pool.DescriptorPool) -> None:
     pool.Add(proto)
 
 
-SWITCH_INTERVAL = 0.0005  # seconds (Python's default: 0.005)
-
-
 class GcPauses:
     """The pauses of Python's garbage collector in this process, by generation (`gc.callbacks`),
     in CPU time of the thread that collected (the event loop's, mostly): every submission under
@@ -385,9 +382,8 @@ async def serve(
 ) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully; with `web` (HOST:PORT), the
     web front too."""
-    # The store's writer thread must get the interpreter back promptly after each SQLite
-    # call (a submission waits for its commit): switch threads every 0.5 ms, not every 5.
-    sys.setswitchinterval(SWITCH_INTERVAL)
+    # Python's switch interval stays at its 5 ms: the store writes in a process of its own, and
+    # forcing the loop off the interpreter more often for gRPC's threads only slows it.
     running = await create_server(address, db, key, limits, web=web)
     # What start-up made (modules, descriptors, the reloaded tables) lives as long as the
     # process: out of the collector's sight, so that a full collection scans only what serving
