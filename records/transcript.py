@@ -49,7 +49,7 @@ from tapis_cartes.referee.engine.actions import KIND_NAMES, PASS, action_str, pa
 from tapis_cartes.referee.engine.cards import card_str, mask_of, parse_card
 from tapis_cartes.referee.engine.errors import QUOTE_LIMIT, quoted
 from tapis_cartes.referee.engine.options import START_HAND_MAX, START_SCORE_MAX
-from tapis_cartes.referee.errors import control_character
+from tapis_cartes.referee.errors import name_fault
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["FORMAT", "MAX_BRACKETS", "MAX_TRANSCRIPT", "import_transcript", "load_transcript"]
@@ -299,9 +299,9 @@ def replay_transcript(doc: dict[str, Any]) -> tuple[Match, list[str], list[list[
     for i, n in enumerate(names):
         if len(n) > MAX_NAME:
             raise _fail(f"players[{i}]", f"a name of {len(n)} characters (at most {MAX_NAME})")
-        control = control_character(n)
-        if control is not None:
-            raise _fail(f"players[{i}]", f"a name holding a control character ({control})")
+        fault = name_fault(n)
+        if fault is not None:
+            raise _fail(f"players[{i}]", f"a name that {fault}")
     game = doc.get("game")
     if not isinstance(game, str):
         raise _fail("game", f"expected a game name, got {_shown(game)}")

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import re
 import reprlib
+import unicodedata
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -150,6 +151,53 @@ def control_character(text: str) -> str | None:
     docs/transcripts.md); readers print names through `terminal_text` all the same."""
     found = _UNSAFE.search(text)
     return None if found is None else f"U+{ord(found.group()):04X}"
+
+
+# Characters that show nothing, so that a name holding one could pass for another or for
+# none: Unicode's format characters (category Cf: U+200B, U+FEFF, U+00AD, U+2060, the tags
+# U+E0001-7F...) but the joiners U+200C/D between two characters beyond ASCII (Persian, the
+# Indic scripts and emoji sequences are written with them) and the tags of a flag (after
+# U+1F3F4), the noncharacters, and the
+# fillers that Unicode gives a letter's category but no ink (U+115F/60, U+3164, U+FFA0,
+# U+2800). A name must also show something: not only spaces and these.
+_JOINERS = "\u200c\u200d"
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+_TAG_BASES = frozenset(["\U0001f3f4", *map(chr, range(0xE0020, 0xE0080))])
+
+
+def _noncharacter(code: int) -> bool:
+    return 0xFDD0 <= code <= 0xFDEF or code & 0xFFFE == 0xFFFE
+
+
+def name_fault(name: str) -> str | None:
+    """Why `name` cannot be a player's name the referee or a transcript gives a seat, said
+    after the name (`holds a control character (U+202E)`, `holds a character that shows
+    nothing (U+200B)`, `holds a noncharacter (U+FDD0)`, `shows nothing`); None when it can.
+    An empty name is left to the caller (the referee names such a seat `seat N`). Records
+    already signed are held to `control_character` only (verify, record.proto)."""
+    control = control_character(name)
+    if control is not None:
+        return f"holds a control character ({control})"
+    shown = False
+    for i, ch in enumerate(name):
+        code = ord(ch)
+        if _noncharacter(code):
+            return f"holds a noncharacter (U+{code:04X})"
+        if unicodedata.category(ch) == "Cf":
+            after = name[i - 1] if i else ""
+            joined = (
+                ch in _JOINERS
+                and 0 < i < len(name) - 1
+                and not after.isascii()
+                and not name[i + 1].isascii()
+            )
+            # (An emoji tag sequence: a flag's tags after U+1F3F4.)
+            tagged = 0xE0020 <= code <= 0xE007F and after in _TAG_BASES
+            if not joined and not tagged:
+                return f"holds a character that shows nothing (U+{code:04X})"
+        elif not ch.isspace() and ch not in _FILLERS and not unicodedata.combining(ch):
+            shown = True
+    return None if shown or not name else "shows nothing"
 
 
 def _int_text(value: int) -> str:

@@ -49,7 +49,7 @@ from tapis_cartes.referee.errors import (
     TapisError,
     Unauthenticated,
     Unavailable,
-    control_character,
+    name_fault,
 )
 from tapis_cartes.referee.server.lenient import Undecodable, lenient
 from tapis_cartes.referee.server.limits import (
@@ -260,9 +260,9 @@ def _bounded(value: str, field: str, limit: int) -> None:
 
 def _check_name(value: str, field: str) -> None:
     _bounded(value, field, MAX_NAME)
-    control = control_character(value)
-    if control is not None:
-        raise BadRequest(f"{quoted(value)} holds a control character ({control})", field)
+    fault = name_fault(value) if value else None
+    if fault is not None:
+        raise BadRequest(f"{quoted(value)} {fault}", field)
 
 
 def _check_options(options: Sequence[rpb.Option]) -> None:

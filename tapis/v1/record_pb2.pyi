@@ -31,7 +31,8 @@ decode to (fields in number order, each once, varints minimal, packed repeated s
 default value written, no unknown field), so a match has one record id. And one content:
 every field is what a replay of the deals and actions gives (teams, score lines, scores in
 the game's units only, the outcome), except the free texts: seat names (1 to 64
-characters, without the control characters referee.proto's "Bounds" lists), the
+characters, without the control characters referee.proto's "Bounds" lists; its rule
+against characters that show nothing came later, and records signed before it verify), the
 provenance, and the reason of a record not finished (at most 256 characters each), and the
 clocks of a timed match: the elapsed time of each action is measured by the referee, and
 checked for its arithmetic only (TimeControl). `tapis record verify` refuses anything else

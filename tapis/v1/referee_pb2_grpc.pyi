@@ -30,7 +30,10 @@ waiting for players one hour after its creation (`tapis serve --open-seat-ttl`) 
 Bounds: a request is at most 64 KiB. A table id, a request id, a game or ruleset name, an
 option key and a string option value are at most 64 characters; a player's name at most 64
 characters, without control characters (C0, C1, DEL, U+2028/9, the bidirectional controls
-U+061C, U+200E/F, U+202A-E, U+2066-9); at most 10 seats and 64 options, each key once.
+U+061C, U+200E/F, U+202A-E, U+2066-9), without characters that show nothing (the format
+characters, Unicode's Cf, but the joiners U+200C/D between two characters beyond ASCII and
+a flag's tags; the noncharacters), and showing something (not only spaces and fillers such
+as U+3164); at most 10 seats and 64 options, each key once.
 Every int option has the range its OptionInfo gives. A table stops at 1000 hands or 100000
 actions (whichever comes first): its match is stopped unfinished, with a record saying why.
 Every reply is far below the 4 MiB a client receives by default. The referee holds at most

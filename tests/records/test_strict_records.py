@@ -657,12 +657,19 @@ def test_a_transcript_start_has_the_engines_bounds(
 
 
 def test_a_transcript_name_is_text_a_terminal_shows(tmp_path: Path) -> None:
-    """A name holding a control character is refused with the character named (the referee's
-    rule for names); names in any script, with accents or emoji, import as they are."""
+    """A name holding a control character or a character that shows nothing, or showing
+    nothing, is refused with the character named (the referee's rule for names); names in any
+    script, with accents or emoji, import as they are."""
     path = tmp_path / "t.json"
     path.write_text(json.dumps(_transcript(lambda d: d["players"].__setitem__(2, "Eve\u202eevE"))))
     with pytest.raises(TranscriptError, match=r"^players\[2\]: .*control character \(U\+202E\)"):
         import_transcript(load_transcript(path), "t.json")
+    for name, words in [("Ann\u200b", "shows nothing (U+200B)"), ("\u3164", "shows nothing")]:
+        path.write_text(json.dumps(_transcript(lambda d, n=name: d["players"].__setitem__(1, n))))
+        with pytest.raises(TranscriptError) as exc:
+            import_transcript(load_transcript(path), "t.json")
+        assert str(exc.value).startswith("players[1]: a name that "), str(exc.value)
+        assert str(exc.value).endswith(words), str(exc.value)
     names = ["Åsa Ødegård", "Ямщик", "中文名", "Ann 🂡"]
     path.write_text(json.dumps(_transcript(lambda d: d.__setitem__("players", names))))
     record = decode_record(import_transcript(load_transcript(path), "t.json"))

@@ -212,6 +212,60 @@ def test_names_with_control_characters_are_refused(tmp_path: Path) -> None:
     run(body, tmp_path)
 
 
+# Names that show nothing, or less than they hold (referee/errors.py `name_fault`): a zero-
+# width space, a byte-order mark, a soft hyphen, a joiner between Latin letters, a tag, a
+# noncharacter; and names of only spaces or of a blank filler.
+HIDDEN = {
+    "Ann\u200b": "shows nothing (U+200B)",
+    "\ufeffBob": "shows nothing (U+FEFF)",
+    "Ca\u00adrl": "shows nothing (U+00AD)",
+    "al\u200dice": "shows nothing (U+200D)",
+    "Eve\U000e0041": "shows nothing (U+E0041)",
+    "Dan\ufdd0": "noncharacter (U+FDD0)",
+    "   ": "shows nothing",
+    "\u3164": "shows nothing",
+}
+
+
+def test_names_that_show_nothing_are_refused(tmp_path: Path) -> None:
+    """A player's name holding a character that shows nothing, or showing nothing at all, is
+    INVALID_ARGUMENT naming the field and the character, at creation and at joining: one
+    name could pass for another, or for none. The joiners that Persian and emoji sequences
+    are written with, and a flag's tags, are parts of a name."""
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        others = [pb.SeatRequest(name=n) for n in "BCD"]
+        open_seat = await stub.CreateTable(
+            pb.CreateTableRequest(game="hearts", seats=[*others, pb.SeatRequest(open=True)])
+        )
+        for name, words in HIDDEN.items():
+            code, details = await _code(
+                stub.CreateTable(
+                    pb.CreateTableRequest(game="hearts", seats=[pb.SeatRequest(name=name), *others])
+                )
+            )
+            assert code == grpc.StatusCode.INVALID_ARGUMENT, (name, code, details)
+            assert details.startswith("seats[0].name: ") and details.endswith(words), details
+            code, details = await _code(
+                stub.JoinTable(pb.JoinTableRequest(table_id=open_seat.table_id, name=name))
+            )
+            assert code == grpc.StatusCode.INVALID_ARGUMENT, (name, code, details)
+            assert details.startswith("name: ") and details.endswith(words), details
+        fine = [
+            "\u0632\u0647\u0631\u200c\u0647",
+            "\U0001f468\u200d\U0001f469",
+            "Flag \U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",
+            "",
+        ]
+        made = await stub.CreateTable(
+            pb.CreateTableRequest(game="hearts", seats=[pb.SeatRequest(name=n) for n in fine])
+        )
+        table = await stub.GetTable(pb.GetTableRequest(table_id=made.table_id))
+        assert [s.name for s in table.seats] == [*fine[:3], "seat 3"]
+
+    run(body, tmp_path)
+
+
 def test_a_resignation_racing_other_seats_actions_is_never_stale(tmp_path: Path) -> None:
     """A seat resigns at any moment of play and names no index: sent while another seat's
     action is being applied (in play, and during the Dame de Pique exchange, whose passes are
