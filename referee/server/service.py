@@ -537,9 +537,8 @@ def event_message(
         action = event.action if viewer == event.seat else table.match.public_action(event.action)
         a.action = action
         a.text = _text(action)
-        mine = event.hands.visible_to(viewer)  # a seat's cards after the action, always
-        if mine is not None:
-            a.hand.extend(_cards(mine))
+        if viewer is not None:  # a seat's cards after the action, always
+            a.hand.extend(_cards(event.hands[viewer]))
         a.elapsed_ms = event.elapsed
         a.timeout = event.timeout
         if event.remaining is not None:

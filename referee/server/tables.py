@@ -133,7 +133,9 @@ class ActionEvent:
     index: int
     seat: int
     action: int
-    hands: HandsChanged  # every seat's cards after the action (each sees its own only)
+    # Every seat's cards after the action (each sees its own only), a mask each: a tuple of
+    # ints, which the garbage collector stops tracking (one object per action it scans less).
+    hands: tuple[int, ...]
     elapsed: int = 0  # ms the seat took (a timed table)
     timeout: bool = False  # made by the referee because the seat's time ran out
     remaining: int | None = None  # the seat's budget left after it (a timed table's budget)
@@ -443,10 +445,9 @@ class Table:
         hands = None
         for event in engine_events:
             if isinstance(event, HandsChanged):
-                hands = event
+                hands = event.hands
         if hands is None:
-            held = hand.held if hand is not None else [0] * len(self.seats)
-            hands = HandsChanged(tuple(held))
+            hands = tuple(hand.held) if hand is not None else (0,) * len(self.seats)
         self.events.append(ActionEvent(index, seat, action, hands, elapsed, timeout, remaining))
         self.events.extend(e for e in engine_events if not isinstance(e, HandsChanged))
         self.deal_until_playable()
