@@ -124,6 +124,36 @@ def _error(exc: grpc.aio.AioRpcError, tries: int = 1, waited: float = 0.0) -> Re
     return _status_error(exc.code(), message, rich.details if rich else ())
 
 
+class _Streak:
+    """Failures in a row of one call or stream: how many, from when (the first, or the first
+    try's start when given), the wait before the next try, and the error once it gives up."""
+
+    def __init__(self, backoff: float, max_backoff: float, since: float | None = None) -> None:
+        self.backoff, self.max_backoff = backoff, max_backoff
+        self.count = 0
+        self.started = since  # the first try's start, when timed from it
+        self.since = since or 0.0
+
+    def failed(self) -> int:
+        """One more failure in a row; their number."""
+        self.count += 1
+        if self.count == 1:
+            self.since = time.monotonic() if self.started is None else self.started
+        return self.count
+
+    def reset(self) -> None:
+        """A success: the next failure is the first of a new streak."""
+        self.count = 0
+
+    def delay(self) -> float:
+        """The wait before the next try: doubled with each failure, up to `max_backoff`."""
+        return float(min(self.max_backoff, self.backoff * 2 ** (self.count - 1)))
+
+    def given_up(self, exc: grpc.aio.AioRpcError) -> RefereeError:
+        """The error of the last failure, saying how many tries over how long."""
+        return _error(exc, self.count, time.monotonic() - self.since)
+
+
 def refusal_error(refused: pb.RefusalStatus) -> RefereeError:
     """The SDK exception of a submission refused on a PlaySeat stream (the status SubmitAction
     would end with): `ActionRefused`, `StaleAction` or a `RefereeError`."""
@@ -278,14 +308,10 @@ class RefereeClient:
             raise RuntimeError("RefereeClient is not open: use `async with RefereeClient(...)`")
         return self._stub
 
-    def _delay(self, failures: int) -> float:
-        return float(min(self.max_backoff, self.backoff * 2 ** (failures - 1)))
-
-    @staticmethod
-    def _given_up(exc: grpc.aio.AioRpcError, failures: int, since: float) -> RefereeError:
-        """The error of the `failures`-th failure in a row, the first try made at `since`
-        (`time.monotonic`)."""
-        return _error(exc, failures, time.monotonic() - since)
+    def _streak(self, since: float | None = None) -> _Streak:
+        """The failures in a row of a call or stream, timed from `since` when given (the
+        first try's start), else from the first failure."""
+        return _Streak(self.backoff, self.max_backoff, since)
 
     async def _unary(
         self,
@@ -295,17 +321,15 @@ class RefereeClient:
     ) -> Resp:
         """One unary call (counted in `calls` under `method`); a lost connection (or a call
         the referee cancelled as it stopped) is retried when the call is safe to repeat."""
-        failures, since = 0, time.monotonic()
+        failures = self._streak(since=time.monotonic())
         while True:
             try:
                 self.calls[method] += 1
                 return await call()
             except grpc.aio.AioRpcError as exc:
-                failures += 1
-                lost = exc.code() in _LOST
-                if not (retry and lost) or failures > self.retries:
-                    raise self._given_up(exc, failures, since) from exc
-            await asyncio.sleep(self._delay(failures))
+                if failures.failed() > self.retries or not (retry and exc.code() in _LOST):
+                    raise failures.given_up(exc) from exc
+            await asyncio.sleep(failures.delay())
 
     # -- games and tables -----------------------------------------------------------------
 
@@ -423,7 +447,7 @@ class RefereeClient:
         event once. The referee sends them in batches (WatchTableRequest.batch_events); with
         `held`, a seat's events come with its turns (only_turns)."""
         next_index = from_index
-        failures, since = 0, 0.0  # failures in a row, the first at `since`
+        failures = self._streak()
         while True:
             request = pb.WatchTableRequest(
                 table_id=table_id, from_event_index=next_index, batch_events=True
@@ -448,7 +472,7 @@ class RefereeClient:
                             f"watch: event {event.index} came after {next_index - 1}",
                         )
                     next_index += 1
-                    failures = 0
+                    failures.reset()
                     yield response
                     if event.HasField("match_ended"):
                         return
@@ -456,19 +480,15 @@ class RefereeClient:
                 # last event. Ended before it (the referee can close a stream between storing
                 # the record and adding that event), the stream is reopened a few times; a
                 # start past the end of a finished table ends this way too.
-                failures += 1
-                since = since if failures > 1 else time.monotonic()
-                if failures > _CLEAN_END_RETRIES:
+                if failures.failed() > _CLEAN_END_RETRIES:
                     return
             except grpc.aio.AioRpcError as exc:
-                failures += 1
-                since = since if failures > 1 else time.monotonic()
-                if exc.code() not in _RESUMABLE or failures > self.retries:
-                    raise self._given_up(exc, failures, since) from exc
+                if failures.failed() > self.retries or exc.code() not in _RESUMABLE:
+                    raise failures.given_up(exc) from exc
             finally:
                 call.cancel()
                 await messages.aclose()
-            await asyncio.sleep(self._delay(failures))
+            await asyncio.sleep(failures.delay())
 
 
 async def _one_by_one(
@@ -729,8 +749,8 @@ class SeatPlay:
 
     async def _messages(self) -> AsyncGenerator[pb.PlaySeatResponse, None]:
         c = self.handle.client
-        failures = unavailable = 0
-        since = 0.0  # the first of `failures` in a row
+        failures = c._streak()
+        unavailable = c._streak()  # submissions the referee could not take, in a row
         try:
             while True:
                 try:
@@ -738,23 +758,19 @@ class SeatPlay:
                         self._call = await self._open()
                     message = await self._call.read()
                 except grpc.aio.AioRpcError as exc:
-                    failures += 1
-                    since = since if failures > 1 else time.monotonic()
-                    if exc.code() not in _RESUMABLE or failures > c.retries:
-                        raise c._given_up(exc, failures, since) from exc
+                    if failures.failed() > c.retries or exc.code() not in _RESUMABLE:
+                        raise failures.given_up(exc) from exc
                     self._drop()
-                    await asyncio.sleep(c._delay(failures))
+                    await asyncio.sleep(failures.delay())
                     continue
                 if message is grpc.aio.EOF:  # ended before the match did: reopened
-                    failures += 1
-                    since = since if failures > 1 else time.monotonic()
                     self._drop()
-                    if failures > _CLEAN_END_RETRIES:
+                    if failures.failed() > _CLEAN_END_RETRIES:
                         return
-                    await asyncio.sleep(c._delay(failures))
+                    await asyncio.sleep(failures.delay())
                     continue
                 assert isinstance(message, pb.PlaySeatResponse)
-                failures = 0
+                failures.reset()
                 checked_view(message.turn)
                 checked_view(message.ack.next_view)
                 if message.WhichOneof("result") is not None and self._pending:
@@ -762,13 +778,12 @@ class SeatPlay:
                     if message.HasField("refused") and message.refused.code == _UNAVAILABLE:
                         # The referee could not take it now (starting, stopping, or its store
                         # failed: nothing changed): sent again, a retry at the same index.
-                        unavailable += 1
-                        if unavailable <= c.retries:
-                            await asyncio.sleep(c._delay(unavailable))
+                        if unavailable.failed() <= c.retries:
+                            await asyncio.sleep(unavailable.delay())
                             await self._write(request)
                             continue
                     else:
-                        unavailable = 0
+                        unavailable.reset()
                 ended = False
                 events = message.ack.events if message.HasField("ack") else message.events
                 for event in events:
