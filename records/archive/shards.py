@@ -15,7 +15,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from tapis_cartes.records.archive.schema import stored, to_json
-from tapis_cartes.records.codec import decode_record
+from tapis_cartes.records.codec import decode_record, record_id
 from tapis_cartes.records.rescore import Rescored, rescore_record
 from tapis_cartes.records.strict import decode_apart
 from tapis_cartes.referee.engine import RecordError
@@ -82,14 +82,23 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
 
 def _rescored(rid: str, envelope: Any, changes: dict[str, Option]) -> Rescored:
     """One stored record re-scored; not replayable (rule `record:decode`, ...) when its
-    stored envelope is not bytes (NULL, a number, text) or no longer decodes (the archive is a
-    file anyone may have changed)."""
+    stored envelope is not bytes (NULL, a number, text) or no longer decodes, and
+    (`record:id`) when it holds a record other than the one its id names (the archive is a
+    file anyone may have changed: another record's results must not pass for this one's)."""
     if type(envelope) is not bytes:
         kind = "NULL" if envelope is None else type(envelope).__name__
         return _not_replayable(rid, "decode", f"the stored envelope is {kind}, not bytes")
     try:
         record = pb.RecordEnvelope.FromString(envelope).record
         rec, hands = decode_apart(record)
+        held = record_id(record)
+        if held != rid:  # (the id is the SHA-256 of the record's bytes)
+            return _not_replayable(
+                rid,
+                "id",
+                f"the stored envelope holds another record, {held} (was the file "
+                "changed by another program, or damaged?)",
+            )
         report = rescore_record(rid, rec, changes, hands, record)
         if report.status != "ok" and hands is not None:
             decode_record(record)  # one that fails must first decode whole: else record:decode

@@ -278,8 +278,9 @@ def test_rescore_of_a_record_whose_bytes_were_changed_in_the_file(
     archive: Path, tmp_path: Path
 ) -> None:
     """An archive is a file anyone may change: a stored envelope that no longer decodes, or
-    whose record does not, or names a game Tapis does not know, is not replayable; the run
-    goes on."""
+    whose record does not, or names a game Tapis does not know, or holds another record than
+    its id names (another record's envelope copied over it), is not replayable; the run goes
+    on."""
     db = copy_of(archive, tmp_path)
     conn = sqlite3.connect(db)
     with conn:
@@ -291,13 +292,23 @@ def test_rescore_of_a_record_whose_bytes_were_changed_in_the_file(
         rec.rules.game = "no-such-game"
         renamed = pb.RecordEnvelope(record=rec.SerializeToString(deterministic=True))
         stored = renamed.SerializeToString()
-        conn.execute("UPDATE records SET envelope = ? WHERE rowid = 3", [stored])
+        # (Its id changed with it, so that the game is what the run finds wrong.)
+        conn.execute(
+            "UPDATE records SET envelope = ?, record_id = ? WHERE rowid = 3",
+            [stored, record_id(renamed.record)],
+        )
+        ((other, other_id),) = conn.execute(
+            "SELECT envelope, record_id FROM records WHERE rowid = 5"
+        )
+        conn.execute("UPDATE records SET envelope = ? WHERE rowid = 4", [other])
     conn.close()
     done = tapis("archive", "rescore", db, *SET, "--workers", "1", "--json")
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
-    assert (got["scored"], got["not_replayable"]) == (N - 3, 3)
-    assert got["refusals"] == {"record:decode": 2, "record:rules": 1}
+    assert (got["scored"], got["not_replayable"]) == (N - 4, 4)
+    assert got["refusals"] == {"record:decode": 2, "record:rules": 1, "record:id": 1}
+    ((detail,),) = rows(db, "SELECT detail FROM rescore_results WHERE rule = 'record:id'")
+    assert f"holds another record, {other_id}" in detail
 
 
 def test_a_json_column_changed_by_hand_is_a_clear_error(archive: Path, tmp_path: Path) -> None:
