@@ -8,6 +8,10 @@ the request raise in gRPC's own code, which answers UNKNOWN. `LenientRequests`, 
 interceptor, gives each such handler a deserializer that returns `Undecodable` instead, and a
 method that answers it INVALID_ARGUMENT naming the request's type (a stream's request read
 so ends the call the same way). The RefereeService's own handlers are left as they are.
+
+A method of one request is registered as a method of a stream of requests (`one_request`),
+the services' and the RefereeService's alike: a call that ends its side with no request is
+INVALID_ARGUMENT, not left without a status.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from google.protobuf.message import DecodeError
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.v1 import referee_pb2
 
-__all__ = ["LenientRequests", "Undecodable", "lenient"]
+__all__ = ["NO_REQUEST", "LenientRequests", "Undecodable", "lenient", "one_request"]
 
 _OURS = f"/{referee_pb2.DESCRIPTOR.services_by_name['RefereeService'].full_name}/"
 
@@ -71,6 +75,44 @@ def _unary_in(behavior: Callable[..., Any]) -> Callable[..., Any]:
     async def one(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         if isinstance(request, Undecodable):
             await _refuse(request, context)
+        result = behavior(request, context)
+        return await result if inspect.isawaitable(result) else result
+
+    return one
+
+
+NO_REQUEST = "the call's side ended with no request (a unary request is one message)"
+
+
+async def _no_request(context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request: {NO_REQUEST}")
+
+
+def one_request(
+    behavior: Callable[..., Any],
+    refuse: Callable[[grpc.aio.ServicerContext[Any, Any]], Awaitable[None]] = _no_request,
+) -> Callable[..., Any]:
+    """`behavior`, a method of one request, as a method of a stream of requests: it is
+    given the first (the stream's later messages, which no client of the method sends, are
+    not read); a call whose side ends with none is ended by `refuse` (INVALID_ARGUMENT,
+    NO_REQUEST). (Registered as a method of one request, such a call would get no status at
+    all: gRPC's own handler returns without one, and the call waits for the client to cancel
+    it.) Same kind: a coroutine, or an async generator of the responses."""
+    if inspect.isasyncgenfunction(behavior):
+
+        async def each(requests: AsyncIterator[Any], context: Any) -> Any:
+            request = await anext(aiter(requests), None)
+            if request is None:
+                await refuse(context)
+            async for response in behavior(request, context):
+                yield response
+
+        return each
+
+    async def one(requests: AsyncIterator[Any], context: Any) -> Any:
+        request = await anext(aiter(requests), None)
+        if request is None:
+            await refuse(context)
         result = behavior(request, context)
         return await result if inspect.isawaitable(result) else result
 
@@ -129,9 +171,11 @@ class LenientRequests(grpc.aio.ServerInterceptor):
             "response_serializer": handler.response_serializer,
         }
         if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(_unary_in(handler.unary_unary), **kept)
+            unary = one_request(_unary_in(handler.unary_unary))
+            return grpc.stream_unary_rpc_method_handler(unary, **kept)
         if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(_unary_in(handler.unary_stream), **kept)
+            streamed = one_request(_unary_in(handler.unary_stream))
+            return grpc.stream_stream_rpc_method_handler(streamed, **kept)
         if handler.stream_unary is not None:
             return grpc.stream_unary_rpc_method_handler(_stream_in(handler.stream_unary), **kept)
         assert handler.stream_stream is not None

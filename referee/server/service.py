@@ -51,7 +51,7 @@ from tapis_cartes.referee.errors import (
     Unavailable,
     name_fault,
 )
-from tapis_cartes.referee.server.lenient import Undecodable, lenient
+from tapis_cartes.referee.server.lenient import NO_REQUEST, Undecodable, lenient, one_request
 from tapis_cartes.referee.server.limits import (
     DEFAULT_LIMITS,
     MAX_ID,
@@ -186,6 +186,11 @@ async def _abort(
     await context.abort_with_status(rpc_status.to_status(_status_of(exc, request)))
 
 
+async def _no_request(context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    """A call of a method of one request whose side ended with none (`one_request`)."""
+    await _abort(context, BadRequest(NO_REQUEST, "request"))
+
+
 def _handled(
     method: Callable[[Any, Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]],
 ) -> Callable[[Any, Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Resp]]:
@@ -236,14 +241,17 @@ def add_referee_service(servicer: RefereeServicer, server: grpc.aio.Server) -> N
     for method in SERVICE.methods:
         request = getattr(pb, method.input_type.name)
         response = getattr(pb, method.output_type.name)
-        if method.client_streaming:
+        # Every method reads a stream of requests (`one_request` for a method of one): a call
+        # that ends its side with no request is answered, not left without a status.
+        behavior = getattr(servicer, method.name)
+        if not method.client_streaming:
+            behavior = one_request(behavior, _no_request)
+        if method.server_streaming:
             make = grpc.stream_stream_rpc_method_handler
-        elif method.server_streaming:
-            make = grpc.unary_stream_rpc_method_handler
         else:
-            make = grpc.unary_unary_rpc_method_handler
+            make = grpc.stream_unary_rpc_method_handler
         handlers[method.name] = make(
-            getattr(servicer, method.name),
+            behavior,
             request_deserializer=lenient(request.FromString, request.DESCRIPTOR.full_name),
             response_serializer=response.SerializeToString,
         )

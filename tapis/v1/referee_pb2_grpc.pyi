@@ -62,9 +62,10 @@ and `message` repeat the call's and whose `details` are `google.protobuf.Any` me
   at fault and `description` the reason; the message is "<field>: <description>".
 
 Status codes:
-- INVALID_ARGUMENT (BadRequest detail): a request that does not decode (field `request`),
-  a field out of its bounds (`seats[1].name: ... longer than 64 characters`), bad rules
-  (`game`, `ruleset`, `options[i].key` for an unknown option, `options[i].int_value` (or
+- INVALID_ARGUMENT (BadRequest detail): a request that does not decode, or a call of a
+  method of one request whose side ended before it (field `request`), a field out of
+  its bounds (`seats[1].name: ... longer than 64 characters`), bad rules (`game`,
+  `ruleset`, `options[i].key` for an unknown option, `options[i].int_value` (or
   `bool_value`, `string_value`) for a value refused, `seats` for a number of players the
   ruleset does not allow; a `players` option that differs from the number of seats names
   that option), a seat the table does not have (`seat`), an undefined action code, one that

@@ -13,6 +13,7 @@ import grpc
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
 from tapis_cartes.referee import errors
 from tapis_cartes.referee.server.app import RunningServer
@@ -461,6 +462,42 @@ def test_library_services_refuse_bytes_that_are_no_request(
         assert "does not decode as" in str(exc.value.details())
         reply = await call(channel, good)
         assert isinstance(reply, bytes)
+
+    with caplog.at_level("WARNING"):
+        run(body, tmp_path)
+    errors = [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    assert not errors, [r.getMessage() for r in errors]
+
+
+# Every method of one request, the RefereeService's and the library services'.
+_SERVICE = pb.DESCRIPTOR.services_by_name["RefereeService"]
+ONE_REQUEST = [
+    f"/{_SERVICE.full_name}/{m.name}" for m in _SERVICE.methods if not m.client_streaming
+] + [c[0] for c in LIBRARY_CALLS if c[1] != "stream"]
+
+
+def test_a_call_that_ends_its_side_with_no_request_is_answered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A method of one request called with none (the client's side ended before a message):
+    INVALID_ARGUMENT at once, not a call left without a status until the client gives up;
+    the same method called with its request still works."""
+
+    async def body(_: Any, __: Any, channel: grpc.aio.Channel) -> None:
+        assert len(ONE_REQUEST) >= 12
+        for method in ONE_REQUEST:
+            call = channel.stream_stream(method)(iter([]), timeout=10)
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                await call.read()
+            assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, exc.value)
+            assert str(exc.value.details()).startswith("request: the call's side ended"), method
+            if method.startswith(f"/{_SERVICE.full_name}/"):  # its errors' details too
+                (detail,) = rpc_status.from_call(exc.value).details
+                violation = error_details_pb2.BadRequest()
+                assert detail.Unpack(violation), detail
+                assert violation.field_violations[0].field == "request"
+        games = await channel.unary_unary(f"/{_SERVICE.full_name}/ListGames")(b"", timeout=10)
+        assert pb.ListGamesResponse.FromString(games).games
 
     with caplog.at_level("WARNING"):
         run(body, tmp_path)
