@@ -155,11 +155,11 @@ def control_character(text: str) -> str | None:
 
 # Characters that show nothing, so that a name holding one could pass for another or for
 # none: Unicode's format characters (category Cf: U+200B, U+FEFF, U+00AD, U+2060, the tags
-# U+E0001-7F...) but the joiners U+200C/D between two characters beyond ASCII (Persian, the
+# U+E0001-7F...), but the joiners U+200C/D between two characters beyond ASCII (Persian, the
 # Indic scripts and emoji sequences are written with them) and the tags of a flag (after
-# U+1F3F4), the noncharacters, and the
-# fillers that Unicode gives a letter's category but no ink (U+115F/60, U+3164, U+FFA0,
-# U+2800). A name must also show something: not only spaces and these.
+# U+1F3F4); the noncharacters; and the fillers that Unicode gives a letter's category but no
+# ink (U+115F/60, U+3164, U+FFA0, U+2800). A name must also show something: not only spaces
+# and these.
 _JOINERS = "\u200c\u200d"
 _FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 _TAG_BASES = frozenset(["\U0001f3f4", *map(chr, range(0xE0020, 0xE0080))])

@@ -268,7 +268,7 @@ def _bounded(value: str, field: str, limit: int) -> None:
 
 def _check_name(value: str, field: str) -> None:
     _bounded(value, field, MAX_NAME)
-    fault = name_fault(value) if value else None
+    fault = name_fault(value)  # (None for an empty name: the seat's default)
     if fault is not None:
         raise BadRequest(f"{quoted(value)} {fault}", field)
 
