@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from tapis_cartes.records.archive.shards import _rescored
-from tapis_cartes.records.codec import canonical_bytes, decode_record
+from tapis_cartes.records.codec import canonical_bytes, decode_record, record_id
 from tapis_cartes.records.replay import BaseVisitor, replay
 from tapis_cartes.records.rescore import Rescored, rescore_record
 from tapis_cartes.records.strict import content_holds, hand_fields, rebuild_record
@@ -333,13 +333,15 @@ def test_the_score_lines_written_natively_are_protobufs(records: list[tuple[str,
 
 
 def _rescore_of_decoded(data: bytes, changes: dict[str, Option]) -> Rescored:
-    """The re-score of a stored record decoded whole, hand by hand through protobuf."""
+    """The re-score of a stored record decoded whole, hand by hand through protobuf (under
+    its id: the archive's re-score checks the stored record against it first)."""
+    rid = record_id(data)
     try:
         rec = decode_record(data)
     except RecordError as exc:
         rule = f"record:{exc.code}"
-        return Rescored("r", "not-replayable", rule, str(exc), [], None, [], None, None)
-    return rescore_record("r", rec, changes)
+        return Rescored(rid, "not-replayable", rule, str(exc), [], None, [], None, None)
+    return rescore_record(rid, rec, changes)
 
 
 @pytest.mark.parametrize("changes", [{}, {"moon_mode": "subtract_self"}, {"end_threshold": 50}])
@@ -353,7 +355,7 @@ def test_a_rescore_from_the_bytes_is_the_decoded_records(
     outcomes: Counter[str] = Counter()
     for data in [*(d for _, d in records), *(m for *_, m in mutants(records, MUTANTS, seed=9))]:
         stored = pb.RecordEnvelope(record=data).SerializeToString()
-        got = _rescored("r", stored, changes)
+        got = _rescored(record_id(data), stored, changes)
         assert got == _rescore_of_decoded(data, changes), data.hex()
         outcomes[f"{got.status} {got.first_diff is not None}"] += 1
     assert outcomes["ok False"] and outcomes["not-replayable False"], outcomes
@@ -378,5 +380,9 @@ def test_score_lines_that_no_longer_decode_make_a_record_not_replayable(
     with pytest.raises(RecordError):
         decode_record(broken)
     assert read_hands(broken) is not None  # the hands' engine fields still read
-    got = _rescored("r", pb.RecordEnvelope(record=broken).SerializeToString(), {})
+    stored = pb.RecordEnvelope(record=broken).SerializeToString()
+    got = _rescored(record_id(broken), stored, {})
     assert (got.status, got.rule) == ("not-replayable", "record:decode")
+    # Under the id of the record it was made from: another record than its id names.
+    got = _rescored(record_id(data), stored, {})
+    assert (got.status, got.rule) == ("not-replayable", "record:id")
