@@ -172,9 +172,9 @@ def _noncharacter(code: int) -> bool:
 def name_fault(name: str) -> str | None:
     """Why `name` cannot be a player's name the referee or a transcript gives a seat, said
     after the name (`holds a control character (U+202E)`, `holds a character that shows
-    nothing (U+200B)`, `holds a noncharacter (U+FDD0)`, `shows nothing`); None when it can.
-    An empty name is left to the caller (the referee names such a seat `seat N`). Records
-    already signed are held to `control_character` only (verify, record.proto)."""
+    nothing (U+200B)`, `holds a noncharacter (U+FDD0)`, `shows nothing (U+3164)`); None
+    when it can. An empty name is left to the caller (the referee names such a seat `seat
+    N`). Records already signed are held to `control_character` only (verify, record.proto)."""
     control = control_character(name)
     if control is not None:
         return f"holds a control character ({control})"
@@ -197,7 +197,11 @@ def name_fault(name: str) -> str | None:
                 return f"holds a character that shows nothing (U+{code:04X})"
         elif not ch.isspace() and ch not in _FILLERS and not unicodedata.combining(ch):
             shown = True
-    return None if shown or not name else "shows nothing"
+    if shown or not name:
+        return None
+    # (Quoted, such a name shows as blank: its characters are named.)
+    codes = " ".join(f"U+{ord(ch):04X}" for ch in name[:8])
+    return f"shows nothing ({codes}{' …' if len(name) > 8 else ''})"
 
 
 def _int_text(value: int) -> str:

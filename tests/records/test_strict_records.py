@@ -664,7 +664,10 @@ def test_a_transcript_name_is_text_a_terminal_shows(tmp_path: Path) -> None:
     path.write_text(json.dumps(_transcript(lambda d: d["players"].__setitem__(2, "Eve\u202eevE"))))
     with pytest.raises(TranscriptError, match=r"^players\[2\]: .*control character \(U\+202E\)"):
         import_transcript(load_transcript(path), "t.json")
-    for name, words in [("Ann\u200b", "shows nothing (U+200B)"), ("\u3164", "shows nothing")]:
+    for name, words in [
+        ("Ann\u200b", "shows nothing (U+200B)"),
+        ("\u3164", "shows nothing (U+3164)"),
+    ]:
         path.write_text(json.dumps(_transcript(lambda d, n=name: d["players"].__setitem__(1, n))))
         with pytest.raises(TranscriptError) as exc:
             import_transcript(load_transcript(path), "t.json")

@@ -222,8 +222,8 @@ HIDDEN = {
     "al\u200dice": "shows nothing (U+200D)",
     "Eve\U000e0041": "shows nothing (U+E0041)",
     "Dan\ufdd0": "noncharacter (U+FDD0)",
-    "   ": "shows nothing",
-    "\u3164": "shows nothing",
+    "   ": "shows nothing (U+0020 U+0020 U+0020)",
+    "\u3164": "shows nothing (U+3164)",
 }
 
 
