@@ -20,9 +20,10 @@ from tapis_cartes.records.archive.schema import (
     SEATS,
     ArchiveError,
     Shape,
+    another_record,
     stored,
 )
-from tapis_cartes.records.codec import decode_record, record_id
+from tapis_cartes.records.codec import decode_record
 from tapis_cartes.referee.engine import RecordError, RulesError, find_game
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.v1 import record_pb2 as pb
@@ -165,12 +166,9 @@ def stored_envelope(value: Any, rid: str) -> pb.RecordEnvelope:
             f"record {rid}: its stored envelope {why}: {exc} "
             "(was the file changed by another program, or damaged?)"
         ) from None
-    held = record_id(env.record)
-    if held != rid:  # (the id is the SHA-256 of the record's bytes)
-        raise ArchiveError(
-            f"record {rid}: its stored envelope holds another record, {held} "
-            "(was the file changed by another program, or damaged?)"
-        )
+    other = another_record(env.record, rid)
+    if other is not None:
+        raise ArchiveError(f"record {rid}: its stored envelope {other}")
     return env
 
 

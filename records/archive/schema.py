@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tapis_cartes.records.codec import MAX_ENVELOPE
+from tapis_cartes.records.codec import MAX_ENVELOPE, record_id
 from tapis_cartes.referee.errors import ArchiveError
 
 if TYPE_CHECKING:  # imported where an archive is opened: a re-scoring worker never loads it
@@ -35,6 +35,7 @@ __all__ = [
     "SEATS",
     "ArchiveError",
     "Shape",
+    "another_record",
     "migrate",
     "now",
     "open_archive",
@@ -42,6 +43,16 @@ __all__ = [
     "stored",
     "to_json",
 ]
+
+
+def another_record(record: bytes, rid: str) -> str | None:
+    """Why the record stored as `rid` is another (its id is the SHA-256 of its bytes): `holds
+    another record, <its id> (...)`, to follow "its stored envelope"; None when it is `rid`.
+    (`show`, `export` and `rescore` alike: an archive is a file anyone may change.)"""
+    held = record_id(record)
+    if held == rid:
+        return None
+    return f"holds another record, {held} (was the file changed by another program, or damaged?)"
 
 
 def now() -> str:

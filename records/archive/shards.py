@@ -14,8 +14,8 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from tapis_cartes.records.archive.schema import stored, to_json
-from tapis_cartes.records.codec import decode_record, record_id
+from tapis_cartes.records.archive.schema import another_record, stored, to_json
+from tapis_cartes.records.codec import decode_record
 from tapis_cartes.records.rescore import Rescored, rescore_record
 from tapis_cartes.records.strict import decode_apart
 from tapis_cartes.referee.engine import RecordError
@@ -91,14 +91,9 @@ def _rescored(rid: str, envelope: Any, changes: dict[str, Option]) -> Rescored:
     try:
         record = pb.RecordEnvelope.FromString(envelope).record
         rec, hands = decode_apart(record)
-        held = record_id(record)
-        if held != rid:  # (the id is the SHA-256 of the record's bytes)
-            return _not_replayable(
-                rid,
-                "id",
-                f"the stored envelope holds another record, {held} (was the file "
-                "changed by another program, or damaged?)",
-            )
+        other = another_record(record, rid)
+        if other is not None:
+            return _not_replayable(rid, "id", f"the stored envelope {other}")
         report = rescore_record(rid, rec, changes, hands, record)
         if report.status != "ok" and hands is not None:
             decode_record(record)  # one that fails must first decode whole: else record:decode
