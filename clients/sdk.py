@@ -51,8 +51,9 @@ from google.protobuf.message import DecodeError
 from grpc_status import rpc_status
 
 from tapis_cartes.referee.engine.actions import action_error
+from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option
-from tapis_cartes.referee.errors import ActionRefused, RefereeError, StaleAction
+from tapis_cartes.referee.errors import ActionRefused, RefereeError, RulesError, StaleAction
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 from tapis_cartes.v1 import referee_pb2_grpc
@@ -228,12 +229,16 @@ def checked_record(got: pb.GetRecordResponse) -> pb.GetRecordResponse:
 
 
 def option_messages(options: Mapping[str, Option] | None) -> list[rpb.Option]:
-    """`{"end_threshold": 50}` as the contract's `Option` messages."""
+    """`{"end_threshold": 50}` as the contract's `Option` messages; `RulesError` for an int
+    that no `int_value` holds (64 bits, signed)."""
     out = []
     for key, value in (options or {}).items():
         if isinstance(value, bool):
             out.append(rpb.Option(key=key, bool_value=value))
         elif isinstance(value, int):
+            if not -(2**63) <= value < 2**63:
+                shown = quoted(value)
+                raise RulesError(f"option {key!r}: {shown} does not fit 64 bits", key)
             out.append(rpb.Option(key=key, int_value=value))
         else:
             out.append(rpb.Option(key=key, string_value=str(value)))

@@ -58,6 +58,13 @@ def test_create_as_json_then_fetch_the_signed_record(tmp_path: Path) -> None:
         missing = tapis("table", "record", "nope", "-o", out, "--address", address)
         assert missing.returncode != 0 and "Traceback" not in missing.stderr
         assert "nope" in missing.stderr
+        # An int option past 64 bits: the option named, not "a reply ... cannot be used".
+        huge = tapis("table", "create", "--address", address, "--option",
+                     "end_threshold=99999999999999999999")  # fmt: skip
+        assert huge.returncode == 1 and "Traceback" not in huge.stderr, huge.stderr
+        assert huge.stderr.strip() == (
+            "tapis table create: option 'end_threshold': 99999999999999999999 does not fit 64 bits"
+        )
     finally:
         server.terminate()
 
