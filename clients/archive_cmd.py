@@ -29,7 +29,13 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
-from tapis_cartes.clients.args import add_key_options, keys_given, positive_int
+from tapis_cartes.clients.args import (
+    add_key_options,
+    closing_line,
+    keys_given,
+    output_path,
+    positive_int,
+)
 from tapis_cartes.clients.progress import Progress
 from tapis_cartes.records.archive import (
     Selection,
@@ -252,11 +258,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         if args.format != "tapis":
             records, rows = write_table(args.output, table, args.format, frames, refuse)
-            _say(f"{counted(rows, 'row')} of {table} from {counted(records, 'record')}"
-                 f" -> {args.output}")  # fmt: skip
+            said = f"{counted(rows, 'row')} of {table} from {counted(records, 'record')}"
+            closing_line(terminal_lines(f"{said} -> {args.output}"), args.output)
         else:
             count = write_frames(args.output, frames)
-            _say(f"{count} record{'s' if count != 1 else ''} -> {args.output}")
+            closing_line(
+                terminal_lines(f"{counted(count, 'record')} -> {args.output}"), args.output
+            )
     finally:
         frames.close()  # its query's cursor, before the archive closes
         db.close()
@@ -452,7 +460,8 @@ def add_archive_parser(sub: Any) -> None:
         "export", help="write the records selected to a record file, or as a table (CSV, Parquet)"
     )
     p.add_argument("db", metavar="DB")
-    p.add_argument("-o", "--output", required=True, metavar="FILE")
+    p.add_argument("-o", "--output", type=output_path, required=True, metavar="FILE",
+                   help="'-': standard output")  # fmt: skip
     p.add_argument("--format", choices=("tapis", *FORMATS), default="tapis",
                    help="a record file (default), or --table as CSV or Parquet")  # fmt: skip
     p.add_argument("--table", choices=tuple(TABLES),

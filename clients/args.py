@@ -5,10 +5,45 @@ none of another's."""
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from pathlib import Path
 
 from tapis_cartes.records.signing import TrustedKey, load_keys
 
-__all__ = ["add_key_options", "keys_given", "positive_int"]
+__all__ = [
+    "STDOUT",
+    "add_key_options",
+    "closing_line",
+    "keys_given",
+    "output_path",
+    "positive_int",
+    "writes_stdout",
+]
+
+STDOUT = "/dev/stdout"
+
+
+def output_path(text: str) -> str:
+    """An output option's value (`-o`, an argparse type): `-` is the standard output."""
+    return STDOUT if text == "-" else text
+
+
+def writes_stdout(path: str | Path) -> bool:
+    """Whether writing `path` writes this process's standard output (`-o -`, `/dev/stdout`,
+    or the file the standard output goes to)."""
+    try:
+        there, out = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError):  # no such file yet; no standard output
+        return False
+    return (there.st_dev, there.st_ino) == (out.st_dev, out.st_ino)
+
+
+def closing_line(text: str, output: str | Path) -> None:
+    """A command's line after it wrote `output` (`20 records -> out.tapis`): on the standard
+    output, or on the standard error when that is where `output` went (a line in the data
+    would spoil it)."""
+    print(text, file=sys.stderr if writes_stdout(output) else sys.stdout)
 
 
 def add_key_options(p: argparse.ArgumentParser, must: str) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tapis_cartes.clients.args import positive_int
+from tapis_cartes.clients.args import output_path, positive_int
 from tapis_cartes.clients.progress import Progress
 from tapis_cartes.records.codec import writable, write_frames
 from tapis_cartes.records.executors import checked_workers
@@ -127,6 +127,7 @@ def add_corpus_parser(sub: Any) -> None:
     p.add_argument("--seed", default="corpus", help="the deals' seed (default corpus)")
     p.add_argument("--jobs", type=positive_int, default=1, metavar="N",
                    help="processes playing (default 1: this one)")  # fmt: skip
-    p.add_argument("-o", "--output", metavar="RECORDS", help="write a record file")
+    p.add_argument("-o", "--output", type=output_path, metavar="RECORDS",
+                   help="write a record file ('-': standard output)")  # fmt: skip
     p.add_argument("--archive", metavar="DB", help="add the records to an archive")
     p.set_defaults(func=cmd_corpus)

@@ -22,24 +22,35 @@ import argparse
 import itertools
 import operator
 import os
+import stat
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tapis_cartes.clients.args import add_key_options, keys_given, positive_int
+from tapis_cartes.clients.args import (
+    add_key_options,
+    closing_line,
+    keys_given,
+    output_path,
+    positive_int,
+)
 from tapis_cartes.clients.progress import Progress
 from tapis_cartes.records.annotate import CommentError, annotate, parse_comment
 from tapis_cartes.records.codec import (
+    MAGIC,
     Provenance,
     atomic_write,
     build_record,
     decode_record,
+    encode_varint,
     envelope,
     file_chunks,
     parse_envelope,
     read_at_most,
+    read_frames,
     writable,
     write_envelopes,
 )
@@ -66,7 +77,13 @@ from tapis_cartes.records.verify import (
 from tapis_cartes.referee.engine import RecordError, TapisError, find_game
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option, parse_option
-from tapis_cartes.referee.errors import OutputError, exit_status, json_text, terminal_json
+from tapis_cartes.referee.errors import (
+    OutputError,
+    RecordFileError,
+    exit_status,
+    json_text,
+    terminal_json,
+)
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["add_record_parser"]
@@ -123,10 +140,10 @@ def cmd_import(args: argparse.Namespace) -> int:
             print(f"{name} -> {out}")
         else:
             imported.append(env)
-            print(f"{name}: imported")
+            closing_line(f"{name}: imported", args.output or "")
     if args.output is not None and imported:
         write_envelopes(args.output, imported)
-        print(f"{len(imported)} record{'s' if len(imported) != 1 else ''} -> {args.output}")
+        closing_line(f"{counted(len(imported), 'record')} -> {args.output}", args.output)
     return 1 if refused else 0
 
 
@@ -143,23 +160,59 @@ class _Loaded:
     def __init__(self, paths: Sequence[str]) -> None:
         self.paths = list(paths)
         self.counts: dict[str, int] = {}  # records by file (a file given twice, twice)
+        # A file that can be read once only (a pipe, `/dev/stdin`, a FIFO) is read into a
+        # temporary file first, and read from there both times.
+        self._copies: dict[str, Any] = {}
         for p in self.paths:
-            self.counts[p] = self.counts.get(p, 0) + sum(1 for _ in _envelopes(p))
+            if p not in self._copies and _read_once(p):
+                self._copies[p] = _copied(p)
+            self.counts[p] = self.counts.get(p, 0) + sum(1 for _ in self._envelopes(p))
 
     def __len__(self) -> int:
         return sum(self.counts[p] for p in dict.fromkeys(self.paths))
 
     def __iter__(self) -> Iterator[tuple[str, int, pb.RecordEnvelope]]:
         for p in self.paths:
-            for i, env in enumerate(_envelopes(p), 1):
+            for i, env in enumerate(self._envelopes(p), 1):
                 yield p, i, env
 
+    def _envelopes(self, path: str) -> Iterator[pb.RecordEnvelope]:
+        """The envelopes of a record file as it is read; `RecordFileError` when it is not
+        one."""
+        name = str(Path(path))
+        copy = self._copies.get(path)
+        for first, frames in file_chunks(copy.name if copy else path, 1, name):
+            yield parse_envelope(frames[0], name, first)
 
-def _envelopes(path: str) -> Iterator[pb.RecordEnvelope]:
-    """The envelopes of a record file as it is read; `RecordFileError` when it is not one."""
-    name = str(Path(path))
-    for first, frames in file_chunks(path, 1, name):
-        yield parse_envelope(frames[0], name, first)
+
+def _read_once(path: str) -> bool:
+    """Whether `path` is a file that exists and is not a regular one (nor a folder)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # (said by the first reading)
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _copied(path: str) -> Any:
+    """A temporary file holding the records `path` gives to its end, read as a record file is
+    (a file that is none, `/dev/zero`, is refused at its start), removed when closed or when
+    the process ends; `RecordFileError` when it cannot be read as records."""
+    copy = tempfile.NamedTemporaryFile(prefix="tapis-", suffix=".tapis")  # noqa: SIM115 (kept open: the copy lives while open)
+    try:
+        with open(path, "rb") as source:
+            copy.write(MAGIC)
+            for frame in read_frames(source, None, str(Path(path))):
+                copy.write(encode_varint(len(frame)))
+                copy.write(frame)
+        copy.flush()
+    except OSError as exc:
+        copy.close()
+        raise RecordFileError("unreadable", f"{path}: {exc.strerror or exc}") from None
+    except BaseException:
+        copy.close()
+        raise
+    return copy
 
 
 def _where(path: str, index: int, count: int) -> str:
@@ -381,7 +434,7 @@ def cmd_sign(args: argparse.Namespace) -> int:
     out = args.output or args.record
     write_envelopes(out, signed)
     kid = key_id(key.public_key())
-    print(f"{len(signed)} record{'s' if len(signed) != 1 else ''} signed ({kid[:16]}) -> {out}")
+    closing_line(f"{counted(len(signed), 'record')} signed ({kid[:16]}) -> {out}", out)
     return 0
 
 
@@ -411,8 +464,9 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         out.append(new)
     write_envelopes(args.output, out)
     actions = sum(len(e.annotations.actions) for e in out)
-    print(f"{len(out)} record{'s' if len(out) != 1 else ''}, {actions} actions annotated "
-          f"-> {args.output}")  # fmt: skip
+    closing_line(
+        f"{counted(len(out), 'record')}, {actions} actions annotated -> {args.output}", args.output
+    )
     return 0
 
 
@@ -472,7 +526,7 @@ def cmd_import_json(args: argparse.Namespace) -> int:
         _err(f"{args.json}: {exc}")
         return exit_status(exc)
     write_envelopes(args.output, envs)
-    print(f"{len(envs)} record{'s' if len(envs) != 1 else ''} -> {args.output}")
+    closing_line(f"{counted(len(envs), 'record')} -> {args.output}", args.output)
     return 0
 
 
@@ -497,11 +551,8 @@ def cmd_html(args: argparse.Namespace) -> int:
     if not records:
         return status
     page = replay_page(page_data(records), f"{Path(args.record).name} - Tapis replay")
-    if out == "-":
-        print(page, end="")
-        return status
     atomic_write(out, lambda f: f.write(page.encode("utf-8")))
-    print(f"{len(records)} record{'s' if len(records) != 1 else ''} -> {out}")
+    closing_line(f"{counted(len(records), 'record')} -> {out}", out)
     return status
 
 
@@ -512,7 +563,9 @@ def add_record_parser(sub: Any) -> None:
 
     p = rsub.add_parser("import", help="replay transcripts and write canonical records")
     p.add_argument("transcripts", nargs="+", metavar="TRANSCRIPT")
-    p.add_argument("-o", "--output", metavar="RECORD", help="one record file for all")
+    p.add_argument(
+        "-o", "--output", type=output_path, metavar="RECORD", help="one record file for all"
+    )
     p.add_argument("--out-dir", metavar="DIR", help="one record file per transcript")
     p.set_defaults(func=cmd_import)
 
@@ -548,14 +601,17 @@ def add_record_parser(sub: Any) -> None:
     p = rsub.add_parser("sign", help="sign every record of a file with an Ed25519 key")
     p.add_argument("record", metavar="RECORD")
     p.add_argument("--key", required=True, metavar="PATH", help="the PEM private key")
-    p.add_argument("-o", "--output", metavar="OUT", help="where to write (default: in place)")
+    p.add_argument(
+        "-o", "--output", type=output_path, metavar="OUT",
+        help="where to write (default: in place; '-': standard output)",
+    )  # fmt: skip
     p.set_defaults(func=cmd_sign)
 
     p = rsub.add_parser(
         "annotate", help="add legal actions, forced plays, trick winners, comments per action"
     )
     p.add_argument("record", metavar="RECORD")
-    p.add_argument("-o", "--output", required=True, metavar="OUT")
+    p.add_argument("-o", "--output", type=output_path, required=True, metavar="OUT")
     p.add_argument("--comment", action="append", metavar="HAND:ACTION:TEXT",
                    help="a comment on an action (hand and action counted from 1)")  # fmt: skip
     p.set_defaults(func=cmd_annotate)
@@ -563,18 +619,24 @@ def add_record_parser(sub: Any) -> None:
     p = rsub.add_parser("export", help="write records as protobuf JSON or as a transcript")
     p.add_argument("record", metavar="RECORD")
     p.add_argument("--format", required=True, choices=("json", "transcript"))
-    p.add_argument("-o", "--output", metavar="OUT", help="default: standard output")
+    p.add_argument(
+        "-o", "--output", type=output_path, metavar="OUT", help="default: standard output"
+    )
     p.set_defaults(func=cmd_export)
 
     p = rsub.add_parser("import-json", help="turn a JSON export back into a record file")
     p.add_argument("json", metavar="JSON")
-    p.add_argument("-o", "--output", required=True, metavar="RECORD")
+    p.add_argument("-o", "--output", type=output_path, required=True, metavar="RECORD")
     p.set_defaults(func=cmd_import_json)
 
     p = rsub.add_parser("html", help="write a web page that replays records trick by trick")
     p.add_argument("record", metavar="RECORD")
     p.add_argument(
-        "-o", "--output", metavar="FILE", help="default: RECORD.html; '-': standard output"
+        "-o",
+        "--output",
+        type=output_path,
+        metavar="FILE",
+        help="default: RECORD.html; '-': standard output",
     )
     add_key_options(p, "the signature is checked against")
     p.set_defaults(func=cmd_html)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 from collections.abc import Callable, Coroutine
 from importlib import resources
@@ -28,6 +29,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from tapis_cartes.clients.args import closing_line, output_path
 from tapis_cartes.records.codec import decode_record, writable, write_envelopes
 from tapis_cartes.records.score import score_sheet
 from tapis_cartes.records.signing import (
@@ -40,7 +42,12 @@ from tapis_cartes.records.transcript import import_transcript
 from tapis_cartes.referee.engine.options import parse_option
 from tapis_cartes.referee.engine.wire import MAX_HANDS
 from tapis_cartes.referee.errors import TapisError, exit_status, json_text, terminal_text
-from tapis_cartes.referee.server.limits import MAX_CONNECTIONS, Limits
+from tapis_cartes.referee.server.limits import (
+    MAX_CONNECTIONS,
+    MAX_MESSAGE_BYTES,
+    MAX_STREAMS,
+    Limits,
+)
 from tapis_cartes.v1 import record_pb2 as rpb
 
 __all__ = ["add_referee_parsers"]
@@ -229,11 +236,12 @@ def cmd_table_record(args: argparse.Namespace) -> int:
             got = await client.record(args.table)  # (verified: `checked_record`)
         write_envelopes(args.output, [got.envelope])
         signer = got.envelope.key_id[:16]
-        print(
+        closing_line(
             terminal_text(
                 f"record {got.record_id} of table {args.table} (signed by {signer})"
                 f" -> {args.output}"
-            )
+            ),
+            args.output,
         )
 
     return _client_command("table record", fetch)
@@ -287,6 +295,8 @@ def _at_least(low: float, kind: type = int, high: float | None = None) -> Callab
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value):  # (nan passes every comparison; inf is no bound)
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
         if value < low:
             raise argparse.ArgumentTypeError(f"{text} is less than {low}")
         if high is not None and value > high:
@@ -318,7 +328,7 @@ def add_referee_parsers(sub: Any) -> None:
     )
     p.add_argument(
         "--max-streams-per-client",
-        type=_at_least(1),
+        type=_at_least(1, int, MAX_STREAMS),
         default=_LIMITS.max_streams_per_client,
         metavar="N",
         help="WatchTable streams a client may have open at once"
@@ -358,7 +368,7 @@ def add_referee_parsers(sub: Any) -> None:
     )
     p.add_argument(
         "--max-message-bytes",
-        type=_at_least(1024),
+        type=_at_least(1024, int, MAX_MESSAGE_BYTES),
         default=_LIMITS.max_message_bytes,
         metavar="N",
         help=f"the largest request, in bytes (default {_LIMITS.max_message_bytes})",
@@ -385,7 +395,8 @@ def add_referee_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_table_create)
     p = tsub.add_parser("record", help="fetch the signed record of a finished table")
     p.add_argument("table", metavar="TABLE", help="the table's id")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the record file")
+    p.add_argument("-o", "--output", type=output_path, required=True, metavar="FILE",
+                   help="the record file ('-': standard output)")  # fmt: skip
     p.add_argument("--address", default="127.0.0.1:50051", metavar="HOST:PORT")
     p.set_defaults(func=cmd_table_record)
 

@@ -85,7 +85,8 @@ class TimeControl:
             if not isinstance(value, int) or isinstance(value, bool):
                 return name, "must be a whole number of milliseconds"
             if value != 0 and not low <= value <= high:
-                return name, f"{value} is out of range ({low}..{high}, or 0 for none)"
+                none = ", or 0 for none" if low > 0 else ""
+                return name, f"{value} is out of range ({low}..{high}{none})"
         if not self.action_ms and not self.budget_ms:
             return "action_ms", "a time control needs a per-action limit, a budget or both"
         if self.increment_ms and not self.budget_ms:

@@ -56,6 +56,7 @@ __all__ = [
     "canonical_bytes",
     "deal_from_pb",
     "decode_record",
+    "encode_varint",
     "envelope",
     "file_chunks",
     "file_name",
@@ -387,7 +388,7 @@ def decode_record(record_bytes: bytes) -> pb.GameRecord:
 # --- files --------------------------------------------------------------------------------
 
 
-def _varint(n: int) -> bytes:
+def encode_varint(n: int) -> bytes:
     out = bytearray()
     while True:
         b = n & 0x7F
@@ -433,9 +434,16 @@ def read_frames(f: BinaryIO, total: int | None, name: str = "input") -> Iterator
             shift += 7
             if not b[0] & 0x80:
                 break
-        if size > MAX_ENVELOPE or (total is not None and pos + size > total):
-            why = ", more than a record holds" if total is None else f" but {total - pos} remain"
-            raise RecordFileError("truncated", f"{name}: record {index} claims {size} bytes{why}")
+        if size > MAX_ENVELOPE:
+            raise RecordFileError(
+                "truncated",
+                f"{name}: record {index} claims {size} bytes, more than a record holds"
+                f" ({MAX_ENVELOPE})",
+            )
+        if total is not None and pos + size > total:
+            raise RecordFileError(
+                "truncated", f"{name}: record {index} claims {size} bytes but {total - pos} remain"
+            )
         frame = f.read(size)
         if len(frame) != size:  # the file shrank while being read
             raise RecordFileError(
@@ -482,17 +490,19 @@ _READ_WHOLE = 1 << 20
 _READ_ONLY = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
-def _open_record_file(path: str | Path) -> tuple[BinaryIO, int]:
+def _open_record_file(path: str | Path) -> tuple[BinaryIO, int | None]:
     """A file to read and its size in bytes: a regular file of at most `_READ_WHOLE` bytes
-    read into memory at once, any other file read as a stream (`OSError` when it cannot be
-    opened)."""
+    read into memory at once, any other file read as a stream; the size None for a file that
+    is not a regular one (a pipe, a FIFO, a terminal: its `st_size` is no size, 0 for a
+    pipe, and it is read to its end). `OSError` when it cannot be opened."""
     fd = os.open(path, _READ_ONLY)
     try:
         st = os.fstat(fd)
-        if stat.S_ISREG(st.st_mode) and st.st_size <= _READ_WHOLE:
-            data = _read_up_to(fd, st.st_size)
-        else:
-            return open(fd, "rb"), st.st_size  # the file owns fd from here: closed with it
+        if not stat.S_ISREG(st.st_mode):
+            return open(fd, "rb"), None  # the file owns fd from here: closed with it
+        if st.st_size > _READ_WHOLE:
+            return open(fd, "rb"), st.st_size
+        data = _read_up_to(fd, st.st_size)
     except BaseException:
         os.close(fd)
         raise
@@ -568,7 +578,7 @@ def encode_file(envelopes: Iterable[pb.RecordEnvelope]) -> bytes:
     parts = [MAGIC]
     for env in envelopes:
         b = env.SerializeToString(deterministic=True)
-        parts.append(_varint(len(b)))
+        parts.append(encode_varint(len(b)))
         parts.append(b)
     return b"".join(parts)
 
@@ -587,7 +597,7 @@ def write_frames(path: str | Path, frames: Iterable[bytes]) -> int:
         f.write(MAGIC)
         count = 0
         for frame in frames:
-            f.write(_varint(len(frame)))
+            f.write(encode_varint(len(frame)))
             f.write(frame)
             count += 1
         return count

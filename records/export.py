@@ -135,7 +135,15 @@ def record_to_transcript(rec: pb.GameRecord) -> dict[str, Any]:
     start, and each hand's dealer, deal (or pack) and actions. `RecordError` when a field of
     the record does not fit its game (it is not replayed); `ExportError` for a match stopped
     in the middle of a hand (by the referee's limits): a transcript holds whole hands
-    (TRANSCRIPT.md), and its import would refuse the last one."""
+    (TRANSCRIPT.md), and its import would refuse the last one; and for a timed match: a
+    transcript holds no clocks, and a loss on time would come back as a resignation, a move
+    the referee made on time as the seat's own."""
+    if rec.rules.HasField("time_control"):
+        raise ExportError(
+            "a timed match: a transcript holds no clocks (the time control, each action's time,"
+            " the moves and losses on time), so this record has no transcript (--format json"
+            " keeps it whole)"
+        )
     if rec.hands and not rec.hands[-1].scores_after:
         raise ExportError(
             f"hand {len(rec.hands)} was stopped before its end ({rec.outcome.reason or 'stopped'}):"

@@ -288,20 +288,19 @@ def replay_transcript(doc: dict[str, Any]) -> tuple[Match, list[str], list[list[
         raise _fail("transcript", f"unknown key {quoted(unknown[0])}")
     if doc.get("format") != FORMAT:
         raise _fail("format", f"expected {FORMAT!r}, got {_shown(doc.get('format'))}")
-    _check_bounds(doc)
+    # The names first: a name past its own bound is said to be one (not a text past MAX_TEXT).
     names = doc.get("players")
-    if (
-        not isinstance(names, list)
-        or not names
-        or not all(isinstance(n, str) and n.strip() for n in names)
-    ):
-        raise _fail("players", "expected a list of player names (non-empty strings)")
+    if not isinstance(names, list) or not names:
+        raise _fail("players", f"expected a list of player names, got {_shown(names)}")
     for i, n in enumerate(names):
+        if not isinstance(n, str) or not n:
+            raise _fail(f"players[{i}]", f"expected a player's name, got {_shown(n)}")
         if len(n) > MAX_NAME:
             raise _fail(f"players[{i}]", f"a name of {len(n)} characters (at most {MAX_NAME})")
         fault = name_fault(n)
         if fault is not None:
             raise _fail(f"players[{i}]", f"a name that {fault}")
+    _check_bounds(doc)
     game = doc.get("game")
     if not isinstance(game, str):
         raise _fail("game", f"expected a game name, got {_shown(game)}")

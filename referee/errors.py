@@ -154,19 +154,65 @@ def control_character(text: str) -> str | None:
 
 
 # Characters that show nothing, so that a name holding one could pass for another or for
-# none: Unicode's format characters (category Cf: U+200B, U+FEFF, U+00AD, U+2060, the tags
-# U+E0001-7F...), but the joiners U+200C/D between two characters beyond ASCII (Persian, the
-# Indic scripts and emoji sequences are written with them) and the tags of a flag (after
-# U+1F3F4); the noncharacters; and the fillers that Unicode gives a letter's category but no
-# ink (U+115F/60, U+3164, U+FFA0, U+2800). A name must also show something: not only spaces
-# and these.
+# none:
+# - Unicode's format characters (category Cf: U+200B, U+FEFF, U+00AD, U+2060, the tags
+#   U+E0001-7F...), but the joiners U+200C/D between two characters that Persian, the Indic
+#   scripts and emoji sequences join (neither ASCII, nor a cased letter, as Latin, Greek and
+#   Cyrillic are, whose letters no joiner changes, nor a space or another format character),
+#   and the tags of a flag (after U+1F3F4);
+# - the variation selectors (U+FE00-FE0F, U+E0100-E01EF), but after a character they give a
+#   glyph to (neither ASCII, nor a cased letter, nor a space, a mark or a format character:
+#   an emoji, an ideograph), or U+FE0F in a keycap (`1` U+FE0F U+20E3); the Mongolian ones
+#   (U+180B-D, U+180F) after a Mongolian letter; the other marks that Unicode makes ignorable
+#   (U+034F, U+17B4/5);
+# - the noncharacters.
+# A name must also show something: not only spaces, marks, joiners and the fillers that
+# Unicode gives a letter's category but no ink (U+115F/60, U+3164, U+FFA0, U+2800).
 _JOINERS = "\u200c\u200d"
 _FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 _TAG_BASES = frozenset(["\U0001f3f4", *map(chr, range(0xE0020, 0xE0080))])
+_IGNORABLE_MARKS = frozenset("\u034f\u17b4\u17b5")
+_KEYCAP_BASES = frozenset("0123456789#*")
+# The format characters that show (Unicode's prepended concatenation marks: the Arabic number
+# signs, the Syriac abbreviation mark, the Kaithi number sign...).
+_SHOWN_FORMATS = frozenset(map(chr, (*range(0x600, 0x606), 0x6DD, 0x70F, 0x890, 0x891, 0x8E2,
+                                     0x110BD, 0x110CD)))  # fmt: skip
 
 
 def _noncharacter(code: int) -> bool:
     return 0xFDD0 <= code <= 0xFDEF or code & 0xFFFE == 0xFFFE
+
+
+def _variation_selector(code: int) -> bool:
+    return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
+
+
+def _joinable(ch: str) -> bool:
+    """Whether a joiner or a variation selector may stand next to `ch` (see above)."""
+    if not ch or ch.isascii() or ch.isspace():
+        return False
+    return unicodedata.category(ch) not in ("Lu", "Ll", "Lt", "Cf")
+
+
+def _hidden(name: str, i: int) -> bool:
+    """Whether `name[i]` shows nothing where it stands (see above)."""
+    ch = name[i]
+    code = ord(ch)
+    before = name[i - 1] if i else ""
+    after = name[i + 1] if i + 1 < len(name) else ""
+    if ch in _JOINERS:
+        return not (_joinable(before) and _joinable(after))
+    if 0xE0020 <= code <= 0xE007F:  # an emoji tag sequence: a flag's tags after U+1F3F4
+        return before not in _TAG_BASES
+    if _variation_selector(code):
+        if before in _KEYCAP_BASES:
+            return not (code == 0xFE0F and after == "\u20e3")
+        return not _joinable(before) or unicodedata.category(before).startswith("M")
+    if 0x180B <= code <= 0x180F and code != 0x180E:  # (U+180E: a format character)
+        return not 0x1820 <= ord(before or "\0") <= 0x18AF
+    if ch in _SHOWN_FORMATS:
+        return False
+    return ch in _IGNORABLE_MARKS or unicodedata.category(ch) == "Cf"
 
 
 def name_fault(name: str) -> str | None:
@@ -183,19 +229,12 @@ def name_fault(name: str) -> str | None:
         code = ord(ch)
         if _noncharacter(code):
             return f"holds a noncharacter (U+{code:04X})"
-        if unicodedata.category(ch) == "Cf":
-            after = name[i - 1] if i else ""
-            joined = (
-                ch in _JOINERS
-                and 0 < i < len(name) - 1
-                and not after.isascii()
-                and not name[i + 1].isascii()
-            )
-            # (An emoji tag sequence: a flag's tags after U+1F3F4.)
-            tagged = 0xE0020 <= code <= 0xE007F and after in _TAG_BASES
-            if not joined and not tagged:
-                return f"holds a character that shows nothing (U+{code:04X})"
-        elif not ch.isspace() and ch not in _FILLERS and not unicodedata.combining(ch):
+        category = unicodedata.category(ch)
+        if (category in ("Cf", "Mn") or ch in _IGNORABLE_MARKS) and _hidden(name, i):
+            return f"holds a character that shows nothing (U+{code:04X})"
+        if ch in _SHOWN_FORMATS or not (
+            ch.isspace() or ch in _FILLERS or category in ("Cf", "Mn", "Me")
+        ):
             shown = True
     if shown or not name:
         return None

@@ -253,12 +253,12 @@ STALL_WRITING = """
 import time
 import tapis_cartes.clients.cli
 import tapis_cartes.records.codec as codec
-varint = codec._varint
+varint = codec.encode_varint
 def stalled(n):
     print("working", flush=True)
     time.sleep(60)
     return varint(n)
-codec._varint = stalled
+codec.encode_varint = stalled
 """
 
 

@@ -163,19 +163,25 @@ def test_a_full_device_is_exit_2_named_and_stays_a_device(
     assert after.st_ino == before.st_ino
 
 
-def test_stdout_a_pipe_gets_the_output(
-    work: dict[str, Path], tmp_path: Path, in_place: None
+@pytest.mark.parametrize("target", ["/dev/stdout", "-"])
+@pytest.mark.parametrize("command", WRITERS)
+def test_stdout_a_pipe_gets_the_output_alone(
+    command: str, target: str, work: dict[str, Path], tmp_path: Path, in_place: None
 ) -> None:
-    want = expected("record export", work, tmp_path)
+    """Written to the standard output (`/dev/stdout`, or `-` for every command), the output
+    is the data alone: the command's closing line (`... -> /dev/stdout`) goes to the
+    standard error, not into a record file piped on."""
+    want = expected(command, work, tmp_path)
     done = subprocess.run(
-        cli_command("", *WRITERS["record export"](work, Path("/dev/stdout"))),
+        cli_command("", *WRITERS[command](work, Path(target))),
         capture_output=True,
         cwd=ROOT,
         timeout=120,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(want)
+    assert done.stdout == want
+    assert not (ROOT / "-").exists()
 
 
 @pytest.mark.parametrize(

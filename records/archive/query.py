@@ -50,12 +50,23 @@ def _date_bound(flag: str, text: str, end: bool) -> tuple[str, str]:
         raise ArchiveError(
             f"{flag}: {quoted(text)} is not a date (YYYY-MM-DD or an ISO 8601 date-time)"
         ) from None
-    if when.tzinfo is not None:
-        when = when.astimezone(UTC).replace(tzinfo=None)
     whole_day = end and len(text) <= 10 and "T" not in text and ":" not in text
-    if whole_day:  # before the next day
-        return "<", (when + timedelta(days=1)).isoformat(sep=" ")
-    return (">=" if not end else "<="), when.isoformat(sep=" ")
+    try:
+        if when.tzinfo is not None:
+            when = when.astimezone(UTC).replace(tzinfo=None)
+        if whole_day:  # before the next day
+            return "<", _sql_instant(when + timedelta(days=1))
+        if not end and when.microsecond % 1000:  # (SQLite's milliseconds: from the next one)
+            when += timedelta(microseconds=1000 - when.microsecond % 1000)
+    except OverflowError:  # past the last day Python dates hold (9999-12-31), or before the first
+        when = datetime.max if when.year > 1 else datetime.min
+    return (">=" if not end else "<="), _sql_instant(when)
+
+
+def _sql_instant(when: datetime) -> str:
+    """An instant as SQLite's `julianday` reads it: to the millisecond, cut (its precision;
+    with six digits of a second it reads NULL, which nothing is before or after)."""
+    return when.isoformat(sep=" ", timespec="milliseconds")
 
 
 def where_sql(

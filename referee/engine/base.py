@@ -987,8 +987,12 @@ class Match(ABC):
             return error
         if action & 7 == RESIGN:
             return self._resign_refusal(seat)
+        if self.finished:
+            return IllegalAction(
+                "match-over", "the match is already over", self.rules_end_rule(), seat=seat
+            )
         hand = self.hand
-        if self.finished or hand is None or hand.over:
+        if hand is None or hand.over:
             return IllegalAction(
                 "no-hand",
                 f"no hand is in progress for {KIND_NAMES[action & 7]}",

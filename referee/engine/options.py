@@ -35,6 +35,7 @@ a minimum that still makes a game (a target of at least 1, a vole worth at least
 
 from __future__ import annotations
 
+import re
 import typing
 from collections.abc import Callable
 from enum import Enum, StrEnum
@@ -100,10 +101,14 @@ def parse_option(text: str) -> tuple[str, Option]:
         raise ValueError(f"option {text!r}: expected KEY=VALUE")
     if value.lower() in ("true", "false"):
         return key, value.lower() == "true"
-    try:
+    # An int is written in ASCII digits, as JSON writes one: `int` also reads `1_0`, ` 50` and
+    # other scripts' digits (`٥٠`), which are left text (and refused where an int is due).
+    if _INT_TEXT.fullmatch(value):
         return key, int(value)
-    except ValueError:
-        return key, value
+    return key, value
+
+
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
 
 
 # --- the words an option may take --------------------------------------------------------

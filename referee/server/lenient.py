@@ -9,6 +9,12 @@ interceptor, gives each such handler a deserializer that returns `Undecodable` i
 method that answers it INVALID_ARGUMENT naming the request's type (a stream's request read
 so ends the call the same way). The RefereeService's own handlers are left as they are.
 
+A request that decodes but holds a field the decoder could not read as the request's field
+(`unread_field`: a field number the message does not have, or a known field sent with another
+wire type) is `Undecodable` too, naming that field: protobuf's decoder keeps such a field
+aside and reads the request as if it were not there (an `action` sent length-delimited is read
+as action 0), and the referee acts on no request other than the one sent.
+
 A method of one request is registered as a method of a stream of requests (`one_request`),
 the services' and the RefereeService's alike: a call that ends its side with no request is
 INVALID_ARGUMENT, not left without a status.
@@ -21,42 +27,135 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
-from google.protobuf.message import DecodeError
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError, Message
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.v1 import referee_pb2
 
-__all__ = ["NO_REQUEST", "LenientRequests", "Undecodable", "lenient", "one_request"]
+__all__ = [
+    "NO_REQUEST",
+    "LenientRequests",
+    "Undecodable",
+    "lenient",
+    "one_request",
+    "unread_field",
+]
 
 _OURS = f"/{referee_pb2.DESCRIPTOR.services_by_name['RefereeService'].full_name}/"
 
 
 class Undecodable:
-    """A request whose bytes do not decode (refused as INVALID_ARGUMENT, not UNKNOWN)."""
+    """A request whose bytes do not decode (refused as INVALID_ARGUMENT, not UNKNOWN); with
+    `unread`, they decode but hold that field, not read as sent (`unread_field`: its path, or
+    "request" for a field number the request does not have)."""
 
-    def __init__(self, name: str, error: str) -> None:
+    def __init__(self, name: str, error: str, unread: str | None = None) -> None:
         self.name = name
         self.error = error
+        self.field = unread or "request"  # the field a refusal names
+        self.unread = unread is not None
+
+    @property
+    def text(self) -> str:
+        """What is wrong, for a status's message (after the field's name)."""
+        if self.unread:
+            return f"{self.error}: the {self.name} is not read as it was sent"
+        return f"the request does not decode as {self.name} ({quoted(self.error, 120)})"
+
+
+# How each wire type sends a field, and the wire type of each type of field (a repeated number
+# may also come packed, length-delimited: the decoder reads both).
+_WIRE = {
+    0: "a varint (wire type 0)",
+    1: "8 fixed bytes (wire type 1)",
+    2: "length-delimited (wire type 2)",
+    3: "a group (wire type 3)",
+    4: "a group's end (wire type 4)",
+    5: "4 fixed bytes (wire type 5)",
+}
+_FIXED64 = {
+    FieldDescriptor.TYPE_DOUBLE,
+    FieldDescriptor.TYPE_FIXED64,
+    FieldDescriptor.TYPE_SFIXED64,
+}
+_FIXED32 = {FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32}
+_DELIMITED = {FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES, FieldDescriptor.TYPE_MESSAGE}
+
+
+def _wire_of(field: Any) -> int:  # (upb's or the pure descriptor type)
+    if field.type in _DELIMITED:
+        return 2
+    return 1 if field.type in _FIXED64 else 5 if field.type in _FIXED32 else 0
+
+
+_messages_in: dict[str, tuple[Any, ...]] = {}
+
+
+def _message_fields(descriptor: Any) -> tuple[Any, ...]:
+    """The fields of a message type that hold messages (the requests have no maps)."""
+    fields = _messages_in.get(descriptor.full_name)
+    if fields is None:
+        fields = tuple(f for f in descriptor.fields if f.type == FieldDescriptor.TYPE_MESSAGE)
+        _messages_in[descriptor.full_name] = fields
+    return fields
+
+
+def unread_field(message: Message, path: str = "") -> tuple[str, str] | None:
+    """The first field that `message`'s bytes held and its decoder did not read as a field of
+    the message, in it or in a message it holds: (its path, e.g. `seats[1].name`, or the
+    message's own when the number is none of its fields; what was sent); None if every one was
+    read."""
+    descriptor = message.DESCRIPTOR
+    unknowns = UnknownFieldSet(message)
+    if len(unknowns):
+        unknown = unknowns[0]
+        number, wire = unknown.field_number, unknown.wire_type
+        sent = _WIRE.get(wire, f"wire type {wire}")
+        field = descriptor.fields_by_number.get(number)
+        if field is None:
+            return (
+                path or "request",
+                f"field {number}, sent as {sent}, is none of {descriptor.full_name}'s",
+            )
+        return (
+            f"{path}.{field.name}" if path else field.name,
+            f"sent as {sent}; field {number} of {descriptor.full_name} is sent as "
+            f"{_WIRE[_wire_of(field)]}",
+        )
+    for field in _message_fields(descriptor):
+        name = f"{path}.{field.name}" if path else field.name
+        if field.is_repeated:
+            for i, item in enumerate(getattr(message, field.name)):
+                if isinstance(item, Message) and (found := unread_field(item, f"{name}[{i}]")):
+                    return found
+        elif message.HasField(field.name) and (
+            found := unread_field(getattr(message, field.name), name)
+        ):
+            return found
+    return None
 
 
 def lenient(deserialize: Callable[[bytes], Any] | None, name: str) -> Callable[[bytes], Any]:
     """`deserialize`, giving `Undecodable` (naming the message `name`) for bytes that are
-    not the message; None: the bytes as they are."""
+    not the message, or that hold a field it does not read as sent (`unread_field`); None:
+    the bytes as they are."""
 
     def deserialized(data: bytes) -> Any:
         try:
-            return deserialize(data) if deserialize is not None else data
+            request = deserialize(data) if deserialize is not None else data
         except (DecodeError, ValueError, RecursionError) as exc:
             return Undecodable(name, str(exc))
+        if isinstance(request, Message) and (unread := unread_field(request)):
+            return Undecodable(name, unread[1], unread[0])
+        return request
 
     return deserialized
 
 
 async def _refuse(request: Undecodable, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-    await context.abort(
-        grpc.StatusCode.INVALID_ARGUMENT,
-        f"request: the request does not decode as {request.name} ({quoted(request.error, 120)})",
-    )
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{request.field}: {request.text}")
 
 
 def _unary_in(behavior: Callable[..., Any]) -> Callable[..., Any]:

@@ -46,6 +46,11 @@ FD_RESERVE = 256  # descriptors besides the connections: store, writer's pipes, 
 # timers' jitter) as a strike, and closes the connection at the third (gRPC's policy).
 CLIENT_PING_SECONDS = 10.0
 MAX_CONNECTIONS = 1_000_000  # the most `--max-connections` takes (gRPC's bound is a C int)
+# The most `--max-streams-per-client` and `--max-message-bytes` take: gRPC's bounds are C ints,
+# and the referee gives a connection 64 streams more than a client's cap, and a reply 4 times
+# the largest request.
+MAX_STREAMS = 1_000_000
+MAX_MESSAGE_BYTES = (2**31 - 1) // 4
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,13 @@ class Limits:
     open_seat_ttl: float = 3600.0  # seconds a table waits for its open seats, then expires
     max_hands: int = 1000  # hands of one match: then the referee stops it
     max_actions: int = 100_000  # actions of one match: then the referee stops it
-    max_loaded_finished: int = 1000  # finished tables kept in memory once asked for
+    # Finished tables kept in memory, those finished or asked for most recently (one not kept is
+    # replayed from the store when next asked for: 6 to 11 ms for a Dame de Pique match to 100
+    # points). Each holds its events and its engine's hands, about 960 objects for such a match,
+    # which every full collection of Python's garbage collector scans while the event loop, and
+    # every submission, waits: with 1,000 kept a full collection took 402 ms, with 64 35 ms
+    # (scripts/bench_finished_tables.py --tables 1000).
+    max_loaded_finished: int = 64
     max_connections: int = 4096  # connections at once to each front (gRPC, web); more: closed
     # A connection whose peer went away without a word (a network cut, a machine gone) holds
     # its calls and its client's streams until it is found dead: the referee pings each

@@ -308,10 +308,7 @@ def check_request(request: object) -> None:
     """`BadRequest` naming the field of a request that is out of its bounds (referee.proto,
     "Bounds"); the rules, seats and tables are the referee's to check."""
     if isinstance(request, Undecodable):
-        raise BadRequest(
-            f"the request does not decode as {request.name} ({quoted(request.error, 120)})",
-            "request",
-        )
+        raise BadRequest(request.text, request.field)
     if not isinstance(request, Message):
         return
     for name in _ids_of(request):
@@ -802,8 +799,8 @@ class RefereeServicer:
             # any number of calls that never open.
             slot = self._streams.open(_client(context))
             first = await anext(aiter(requests), None)
-            if first is None:
-                return  # the client closed its side before opening
+            if first is None:  # (a client that goes away cancels the call: not this)
+                raise BadRequest("the call's side ended before its first message, `open`", "open")
             check_request(first)
             assert isinstance(first, pb.PlaySeatRequest)
             if first.WhichOneof("kind") != "open":

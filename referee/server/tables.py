@@ -1015,6 +1015,12 @@ class Referee:
             first = table.action_events[done]
             last = table.action_events[done + 1] if done + 1 < current else len(table.events)
             return done, first, list(table.events[first:last])
+        if table.finished:
+            # Whatever the index: ABORTED would send the seat to wait for a turn that never
+            # comes. (A retry of the last action was answered above.)
+            if table.stopped:
+                raise NotReady(f"the match is over: {table.stopped}")
+            self._check_legal(table, seat, action)  # the engine's refusal: the match is over
         if expected < current and table.must_act(seat) and table.to_act_since(seat, expected):
             # The seat was to act at `expected` and still is, without having acted since:
             # the actions in between were other seats' acting at the same time (the Dame
@@ -1027,8 +1033,6 @@ class Referee:
             )
         if not table.started:
             raise NotReady("the table is waiting for players")
-        if table.stopped:
-            raise NotReady(f"the match is over: {table.stopped}")
         now = self.time_source.now()
         if table.overdue(seat, now):
             # The seat's time ran out before its action came: the referee acts for it.

@@ -31,9 +31,11 @@ Bounds: a request is at most 64 KiB. A table id, a request id, a game or ruleset
 option key and a string option value are at most 64 characters; a player's name at most 64
 characters, without control characters (C0, C1, DEL, U+2028/9, the bidirectional controls
 U+061C, U+200E/F, U+202A-E, U+2066-9), without characters that show nothing (the format
-characters, Unicode's Cf, but the joiners U+200C/D between two characters beyond ASCII and
-a flag's tags; the noncharacters), and showing something (not only spaces and fillers such
-as U+3164); at most 10 seats and 64 options, each key once.
+characters, Unicode's Cf, but the joiners U+200C/D between two characters they join, neither
+ASCII nor a cased letter such as Latin's or Cyrillic's, and a flag's tags; a variation
+selector but after an emoji, an ideograph or in a keycap; U+034F; the noncharacters), and
+showing something (not only spaces, marks and fillers such as U+3164); at most 10 seats and
+64 options, each key once.
 Every int option has the range its OptionInfo gives. A table stops at 1000 hands or 100000
 actions (whichever comes first): its match is stopped unfinished, with a record saying why.
 Every reply is far below the 4 MiB a client receives by default. The referee holds at most
@@ -63,7 +65,11 @@ and `message` repeat the call's and whose `details` are `google.protobuf.Any` me
 
 Status codes:
 - INVALID_ARGUMENT (BadRequest detail): a request that does not decode, or a call of a
-  method of one request whose side ended before it (field `request`), a field out of
+  method of one request whose side ended before it (field `request`), a field the request
+  holds but not as this file defines it: a known field sent with another wire type (its
+  path: `action`, `time_control.action_ms`), a number its message does not have (the
+  message's path, `request` for the request's own); protobuf would read such a field as
+  unset, and the referee acts on no request other than the one sent. A field out of
   its bounds (`seats[1].name: ... longer than 64 characters`), bad rules (`game`,
   `ruleset`, `options[i].key` for an unknown option, `options[i].int_value` (or
   `bool_value`, `string_value`) for a value refused, `seats` for a number of players the
@@ -73,13 +79,14 @@ Status codes:
   (`request_id`).
 - FAILED_PRECONDITION: an action the rules refuse, with an ActionRefusal detail (rule id,
   reason, legal actions): a well-formed action that is not legal now, also one of a kind
-  the game never uses (a bid in Dame de Pique). Without detail: a call the table's state
+  the game never uses (a bid in Dame de Pique), and any submission once the match is over
+  (code `match-over`), whatever its index. Without detail: a call the table's state
   does not allow (GetRecord before the end, a submission on a table waiting for players or
   stopped at the referee's limits, JoinTable, SubmitAction, Resign or GetRecord on a table
   that is closed: expired, or broken by an internal error of the referee, which isolates
   that table).
 - ABORTED (StaleAction detail): a submission whose expected_action_index is not the
-  table's (and is neither a retry nor a submission SubmitActionRequest.expected_action_index
+  table's while the match is on (and is neither a retry nor a submission SubmitActionRequest.expected_action_index
   accepts at an older index), with the current index.
 - NOT_FOUND: no such table. OUT_OF_RANGE: WatchTable from an event index the table has not
   reached. PERMISSION_DENIED: a wrong token, or JoinTable on a seat already taken or on a
@@ -1698,8 +1705,9 @@ Global___WatchTableResponse: _TypeAlias = WatchTableResponse  # noqa: Y015
 @_typing.final
 class PlaySeatRequest(_message.Message):
     """One message from a seat on its PlaySeat stream: the first opens the stream, every next one
-    submits an action. A first message that is no `open`, or an `open` later: INVALID_ARGUMENT
-    (field `open`; the first ends the call, a later one is refused in-stream).
+    submits an action. A first message that is no `open` (or none, the client's side ended
+    first), or an `open` later: INVALID_ARGUMENT (field `open`; the first ends the call, a later
+    one is refused in-stream).
     """
 
     DESCRIPTOR: _descriptor.Descriptor

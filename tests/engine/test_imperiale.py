@@ -270,7 +270,7 @@ def test_example_001b_won_in_the_middle_of_the_play() -> None:
     assert "after trick 2" in " ".join(result.hand.describe())
     with pytest.raises(IllegalAction) as exc:
         m.apply(0, play("10S"))
-    assert exc.value.code == "no-hand" and exc.value.rule == "IMP-A.TARGET"
+    assert exc.value.code == "match-over" and exc.value.rule == "IMP-A.TARGET"
     with pytest.raises(IllegalAction) as exc:
         m.start_hand(0, B_DEAL)
     assert exc.value.code == "match-over"

@@ -13,9 +13,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tapis_cartes.records.annotate import MAX_COMMENT, CommentError, annotate, parse_comment
 from tapis_cartes.records.codec import (
-    _varint,
     decode_record,
     encode_file,
+    encode_varint,
     read_envelopes,
     write_envelopes,
     write_frames,
@@ -150,7 +150,7 @@ def test_annotations_beyond_one_per_action_are_refused_before_they_are_decoded(
 
 def _field(number: int, body: bytes) -> bytes:
     """A length-delimited field of the wire format: key, length, bytes."""
-    return bytes([number << 3 | 2]) + _varint(len(body)) + body
+    return bytes([number << 3 | 2]) + encode_varint(len(body)) + body
 
 
 def test_annotating_a_signed_record_keeps_the_signature() -> None:
@@ -291,6 +291,17 @@ def test_every_record_that_exports_to_a_transcript_imports_again() -> None:
         again = decode_record(import_transcript(json.loads(text), "t.json"))
         assert (again.hands, again.outcome, again.seats) == (rec.hands, rec.outcome, rec.seats)
     assert refused and all(label.endswith("/stopped") for label in refused), refused
+
+
+def test_a_timed_match_has_no_transcript() -> None:
+    """A transcript holds no clocks: a timed match exported to one would come back untimed,
+    its losses on time as resignations and the referee's moves on time as the seats' own.
+    It is refused, naming why, rather than exported without them."""
+    rec = decode_record(import_transcript(load_transcript(TRANSCRIPTS[0]), "t.json"))
+    assert json.loads(transcript_text(rec))["format"] == "tapis-transcript/1"
+    rec.rules.time_control.CopyFrom(pb.TimeControl(budget_ms=60_000))
+    with pytest.raises(ExportError, match=r"^a timed match: a transcript holds no clocks"):
+        transcript_text(rec)
 
 
 def test_transcript_export_keeps_options_start_and_pack() -> None:

@@ -317,6 +317,12 @@ def test_query_by_date_played(archive: Path) -> None:
     )
     assert count("--until", "2026-01-01") == N  # a date alone: the whole day
     assert count("--since", "2026-01-02") == 0
+    # A fraction of a second (SQLite reads milliseconds; six digits it read as no date), and
+    # the ends of the dates Python holds, whose next day or UTC instant lies past them.
+    assert count("--since", "2026-01-01T00:10:00.000001", "--until", "2026-01-01T00:19:00") == 9
+    assert count("--until", "9999-12-31") == count("--since", "0001-01-01") == N
+    assert count("--since", "9999-12-31T23:59:59-01:00") == 0
+    assert count("--until", "0001-01-01T00:00:00+01:00") == 0
     bad = tapis("archive", "query", archive, "--since", "last week")
     assert bad.returncode == 2 and "--since: 'last week' is not a date" in bad.stderr
 

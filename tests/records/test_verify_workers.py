@@ -221,6 +221,49 @@ def test_two_workers_print_what_one_prints(corpus: Corpus, options: tuple[str, .
         assert all(e.startswith(s) for e, s in zip(errors, starts, strict=True)), errors
 
 
+# --- records from a pipe ---------------------------------------------------------------------
+
+
+def _piped(path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`tapis ARGS...` with the file `path` on its standard input, through a pipe."""
+    with subprocess.Popen(["cat", str(path)], stdout=subprocess.PIPE) as cat:
+        done = subprocess.run(
+            cli_command(SMALL_CHUNKS, *args),
+            stdin=cat.stdout,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        )
+    return done
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_records_from_a_pipe_are_read_to_its_end(corpus: Corpus, workers: str) -> None:
+    """A pipe has no size (its `st_size` is 0): its records are read to its end and checked,
+    as a file's are; a pipe of garbage is a file error, not "0 records" and exit 0."""
+    by_path = tapis("record", "verify", corpus.main, "--key", corpus.key_file, "--workers", "1")
+    piped = _piped(
+        corpus.main, "record", "verify", "/dev/stdin", "--key", corpus.key_file,
+        "--workers", workers,
+    )  # fmt: skip
+    assert piped.returncode == by_path.returncode == 2, piped.stderr
+    assert _untimed(piped.stdout) == _untimed(by_path.stdout).replace(
+        str(corpus.main), "/dev/stdin"
+    )
+    assert "240 records" in piped.stdout and "1 file error" in piped.stdout, piped.stdout
+    garbage = corpus.not_records.with_name("garbage.tapis")
+    garbage.write_bytes(MAGIC + os.urandom(5000))
+    done = _piped(garbage, "record", "verify", "/dev/stdin", "--workers", workers)
+    assert done.returncode == 2 and "/dev/stdin: record 1 " in done.stderr, done.stderr
+    # Commands that read a file twice (counted first, then used) read a pipe into a copy.
+    shown = _piped(corpus.main, "record", "show", "/dev/stdin")
+    direct = tapis("record", "show", corpus.main)
+    assert shown.returncode == direct.returncode and shown.stdout == direct.stdout, shown
+    assert shown.stderr == direct.stderr.replace(str(corpus.main), "/dev/stdin")
+
+
 # --- Ctrl-C -----------------------------------------------------------------------------------
 
 

@@ -481,7 +481,8 @@ def test_a_call_that_ends_its_side_with_no_request_is_answered(
 ) -> None:
     """A method of one request called with none (the client's side ended before a message):
     INVALID_ARGUMENT at once, not a call left without a status until the client gives up;
-    the same method called with its request still works."""
+    the same method called with its request still works. PlaySeat without its `open` too,
+    not a call ended OK with nothing said."""
 
     async def body(_: Any, __: Any, channel: grpc.aio.Channel) -> None:
         assert len(ONE_REQUEST) >= 12
@@ -496,6 +497,12 @@ def test_a_call_that_ends_its_side_with_no_request_is_answered(
                 violation = error_details_pb2.BadRequest()
                 assert detail.Unpack(violation), detail
                 assert violation.field_violations[0].field == "request"
+        # PlaySeat, a stream of requests, whose first must be its `open`.
+        call = channel.stream_stream(f"/{_SERVICE.full_name}/PlaySeat")(iter([]), timeout=10)
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await call.read()
+        assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT, exc.value
+        assert str(exc.value.details()).startswith("open: the call's side ended before"), exc.value
         games = await channel.unary_unary(f"/{_SERVICE.full_name}/ListGames")(b"", timeout=10)
         assert pb.ListGamesResponse.FromString(games).games
 

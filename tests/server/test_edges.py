@@ -67,6 +67,95 @@ def test_undecodable_requests_are_invalid_argument_on_every_method(tmp_path: Pat
     run(body, tmp_path)
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, wire: int, payload: bytes) -> bytes:
+    """One field as protobuf sends it: its key, then `payload` (length-prefixed for wire 2)."""
+    key = _varint(number << 3 | wire)
+    return key + (_varint(len(payload)) + payload if wire == 2 else payload)
+
+
+def test_fields_not_read_as_sent_are_refused_naming_them(tmp_path: Path) -> None:
+    """A request holding a field its decoder cannot read as the field sent (a known field
+    with another wire type, or a number the message does not have) is INVALID_ARGUMENT
+    naming the field, and changes nothing: protobuf would read it as unset (an `action` sent
+    length-delimited would be action 0, a `time_control` sent as a number no clock)."""
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, channel: Any) -> None:
+        table_id, tokens = await new_table(stub, "hearts", "", {}, 4)
+        view = (await stub.GetView(pb.GetViewRequest(table_id=table_id, seat=0),
+                                   metadata=auth(tokens[0]))).view  # fmt: skip
+        action = view.legal_actions[-1].action
+        head = pb.SubmitActionRequest(
+            table_id=table_id, seat=0, expected_action_index=view.action_index
+        ).SerializeToString()
+        submit = channel.unary_unary("/tapis.v1.RefereeService/SubmitAction")
+        create = channel.unary_unary("/tapis.v1.RefereeService/CreateTable")
+        seats = b"".join(_field(4, 2, pb.SeatRequest(name=n).SerializeToString()) for n in "ABCD")
+        cases = [
+            (submit, head + _field(4, 2, _varint(action)), "action: sent as length-delimited"),
+            (submit, head + _field(4, 5, action.to_bytes(4, "little")), "action: sent as 4 fixed"),
+            (
+                submit,
+                head + _field(4, 0, _varint(action)) + _field(99, 0, b"\x01"),
+                "request: field 99, sent as a varint (wire type 0), is none of",
+            ),
+            (create, _field(1, 2, b"hearts") + seats + _field(6, 0, b"\x01"), "time_control: "),
+            (
+                create,
+                _field(1, 2, b"hearts")
+                + seats
+                + _field(6, 2, _field(1, 1, (5000).to_bytes(8, "little"))),
+                "time_control.action_ms: sent as 8 fixed bytes (wire type 1); field 1 of "
+                "tapis.v1.TimeControl is sent as a varint (wire type 0)",
+            ),
+            (
+                create,
+                _field(1, 2, b"hearts")
+                + seats[: len(seats) // 4 * 3]
+                + _field(4, 2, _field(1, 0, b"\x07")),
+                "seats[3].name: sent as a varint",
+            ),
+        ]
+        for call, data, words in cases:
+            code, details = await _code(call(data, metadata=auth(tokens[0])))
+            assert code == grpc.StatusCode.INVALID_ARGUMENT, (data, code, details)
+            assert details.startswith(words) and "is not read as it was sent" in details, details
+        after = (await stub.GetView(pb.GetViewRequest(table_id=table_id, seat=0),
+                                    metadata=auth(tokens[0]))).view  # fmt: skip
+        assert after.action_index == view.action_index  # no action was applied
+        assert list(server.referee.tables) == [table_id]  # no table was made
+        # In a PlaySeat stream, the submission is refused in the stream, naming the field.
+        play = channel.stream_stream("/tapis.v1.RefereeService/PlaySeat")
+        opened = pb.PlaySeatRequest(
+            open=pb.PlaySeatOpen(table_id=table_id, seat=0)
+        ).SerializeToString()
+        bad = _field(2, 2, head + _field(4, 2, _varint(action)))
+        call = play(iter([opened, bad]), metadata=auth(tokens[0]))
+        refused = None
+        async for raw in call:
+            reply = pb.PlaySeatResponse.FromString(raw)
+            if reply.HasField("refused"):
+                refused = reply.refused
+                break
+        call.cancel()
+        assert refused is not None and refused.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+        assert refused.message.startswith("submit.action: sent as length-delimited"), refused
+        # gRPC's own services (health checking) read their requests so too.
+        check = channel.unary_unary("/grpc.health.v1.Health/Check")
+        code, details = await _code(check(_field(1, 0, b"\x01")))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("service: "), details
+
+    run(body, tmp_path)
+
+
 def test_oversized_fields_are_refused_with_a_short_message(tmp_path: Path) -> None:
     big = "x" * 60_000  # (a request holds 64 KiB: past it, gRPC's own RESOURCE_EXHAUSTED)
 
@@ -213,17 +302,24 @@ def test_names_with_control_characters_are_refused(tmp_path: Path) -> None:
 
 
 # Names that show nothing, or less than they hold (referee/errors.py `name_fault`): a zero-
-# width space, a byte-order mark, a soft hyphen, a joiner between Latin letters, a tag, a
-# noncharacter; and names of only spaces or of a blank filler.
+# width space, a byte-order mark, a soft hyphen, a joiner between Latin or Cyrillic letters or
+# next to another, a tag, a variation selector after a letter or alone, the grapheme joiner,
+# a noncharacter; and names of only spaces, of a blank filler, of a combining mark.
 HIDDEN = {
     "Ann\u200b": "shows nothing (U+200B)",
     "\ufeffBob": "shows nothing (U+FEFF)",
     "Ca\u00adrl": "shows nothing (U+00AD)",
     "al\u200dice": "shows nothing (U+200D)",
+    "\u0412\u043e\u0432\u200d\u0430": "shows nothing (U+200D)",
+    "\u0645\u200d\u200d\u0645": "shows nothing (U+200D)",
     "Eve\U000e0041": "shows nothing (U+E0041)",
+    "Ann\ufe0f": "shows nothing (U+FE0F)",
+    "\ufe00\ufe01": "shows nothing (U+FE00)",
+    "Bo\u034fb": "shows nothing (U+034F)",
     "Dan\ufdd0": "noncharacter (U+FDD0)",
     "   ": "shows nothing (U+0020 U+0020 U+0020)",
     "\u3164": "shows nothing (U+3164)",
+    "\u0301": "shows nothing (U+0301)",
 }
 
 
@@ -256,12 +352,17 @@ def test_names_that_show_nothing_are_refused(tmp_path: Path) -> None:
             "\U0001f468\u200d\U0001f469",
             "Flag \U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",
             "",
+            "\u2764\ufe0f Bob",  # an emoji's presentation
+            "\u845b\U000e0100",  # an ideograph's variant
+            "\u0915\u094d\u200d\u0937",  # Devanagari: a virama, then a joiner
+            "Player 1\ufe0f\u20e3",  # a keycap
         ]
-        made = await stub.CreateTable(
-            pb.CreateTableRequest(game="hearts", seats=[pb.SeatRequest(name=n) for n in fine])
-        )
-        table = await stub.GetTable(pb.GetTableRequest(table_id=made.table_id))
-        assert [s.name for s in table.seats] == [*fine[:3], "seat 3"]
+        for four in (fine[:4], fine[4:]):
+            made = await stub.CreateTable(
+                pb.CreateTableRequest(game="hearts", seats=[pb.SeatRequest(name=n) for n in four])
+            )
+            table = await stub.GetTable(pb.GetTableRequest(table_id=made.table_id))
+            assert [s.name for s in table.seats] == [n or "seat 3" for n in four]
 
     run(body, tmp_path)
 
@@ -313,11 +414,13 @@ def test_a_resignation_racing_other_seats_actions_is_never_stale(tmp_path: Path)
                     metadata=auth(tokens[resigner]),
                 ),
             )
-            # A submission the resignation came before finds its index stale (the match over).
+            # A submission the resignation came before finds the match over, whatever its
+            # index: no turn will come.
             for m in moved:
                 if isinstance(m, BaseException):
                     assert isinstance(m, grpc.aio.AioRpcError), m
-                    assert m.code() == grpc.StatusCode.ABORTED, m
+                    assert m.code() == grpc.StatusCode.FAILED_PRECONDITION, m
+                    assert m.details() == "the match is already over [DP.END]", m
             got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
             record = decode_record(got.envelope.record)
             assert "resign" in record.outcome.reason, (trial, record.outcome.reason)
@@ -817,6 +920,32 @@ def test_tapis_serve_refuses_a_second_referee_a_used_port_and_a_bad_address(
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=60)
     assert first.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--max-message-bytes", "536870912", "is more than 536870911"),
+        ("--max-streams-per-client", "2147483584", "is more than 1000000"),
+        ("--max-connections", "1000001", "is more than 1000000"),
+        ("--open-seat-ttl", "nan", "is not a finite number"),
+        ("--open-seat-ttl", "inf", "is not a finite number"),
+        ("--max-hands", "0", "is less than 1"),
+    ],
+)
+def test_tapis_serve_refuses_limits_out_of_range_before_it_starts(
+    tmp_path: Path, option: str, value: str, said: str
+) -> None:
+    """A limit past what gRPC takes (a C int), or no number, is a usage error naming the
+    option, not a traceback; nothing is made."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tapis_cartes.clients.cli", "serve", "--listen",
+         f"127.0.0.1:{free_port()}", option, value],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"argument {option}: " in done.stderr and said in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not list(tmp_path.iterdir())
 
 
 def test_concurrent_joins_and_submissions_with_callers_gone_keep_store_and_counts_in_step(
