@@ -77,7 +77,9 @@ MAX_COUNT = (1 << 63) - 1
 
 
 def positive_int(text: str) -> int:
-    """An argparse type: an int of 1 to `MAX_COUNT`."""
+    """An argparse type: an int of 1 to `MAX_COUNT`, in ASCII digits."""
+    if not text.isascii() or not text.lstrip("+-").isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
     n = int(text)
     if n < 1:
         raise argparse.ArgumentTypeError("must be at least 1")

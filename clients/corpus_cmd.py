@@ -115,7 +115,9 @@ def add_corpus_parser(sub: Any) -> None:
     p = sub.add_parser(
         "corpus",
         help="records of bot matches played here (for tests and benchmarks)",
-        description=__doc__.splitlines()[0] if __doc__ else None,
+        description="Records of bot matches played in this process, dealt from a fixed seed"
+        " (the same records from run to run), written to a record file and/or added to an"
+        " archive, for tests and benchmarks.",
     )
     p.add_argument("--game", default="hearts")
     p.add_argument("--ruleset", default="")

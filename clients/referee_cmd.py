@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Coroutine
 from importlib import resources
@@ -138,6 +139,9 @@ def _client_command(name: str, run: Callable[[], Coroutine[Any, Any, int | None]
         return 1
 
 
+_SECONDS = re.compile(r"[0-9]{1,7}(\.[0-9]{1,3})?")
+
+
 def time_control(args: argparse.Namespace) -> rpb.TimeControl | None:
     """The clocks asked for by --action-time, --budget, --increment and --on-timeout (None:
     untimed); `ValueError` naming the option for a time that is not a number of seconds. The
@@ -150,13 +154,13 @@ def time_control(args: argparse.Namespace) -> rpb.TimeControl | None:
     ):
         if value is None:
             continue
-        try:
-            seconds = float(value)
-        except ValueError:
-            seconds = -1.0
-        if not 0 <= seconds <= 10**7:  # (nan fails too)
-            raise ValueError(f"{option} {value!r}: give a number of seconds")
-        times[name] = round(seconds * 1000)
+        # Seconds to the millisecond, as the clocks count (0.0999 is no time: not rounded up
+        # past the referee's least), in ASCII digits.
+        if not _SECONDS.fullmatch(value):
+            raise ValueError(
+                f"{option} {value!r}: give a number of seconds, to the millisecond (as 30 or 0.25)"
+            )
+        times[name] = round(float(value) * 1000)
     if not times:
         return None
     policy = {"forfeit": rpb.TIMEOUT_POLICY_FORFEIT, "autoplay": rpb.TIMEOUT_POLICY_AUTOPLAY}

@@ -43,6 +43,8 @@ def test_corpus_errors_are_one_line_before_any_match(tmp_path: Path) -> None:
         (("--archive", tmp_path / "none" / "c.db"), 2, "cannot write: no folder"),
         ((), 2, "give -o RECORDS and/or --archive DB"),
         (("-n", "0", "-o", out), 2, "must be at least 1"),
+        (("-n", "abc", "-o", out), 2, "argument -n/--count: 'abc' is not a whole number"),
+        (("-n", "\u0665", "-o", out), 2, "is not a whole number"),  # an Arabic-Indic 5
         (("--jobs", "100000000000", "-o", out), 2, "the number of workers must be 1 to 256"),
     ]
     for args, code, message in cases:
