@@ -19,6 +19,7 @@ from tapis_cartes.records.codec import score_to_pb
 from tapis_cartes.records.replay import BaseVisitor, compare_record, replay
 from tapis_cartes.referee.engine import Hand
 from tapis_cartes.referee.engine.errors import quoted
+from tapis_cartes.referee.engine.wire import MAX_COMMENT
 from tapis_cartes.referee.errors import CommentError, CommentOutOfRange
 from tapis_cartes.v1 import record_pb2 as pb
 
@@ -35,10 +36,6 @@ Comment = tuple[int, int, str]  # (hand, action, text), hand and action 1-based
 
 
 _NUMBER = re.compile(r"[0-9]{1,9}")  # a hand or action number (ASCII digits, no more than 9)
-
-# The bound, in characters, of one comment (a paragraph); `MAX_TEXT` (256) bounds the
-# record's own texts.
-MAX_COMMENT = 1000
 
 
 def parse_comment(text: str) -> Comment:

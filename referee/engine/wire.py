@@ -214,12 +214,50 @@ def check_envelope_size(data: bytes) -> None:
                     f"the envelope holds more annotations than its record has actions ({most}):"
                     " Tapis makes one per action",
                 )
+            start = note.pos
             if _count_values(note, _NOTE_PACKED, MAX_HAND_FIELDS) > MAX_HAND_FIELDS:
                 raise RecordError(
                     "record-size", f"annotation {notes}: more than {MAX_HAND_FIELDS} values"
                 )
+            note.pos = start
+            longest = _longest_part(note, _NOTE_PACKED)
+            if longest > MAX_NOTE_PART:
+                raise RecordError(
+                    "record-size",
+                    f"annotation {notes}: a comment or score line of {longest} bytes (a comment"
+                    f" holds at most {MAX_COMMENT} characters)",
+                )
             note = _next_part(part, _NOTE_KEY)
         part = _next_part(r, _ENVELOPE_NOTES)
+
+
+# The most characters of one comment of an annotation (`tapis record annotate --comment`), and
+# the most bytes of one of its comments or score lines: 4 a character at most in UTF-8 (a score
+# line Tapis makes is far less). An annotation's comment of 60 MB took a reader to 400 MB.
+MAX_COMMENT: Final = 1000
+MAX_NOTE_PART: Final = 4 * MAX_COMMENT
+
+
+def _longest_part(r: _Reader, packed: i64) -> i64:
+    """The length of the longest length-delimited field from the reader's position to its
+    end, but those of the numbers in the bit mask `packed` (their values are counted), as far
+    as the bytes are well formed."""
+    longest: i64 = 0
+    while r.pos < r.end:
+        key = _loose_key(r)
+        if key < 0:
+            break
+        number = key >> 3
+        if key & 7 == 2:
+            n = _any_varint(r)
+            if n < 0 or n > r.end - r.pos:
+                break
+            if not (number < 63 and packed >> number & 1) and n > longest:
+                longest = n
+            r.pos += n
+        elif not _loose_skip(r, key, 0):
+            break
+    return longest
 
 
 def _next_part(r: _Reader, want: i64) -> _Reader | None:

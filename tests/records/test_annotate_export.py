@@ -120,9 +120,10 @@ def test_annotations_beyond_one_per_action_are_refused_before_they_are_decoded(
 ) -> None:
     """Annotations are outside the signature: anyone can add them to a genuine record. Three
     million empty ones (6 MB) once made `export --format json` take most of a gigabyte; an
-    envelope holds at most one per action of its record, each of at most 1000 values, and the
-    excess is refused before anything is decoded, in every command that reads the file (here
-    in a child limited to 400 MB)."""
+    envelope holds at most one per action of its record, each of at most 1000 values, none of
+    its comments or score lines over 4000 bytes (a comment is 1000 characters at most: one of
+    60 MB took a reader to 400 MB), and the excess is refused before anything is decoded, in
+    every command that reads the file (here in a child limited to 400 MB)."""
     env, rec = dp1()
     actions = sum(len(h.actions) for h in rec.hands)
     frame = env.SerializeToString(deterministic=True)
@@ -131,6 +132,9 @@ def test_annotations_beyond_one_per_action_are_refused_before_they_are_decoded(
         "one more": b"\x0a\x00" * (actions + 1),
         "legal": _field(1, _field(3, b"\x01" * 1001)),  # one annotation, 1001 legal actions
         "comments": _field(1, b"\x3a\x00" * 1001),  # one annotation, 1001 empty comments
+        # one annotation, one comment of 60 MB (annotate makes none past 1000 characters)
+        "a long comment": _field(1, _field(7, b"x" * 60_000_000)),
+        "a long score line": _field(1, _field(6, _field(2, b"k" * 5000))),
     }
     for name, body in notes.items():
         path = tmp_path / f"{name}.tapis"
@@ -141,8 +145,10 @@ def test_annotations_beyond_one_per_action_are_refused_before_they_are_decoded(
             said = done.stdout + done.stderr
             assert "annotation" in said and "record 1" in said, (name, command, said)
             assert len(said) < 1000
-    # One per action, as `annotate` makes them, is what a record holds.
-    full = pb.RecordEnvelope(record=env.record, annotations=annotate(rec))
+    # One per action, as `annotate` makes them, is what a record holds: comments of 1000
+    # characters of 4 bytes each too.
+    longest = "\U0001f0a1" * MAX_COMMENT
+    full = pb.RecordEnvelope(record=env.record, annotations=annotate(rec, [(1, 8, longest)]))
     path = tmp_path / "annotated.tapis"
     write_envelopes(path, [full])
     assert tapis("record", "export", "--format", "json", path).returncode == 0
