@@ -40,10 +40,11 @@ def writes_stdout(path: str | Path) -> bool:
 
 
 def closing_line(text: str, output: str | Path) -> None:
-    """A command's line after it wrote `output` (`20 records -> out.tapis`): on the standard
-    output, or on the standard error when that is where `output` went (a line in the data
-    would spoil it)."""
-    print(text, file=sys.stderr if writes_stdout(output) else sys.stdout)
+    """A command's line after it wrote `output` (`20 records -> out.tapis`), on the standard
+    output; none when `output` is the standard output (a line in the data would spoil it, and
+    the data is there to see)."""
+    if not writes_stdout(output):
+        print(text)
 
 
 def add_key_options(p: argparse.ArgumentParser, must: str) -> None:

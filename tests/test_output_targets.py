@@ -169,8 +169,8 @@ def test_stdout_a_pipe_gets_the_output_alone(
     command: str, target: str, work: dict[str, Path], tmp_path: Path, in_place: None
 ) -> None:
     """Written to the standard output (`/dev/stdout`, or `-` for every command), the output
-    is the data alone: the command's closing line (`... -> /dev/stdout`) goes to the
-    standard error, not into a record file piped on."""
+    is the data alone: the command's closing line (`... -> /dev/stdout`) is not written into
+    a record file piped on."""
     want = expected(command, work, tmp_path)
     done = subprocess.run(
         cli_command("", *WRITERS[command](work, Path(target))),
