@@ -19,12 +19,25 @@ HAVE="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$HAVE" != "$WANT:$EXTRAS" ] && [ "$HAVE" != "$WANT:dev" ]; then
   echo "installing Tapis and its dependencies into $VENV (a few minutes the first time) ..." >&2
   LOG="$VENV/install.log"
-  # Tapis was once installed as the distribution "tapis" (top-level packages of other names).
-  if ! { "$VENV/bin/python" -m pip install --upgrade pip && \
+  : > "$LOG"
+  # A download the network cuts is resumed (PIP_RESUME_RETRIES, which the build's own pip
+  # reads too), and an install that fails all the same is tried again, twice: pip keeps what
+  # it downloaded. (A cut download of mypy once failed an install.)
+  export PIP_RESUME_RETRIES="${PIP_RESUME_RETRIES:-10}"
+  installed=""
+  for attempt in 1 2 3; do
+    # Tapis was once installed as the distribution "tapis" (top-level packages of other names).
+    if { "$VENV/bin/python" -m pip install --upgrade pip && \
          "$VENV/bin/python" -m pip uninstall -y -q tapis && \
-         "$VENV/bin/python" -m pip install -e "$ROOT${EXTRAS:+[$EXTRAS]}"; } > "$LOG" 2>&1; then
+         "$VENV/bin/python" -m pip install -e "$ROOT${EXTRAS:+[$EXTRAS]}"; } >> "$LOG" 2>&1; then
+      installed=1
+      break
+    fi
+    echo "install attempt $attempt failed" >> "$LOG"
+  done
+  if [ -z "$installed" ]; then
     tail -n 40 "$LOG" >&2
-    echo "install failed; the whole log is $LOG" >&2
+    echo "install failed (3 attempts); the whole log is $LOG" >&2
     exit 1
   fi
   echo "$WANT:$EXTRAS" > "$STAMP"
