@@ -194,16 +194,33 @@ def _read_once(path: str) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
+# The most a file read once (a pipe) is copied for a command that reads its records twice:
+# beyond, the command asks for a file. (A stream without end, such as a record file's magic
+# followed by /dev/zero, a record of 0 bytes at each byte, would fill the disk.)
+MAX_PIPED = 1 << 30
+
+
 def _copied(path: str) -> Any:
     """A temporary file holding the records `path` gives to its end, read as a record file is
-    (a file that is none, `/dev/zero`, is refused at its start), removed when closed or when
-    the process ends; `RecordFileError` when it cannot be read as records."""
+    (a file that is none, `/dev/zero`, is refused at its start), at most `MAX_PIPED` bytes,
+    removed when closed or when the process ends; `RecordFileError` when it cannot be read
+    as records."""
+    name = str(Path(path))
     copy = tempfile.NamedTemporaryFile(prefix="tapis-", suffix=".tapis")  # noqa: SIM115 (kept open: the copy lives while open)
     try:
         with open(path, "rb") as source:
             copy.write(MAGIC)
-            for frame in read_frames(source, None, str(Path(path))):
-                copy.write(encode_varint(len(frame)))
+            size = len(MAGIC)
+            for index, frame in enumerate(read_frames(source, None, name), 1):
+                head = encode_varint(len(frame))
+                size += len(head) + len(frame)
+                if size > MAX_PIPED:
+                    raise RecordFileError(
+                        "too-large",
+                        f"{name}: record {index} is past the {MAX_PIPED} bytes this command"
+                        " takes from a pipe; write the records to a file and give it",
+                    )
+                copy.write(head)
                 copy.write(frame)
         copy.flush()
     except OSError as exc:

@@ -257,7 +257,18 @@ def test_records_from_a_pipe_are_read_to_its_end(corpus: Corpus, workers: str) -
     garbage.write_bytes(MAGIC + os.urandom(5000))
     done = _piped(garbage, "record", "verify", "/dev/stdin", "--workers", workers)
     assert done.returncode == 2 and "/dev/stdin: record 1 " in done.stderr, done.stderr
-    # Commands that read a file twice (counted first, then used) read a pipe into a copy.
+    # Commands that read a file twice (counted first, then used) read a pipe into a copy:
+    # of records (a stream of empty records without end is cut at the bound, and its copy
+    # removed).
+    endless = subprocess.run(
+        [*cli_command("from tapis_cartes.clients import record_cmd\nrecord_cmd.MAX_PIPED = 10_000",
+                      "record", "show", "/dev/stdin")],
+        input=MAGIC + bytes(1_000_000), capture_output=True, cwd=ROOT, timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TMPDIR": str(garbage.parent)},
+    )  # fmt: skip
+    assert endless.returncode == 2, endless.stderr
+    assert b"past the 10000 bytes this command takes from a pipe" in endless.stderr
+    assert not list(garbage.parent.glob("tapis-*"))
     shown = _piped(corpus.main, "record", "show", "/dev/stdin")
     direct = tapis("record", "show", corpus.main)
     assert shown.returncode == direct.returncode and shown.stdout == direct.stdout, shown
