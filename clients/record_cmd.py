@@ -49,6 +49,7 @@ from tapis_cartes.records.codec import (
     envelope,
     file_chunks,
     parse_envelope,
+    put_frames,
     read_at_most,
     read_frames,
     writable,
@@ -206,22 +207,23 @@ def _copied(path: str) -> Any:
     removed when closed or when the process ends; `RecordFileError` when it cannot be read
     as records."""
     name = str(Path(path))
+
+    def bounded(frames: Iterator[bytes]) -> Iterator[bytes]:
+        size = len(MAGIC)
+        for index, frame in enumerate(frames, 1):
+            size += len(encode_varint(len(frame))) + len(frame)  # as the copy holds it
+            if size > MAX_PIPED:
+                raise RecordFileError(
+                    "too-large",
+                    f"{name}: record {index} is past the {MAX_PIPED} bytes this command"
+                    " takes from a pipe; write the records to a file and give it",
+                )
+            yield frame
+
     copy = tempfile.NamedTemporaryFile(prefix="tapis-", suffix=".tapis")  # noqa: SIM115 (kept open: the copy lives while open)
     try:
         with open(path, "rb") as source:
-            copy.write(MAGIC)
-            size = len(MAGIC)
-            for index, frame in enumerate(read_frames(source, None, name), 1):
-                head = encode_varint(len(frame))
-                size += len(head) + len(frame)
-                if size > MAX_PIPED:
-                    raise RecordFileError(
-                        "too-large",
-                        f"{name}: record {index} is past the {MAX_PIPED} bytes this command"
-                        " takes from a pipe; write the records to a file and give it",
-                    )
-                copy.write(head)
-                copy.write(frame)
+            put_frames(copy, bounded(read_frames(source, None, name)))
         copy.flush()
     except OSError as exc:
         copy.close()

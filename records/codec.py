@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import IO, BinaryIO, TypeVar
 
 from google.protobuf.message import DecodeError
 
@@ -61,6 +61,7 @@ __all__ = [
     "file_chunks",
     "file_name",
     "hand_scores",
+    "put_frames",
     "read_envelopes",
     "read_frames",
     "record_head",
@@ -593,16 +594,19 @@ def write_frames(path: str | Path, frames: Iterable[bytes]) -> int:
     """Write a record file of envelope bytes as they come (any number, in constant memory),
     atomically (`atomic_write`). Returns the number of records written."""
 
-    def fill(f: BinaryIO) -> int:
-        f.write(MAGIC)
-        count = 0
-        for frame in frames:
-            f.write(encode_varint(len(frame)))
-            f.write(frame)
-            count += 1
-        return count
+    return atomic_write(path, lambda f: put_frames(f, frames))
 
-    return atomic_write(path, fill)
+
+def put_frames(f: IO[bytes], frames: Iterable[bytes]) -> int:
+    """Write a record file of envelope bytes to the open file `f`, as they come: the magic,
+    then each frame after its length. Returns the number of records written."""
+    f.write(MAGIC)
+    count = 0
+    for frame in frames:
+        f.write(encode_varint(len(frame)))
+        f.write(frame)
+        count += 1
+    return count
 
 
 def writable(path: str | Path, inputs: Iterable[str | Path] = ()) -> Path:

@@ -21,7 +21,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tapis_cartes.records.codec import decode_record
+from tapis_cartes.records.codec import decode_record, encode_varint
 from tapis_cartes.records.signing import load_public_key
 from tapis_cartes.records.verify import verify_envelope
 from tapis_cartes.referee.server import store as store_module
@@ -67,19 +67,10 @@ def test_undecodable_requests_are_invalid_argument_on_every_method(tmp_path: Pat
     run(body, tmp_path)
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append(n & 0x7F | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
-
-
 def _field(number: int, wire: int, payload: bytes) -> bytes:
     """One field as protobuf sends it: its key, then `payload` (length-prefixed for wire 2)."""
-    key = _varint(number << 3 | wire)
-    return key + (_varint(len(payload)) + payload if wire == 2 else payload)
+    key = encode_varint(number << 3 | wire)
+    return key + (encode_varint(len(payload)) + payload if wire == 2 else payload)
 
 
 def test_fields_not_read_as_sent_are_refused_naming_them(tmp_path: Path) -> None:
@@ -100,11 +91,15 @@ def test_fields_not_read_as_sent_are_refused_naming_them(tmp_path: Path) -> None
         create = channel.unary_unary("/tapis.v1.RefereeService/CreateTable")
         seats = b"".join(_field(4, 2, pb.SeatRequest(name=n).SerializeToString()) for n in "ABCD")
         cases = [
-            (submit, head + _field(4, 2, _varint(action)), "action: sent as length-delimited"),
+            (
+                submit,
+                head + _field(4, 2, encode_varint(action)),
+                "action: sent as length-delimited",
+            ),
             (submit, head + _field(4, 5, action.to_bytes(4, "little")), "action: sent as 4 fixed"),
             (
                 submit,
-                head + _field(4, 0, _varint(action)) + _field(99, 0, b"\x01"),
+                head + _field(4, 0, encode_varint(action)) + _field(99, 0, b"\x01"),
                 "request: field 99, sent as a varint (wire type 0), is none of",
             ),
             (create, _field(1, 2, b"hearts") + seats + _field(6, 0, b"\x01"), "time_control: "),
@@ -137,7 +132,7 @@ def test_fields_not_read_as_sent_are_refused_naming_them(tmp_path: Path) -> None
         opened = pb.PlaySeatRequest(
             open=pb.PlaySeatOpen(table_id=table_id, seat=0)
         ).SerializeToString()
-        bad = _field(2, 2, head + _field(4, 2, _varint(action)))
+        bad = _field(2, 2, head + _field(4, 2, encode_varint(action)))
         call = play(iter([opened, bad]), metadata=auth(tokens[0]))
         refused = None
         async for raw in call:
