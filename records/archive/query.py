@@ -114,13 +114,29 @@ class Selection:
     limit: int | None = None
 
     def rows(self, db: sqlite_utils.Database, columns: str) -> Iterator[tuple[Any, ...]]:
-        """The selected rows of `records` (those columns), oldest added first."""
+        """The selected rows of `records` (those columns), oldest added first. `ArchiveError`
+        at the end when the records table gave fewer than its indexes list: a damaged table
+        (a page of it lost) reads as holding fewer records, or none, without an error."""
         where, params = where_sql(self.game, self.ruleset, self.player, self.since, self.until)
+        # Counted first, from an index (SQLite counts from the smallest that serves): records
+        # added meanwhile only add rows; Tapis removes none.
+        listed = db.execute(f"SELECT count(*) FROM records WHERE {where}", params).fetchone()[0]
         sql = f"SELECT {columns} FROM records WHERE {where} ORDER BY rowid"
         if self.limit is not None:
             sql += " LIMIT ?"
             params.append(self.limit)
-        yield from db.execute(sql, params)
+            listed = min(listed, self.limit)
+        read = 0
+        for row in db.execute(sql, params):
+            read += 1
+            yield row
+        if read < listed:
+            path = db.execute("PRAGMA database_list").fetchone()[2]  # (main: the archive)
+            raise ArchiveError(
+                f"{path}: the archive is damaged: its records table gave {read} of the {listed} "
+                "records its indexes list (`PRAGMA integrity_check` says more, and the "
+                "`.recover` of sqlite3 may save the rest)"
+            )
 
 
 # What each summary column of `records` holds (schema.py `stored`).

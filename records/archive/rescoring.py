@@ -81,9 +81,10 @@ MAX_SHARD, MIN_SHARD = 500, 50
 
 
 def _shards(
-    rowids: Sequence[int], size: int | None, workers: int, base: Callable[[int, int], Shard]
+    rowids: Sequence[int], size: int | None, workers: int, base: Callable[[int, int, int], Shard]
 ) -> list[Shard]:
-    """The shards of `rowids`: of `size` records each when given; else a quarter of what is
+    """The shards of `rowids` (`base(lo, hi, count)`: the records with rowid in [lo, hi],
+    `count` of them): of `size` records each when given; else a quarter of what is
     left per worker, at most MAX_SHARD records and at least MIN_SHARD (fewer in a small
     archive: 4 shards a worker at least), so that the last shards are small and the workers
     finish together."""
@@ -92,7 +93,8 @@ def _shards(
     least = min(MIN_SHARD, -(-n // share))
     while i < n:
         step = size or min(MAX_SHARD, max(least, -(-(n - i) // share)))
-        out.append(base(rowids[i], rowids[min(i + step, n) - 1]))
+        last = min(i + step, n)
+        out.append(base(rowids[i], rowids[last - 1], last - i))
         i += step
     return out
 
@@ -168,7 +170,7 @@ def rescore(
             pending,
             shard_size,
             workers,
-            lambda lo, hi: Shard(path, run_id, lo, hi, game_name, frozen),
+            lambda lo, hi, count: Shard(path, run_id, lo, hi, game_name, frozen, count),
         )
         executor = executor or make_executor("local", workers)
         done = resumed

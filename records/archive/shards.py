@@ -34,10 +34,16 @@ NOT_DONE = (
 )
 
 
+# The index a shard's records are listed from again when the records table gave fewer than
+# listed (`Shard.count`): any index of `records` holds every row's rowid.
+_LISTED = "INDEXED BY idx_records_game"
+
+
 @dataclass(frozen=True)
 class Shard:
     """A task: the pending records of one run with rowid in [lo, hi] (and the game filter:
-    a canonical game name, or "" for every game)."""
+    a canonical game name, or "" for every game); `count`: how many the run's list of
+    pending records (read from an index) holds there, -1 when not known."""
 
     db_path: str
     run_id: int
@@ -45,30 +51,43 @@ class Shard:
     hi: int
     game: str
     changes: tuple[tuple[str, Option], ...]
+    count: int = -1
 
 
 def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
     """Read the shard's records from the archive (read-only), re-score them, and return the
-    `rescore_results` rows."""
+    `rescore_results` rows. `ArchiveError` when the archive cannot be read, or when its
+    records table lacks records its index lists (a damaged file: a run must not count
+    them as none)."""
     uri = Path(shard.db_path).as_uri() + "?mode=ro"
     game, params = ("game = ?", [shard.game]) if shard.game else ("1", [])
+    where = f"WHERE {game} AND rowid BETWEEN ? AND ? AND {NOT_DONE}"
+    args = [*params, shard.lo, shard.hi, shard.run_id]
+    lost: list[int] = []  # listed by the index, not given by the table
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=30)
         try:
             rows = conn.execute(
-                f"SELECT rowid, record_id, envelope FROM records WHERE {game} "
-                f"AND rowid BETWEEN ? AND ? AND {NOT_DONE} ORDER BY rowid",
-                [*params, shard.lo, shard.hi, shard.run_id],
+                f"SELECT rowid, record_id, envelope FROM records {where} ORDER BY rowid", args
             ).fetchall()
+            if len(rows) < shard.count:
+                # (fewer may also be done meanwhile by the same run elsewhere: listed again)
+                listed = conn.execute(f"SELECT rowid FROM records {_LISTED} {where}", args)
+                lost = sorted({r[0] for r in listed} - {r[0] for r in rows})
         finally:
             conn.close()
     except sqlite3.Error as exc:
+        if getattr(exc, "sqlite_errorcode", None) in _DAMAGED:
+            raise _damaged(shard.db_path, str(exc)) from None
         import socket
 
         raise ArchiveError(
             f"{shard.db_path}: a worker (on {socket.gethostname()}) cannot read the archive: "
             f"{exc} (a worker of a Dask cluster must see the archive at this same path)"
         ) from None
+    if lost:
+        lacks = f"its records table lacks {len(lost)} record(s) its index lists"
+        raise _damaged(shard.db_path, f"{lacks} (rowid {_rowids(lost)})")
     changes = dict(shard.changes)
     run_id = shard.run_id
     # A record id that is not text (NULL) is no record a result can be stored for: the run stops.
@@ -78,6 +97,23 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
         )
         for n, rid, env in rows
     ]
+
+
+# SQLite's codes for a file whose pages do not hold together, or that is no database.
+_DAMAGED = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def _damaged(db_path: str, what: str) -> ArchiveError:
+    return ArchiveError(
+        f"{db_path}: the archive is damaged: {what}; `sqlite3 {db_path} 'PRAGMA "
+        "integrity_check'` says more, and its `.recover` may save the rest"
+    )
+
+
+def _rowids(rowids: list[int]) -> str:
+    """`rowids`, the first three of them."""
+    shown = ", ".join(map(str, rowids[:3]))
+    return shown if len(rowids) <= 3 else f"{shown}, ..."
 
 
 def _rescored(rid: str, envelope: Any, changes: dict[str, Option]) -> Rescored:

@@ -315,6 +315,36 @@ def test_a_damaged_page_is_named(archive: Path, tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["rescore", "--set", "end_threshold=77", "--workers", "1"],
+        ["rescore", "--set", "end_threshold=77", "--workers", "2"],
+        ["query"],
+        ["query", "--limit", "2"],
+        ["export", "-o", "{out}"],
+    ],
+)
+def test_a_records_table_emptied_by_damage_is_not_read_as_empty(
+    archive: Path, tmp_path: Path, command: list[str]
+) -> None:
+    # The table's root page overwritten with an empty leaf: the table reads as empty, without
+    # an error of SQLite, while its indexes still list every record. A re-scoring stored a
+    # finished run of 0 records; a query and an export said "0 records".
+    db = copy_of(archive, tmp_path)
+    ((page_size,),) = rows(db, "PRAGMA page_size")
+    ((root,),) = rows(db, "SELECT rootpage FROM sqlite_master WHERE name = 'records'")
+    with db.open("r+b") as f:
+        f.seek((root - 1) * page_size)
+        f.write(bytes([0x0D, 0, 0, 0, 0, 0, page_size >> 8 & 0xFF, 0]))  # no cell
+    runs = rows(db, "SELECT * FROM rescore_runs")
+    out = tmp_path / "out.tapis"
+    args = [a.format(out=out) for a in command]
+    refused(tapis("archive", args[0], db, *args[1:]), f"{db}: the archive is damaged")
+    assert rows(db, "SELECT * FROM rescore_runs") == runs
+    assert not out.exists()
+
+
 # --- command-line values ---------------------------------------------------------------------
 
 
