@@ -298,6 +298,13 @@ def _replay_hands(
             else:
                 match.step_many(seats, actions)
         except IllegalAction as exc:
+            if not as_recorded and (current.over or match.finished):
+                # Under changed options the hand, or the match, may end before the hand's
+                # recorded actions do (a target reached by a declaration, a contract decided):
+                # the rest of them are not played, as they would not have been.
+                if told:
+                    visitor.end_hand(h, decoded[h - 1])
+                continue
             position = len(current.actions) + 1
             error = RecordError(
                 f"action:{exc.code}", f"{exc.message} [{exc.rule}]", hand=h, action=position

@@ -48,9 +48,11 @@ def replay_changed(
 ) -> Match:
     """The match of `rec` replayed with its options changed by `changes`: hand by hand with
     the recorded deals and actions, stopping where the match now ends (or at the record's
-    end, the match then unfinished). `NotReplayable` when the new rules refuse it, or when a
-    field of the record does not fit its own game (rule `record:<code>`). `hands`: its hands'
-    fields, when read from its bytes (`record_bytes`, by `decode_apart`)."""
+    end, the match then unfinished); a hand that now ends sooner (mid-hand: a target reached
+    by a declaration, a contract decided) drops its remaining actions. `NotReplayable` when
+    the new rules refuse it, or when a field of the record does not fit its own game (rule
+    `record:<code>`). `hands`: its hands' fields, when read from its bytes (`record_bytes`,
+    by `decode_apart`)."""
     return replay(rec, _ChangedVisitor(), changes, hands, record_bytes)
 
 

@@ -410,3 +410,35 @@ def test_archive_add_as_json(tmp_path: Path) -> None:
     assert [u["file"] for u in got["unreadable"]] == [str(bad)]
     again = json.loads(tapis("archive", "add", archive, *files, "--json").stdout)
     assert again["added"] == 0 and again["duplicates"] == 2
+
+
+def test_a_match_that_now_ends_mid_hand_is_rescored_to_that_end(tmp_path: Path) -> None:
+    # Under target_fiches=1, a declaration that scores before any card (L'Impériale's carré,
+    # IMP-A.E3) ends the match in the middle of its hand: the hand's remaining recorded actions
+    # were then refused ("the match is already over"), and the record was counted not
+    # replayable. Napoléon's stop_when_decided ends a hand before its recorded end likewise.
+    from tapis_cartes.clients.corpus import make_corpus
+    from tapis_cartes.records.codec import write_envelopes
+    from tapis_cartes.records.score import replay_changed
+
+    cases = [("imperiale", "academie", "target_fiches=1"), ("nap", "", "stop_when_decided=true")]
+    mid_hand = 0
+    for game, ruleset, change in cases:
+        corpus = make_corpus(game, 8, seed="mid-hand", ruleset=ruleset)
+        key, value = change.split("=")
+        for env in corpus:
+            rec = decode_record(env.record)
+            match = replay_changed(rec, {key: value == "true" or int(value)})
+            played = [len(r.actions) for r in match.results]
+            mid_hand += played != [len(h.actions) for h in rec.hands[: len(played)]]
+        records = tmp_path / f"{game}.tapis"
+        write_envelopes(records, corpus)
+        archive = tmp_path / f"{game}.db"
+        assert tapis("archive", "add", archive, records).returncode == 0
+        done = tapis("archive", "rescore", archive, "--set", change, "--json")
+        assert done.returncode == 0, done.stderr
+        got = json.loads(done.stdout)
+        assert (got["scored"], got["not_replayable"]) == (8, 0), got
+        done = tapis("record", "score", records, "--set", change)
+        assert done.returncode == 0 and "not replayable" not in done.stdout, done.stdout
+    assert mid_hand > 0  # (some of the matches do end mid-hand)
