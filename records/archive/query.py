@@ -14,6 +14,7 @@ from google.protobuf.message import DecodeError
 
 from tapis_cartes.records.archive.add import SUMMARY_COLUMNS
 from tapis_cartes.records.archive.schema import (
+    ENVELOPE,
     NAMES,
     OPTIONS,
     SCORES,
@@ -21,6 +22,7 @@ from tapis_cartes.records.archive.schema import (
     ArchiveError,
     Shape,
     another_record,
+    envelope_too_long,
     stored,
 )
 from tapis_cartes.records.codec import decode_record
@@ -180,9 +182,16 @@ def iter_records(
         yield row
 
 
-def stored_envelope(value: Any, rid: str) -> pb.RecordEnvelope:
+def stored_envelope(value: Any, rid: str, length: Any = None) -> pb.RecordEnvelope:
     """The envelope stored for record `rid`, checked: bytes that decode as a record envelope
-    whose record decodes; `ArchiveError` naming the record and what is wrong otherwise."""
+    whose record decodes; `ArchiveError` naming the record and what is wrong otherwise.
+    (`value`, `length`: as selected by schema.py's `ENVELOPE`.)"""
+    too_long = envelope_too_long(value, length)
+    if too_long is not None:
+        raise ArchiveError(
+            f"record {rid}: its stored envelope {too_long} "
+            "(was the file changed by another program, or damaged?)"
+        )
     stored(value, bytes, "records.envelope", f"record {rid}")
     try:
         env = pb.RecordEnvelope.FromString(value)
@@ -207,9 +216,10 @@ def iter_envelopes(
     """The stored envelopes (bytes) of the selected records, each checked (`stored_envelope`):
     one that is not a record envelope ends the iteration with its `ArchiveError`, or with
     `refuse`, is given to it and left out."""
-    for rowid, rid, envelope_bytes in selection.rows(db, "rowid, record_id, envelope"):
+    for rowid, rid, envelope_bytes, length in selection.rows(db, f"rowid, record_id, {ENVELOPE}"):
         try:
-            stored_envelope(envelope_bytes, stored(rid, str, "records.record_id", f"row {rowid}"))
+            rid = stored(rid, str, "records.record_id", f"row {rowid}")
+            stored_envelope(envelope_bytes, rid, length)
         except ArchiveError as exc:
             if refuse is None:
                 raise
@@ -226,7 +236,7 @@ def find_record(db: sqlite_utils.Database, prefix: str) -> tuple[str, pb.RecordE
         raise ArchiveError(f"{quoted(prefix)} is not a record id (lowercase hex)")
     rows = list(
         db.execute(
-            "SELECT record_id, envelope FROM records WHERE record_id >= ? AND record_id < ? "
+            f"SELECT record_id, {ENVELOPE} FROM records WHERE record_id >= ? AND record_id < ? "
             "ORDER BY record_id LIMIT 2",
             [text, text + "g"],
         )
@@ -236,4 +246,4 @@ def find_record(db: sqlite_utils.Database, prefix: str) -> tuple[str, pb.RecordE
     if len(rows) > 1:
         raise ArchiveError(f"record id prefix {quoted(prefix)} is ambiguous: give more digits")
     rid = rows[0][0]  # text: only text compares between two texts in SQLite
-    return rid, stored_envelope(rows[0][1], rid)
+    return rid, stored_envelope(rows[0][1], rid, rows[0][2])

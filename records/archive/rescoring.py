@@ -131,6 +131,20 @@ def check_changes(
         try:
             make_rules(g, ruleset or None, dict(changes), count)
         except RulesError as exc:
+            try:
+                make_rules(g, ruleset or None, {}, count)
+            except RulesError as own:  # not the changes: the summary holds no rule set
+                one = db.execute(
+                    "SELECT record_id FROM records WHERE game = ? AND ruleset = ? "
+                    "AND player_count = ? LIMIT 1",
+                    [g, ruleset, count],
+                ).fetchone()
+                at = f"record {one[0]}" if one else at
+                raise ArchiveError(
+                    f"the archive's records.game, ruleset and player_count of {at} "
+                    f"({g!r}, {ruleset!r}, {count}) are no rule set of Tapis: {own} (was the "
+                    "file changed by another program?)"
+                ) from None
             raise ArchiveError(f"{g} ({ruleset}): {exc}") from None
 
 

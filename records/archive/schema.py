@@ -165,14 +165,20 @@ def from_json(text: Any, column: str, row: str, shape: Shape | None = None) -> A
     return value
 
 
-def stored(value: Any, kind: type | Shape, column: str, row: str, nullable: bool = False) -> Any:
-    """A value read from the archive, checked: of SQL type `kind` (str, int, bytes), or JSON
-    text of `kind` (a `Shape`, decoded); None kept when `nullable`. `ArchiveError` naming the
-    column and the row otherwise."""
+def stored(
+    value: Any, kind: type | Shape | tuple[str, ...], column: str, row: str, nullable: bool = False
+) -> Any:
+    """A value read from the archive, checked: of SQL type `kind` (str, int, bytes), JSON
+    text of `kind` (a `Shape`, decoded), or one of the texts `kind` (a tuple); None kept when
+    `nullable`. `ArchiveError` naming the column and the row otherwise."""
     if value is None and nullable:
         return None
     if isinstance(kind, Shape):
         return from_json(value, column, row, kind)
+    if isinstance(kind, tuple):
+        if type(value) is not str or value not in kind:
+            raise _changed(column, row, value, " or ".join(map(repr, kind)))
+        return value
     if type(value) is not kind:
         raise _changed(column, row, value, _PLAIN[kind])
     return value
@@ -233,6 +239,15 @@ def open_archive(
     except sqlite3.DatabaseError as exc:
         if db is not None:
             db.close()
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (
+            sqlite3.SQLITE_BUSY,
+            sqlite3.SQLITE_LOCKED,
+        ):
+            # (an archive another program made a rollback journal's, and holds locked)
+            raise ArchiveError(
+                f"{p}: the archive cannot be opened: {exc} (another program is writing it: "
+                "try again once it is done)"
+            ) from None
         raise ArchiveError(f"{p}: not an archive ({exc})") from None
     return db
 
@@ -300,6 +315,19 @@ def _read_only(p: Path) -> sqlite3.Connection:
 _TABLES = ("records", "record_players", "rescore_runs", "rescore_results")
 # The longest text or blob an archive holds: a record's bound, and room beside it.
 MAX_VALUE = MAX_ENVELOPE + (1 << 20)
+
+# A record's stored envelope as its readers select it: the envelope, or NULL when it is
+# longer than a record holds (not read then: a blob of gigabytes another program put there
+# is named, not loaded, and it does not end the reading of the others), and its length.
+ENVELOPE = f"iif(length(envelope) <= {MAX_ENVELOPE}, envelope, NULL), length(envelope)"
+
+
+def envelope_too_long(value: Any, length: Any) -> str | None:
+    """What is wrong with a stored envelope selected as `ENVELOPE` (`value`, `length`) that
+    was too long to be read; None when it was read."""
+    if value is not None or not isinstance(length, int) or length <= MAX_ENVELOPE:
+        return None
+    return f"is {length:,} bytes long, more than a record holds ({MAX_ENVELOPE:,})"
 
 
 def _check_objects(db: sqlite_utils.Database, path: Path) -> None:

@@ -14,7 +14,14 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from tapis_cartes.records.archive.schema import another_record, stored, to_json
+from tapis_cartes.records.archive.schema import (
+    ENVELOPE,
+    MAX_VALUE,
+    another_record,
+    envelope_too_long,
+    stored,
+    to_json,
+)
 from tapis_cartes.records.codec import decode_record
 from tapis_cartes.records.rescore import Rescored, rescore_record
 from tapis_cartes.records.strict import decode_apart
@@ -66,9 +73,10 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
     lost: list[int] = []  # listed by the index, not given by the table
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=30)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE)  # (as open_archive's)
         try:
             rows = conn.execute(
-                f"SELECT rowid, record_id, envelope FROM records {where} ORDER BY rowid", args
+                f"SELECT rowid, record_id, {ENVELOPE} FROM records {where} ORDER BY rowid", args
             ).fetchall()
             if len(rows) < shard.count:
                 # (fewer may also be done meanwhile by the same run elsewhere: listed again)
@@ -93,9 +101,10 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
     # A record id that is not text (NULL) is no record a result can be stored for: the run stops.
     return [
         result_row(
-            run_id, _rescored(stored(rid, str, "records.record_id", f"row {n}"), env, changes)
+            run_id,
+            _rescored(stored(rid, str, "records.record_id", f"row {n}"), env, changes, length),
         )
-        for n, rid, env in rows
+        for n, rid, env, length in rows
     ]
 
 
@@ -116,11 +125,14 @@ def _rowids(rowids: list[int]) -> str:
     return shown if len(rowids) <= 3 else f"{shown}, ..."
 
 
-def _rescored(rid: str, envelope: Any, changes: dict[str, Option]) -> Rescored:
+def _rescored(rid: str, envelope: Any, changes: dict[str, Option], length: Any = None) -> Rescored:
     """One stored record re-scored; not replayable (rule `record:decode`, ...) when its
     stored envelope is not bytes (NULL, a number, text) or no longer decodes, and
     (`record:id`) when it holds a record other than the one its id names (the archive is a
     file anyone may have changed: another record's results must not pass for this one's)."""
+    too_long = envelope_too_long(envelope, length)
+    if too_long is not None:
+        return _not_replayable(rid, "decode", f"the stored envelope {too_long}")
     if type(envelope) is not bytes:
         kind = "NULL" if envelope is None else type(envelope).__name__
         return _not_replayable(rid, "decode", f"the stored envelope is {kind}, not bytes")

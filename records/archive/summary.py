@@ -38,9 +38,11 @@ _RUN_KINDS: dict[str, type | Shape] = {
     "no_longer_finished": int,
     "now_finished": int,
 }
-_RESULT_KINDS: dict[str, type | Shape] = {
+# The statuses of a result (records/rescore.py `Rescored.status`).
+STATUSES = ("ok", "not-replayable")
+_RESULT_KINDS: dict[str, type | Shape | tuple[str, ...]] = {
     "record_id": str,
-    "status": str,
+    "status": STATUSES,
     "rule": str,
     "detail": str,
     "old_scores": SCORES,
@@ -91,7 +93,14 @@ def _checked(row: dict[str, Any], table: str, at: str) -> dict[str, Any]:
 
 def summarize(db: sqlite_utils.Database, run_id: int, finish: bool) -> dict[str, Any]:
     """Count a run's results into `rescore_runs` (with `finish`, the run is marked finished)
-    and return the counts, up to 5 changed records and the refusals by rule."""
+    and return the counts, up to 5 changed records and the refusals by rule. `ArchiveError`
+    for a result of a status Tapis does not store (it would count as one or the other)."""
+    for rid, status in db.execute(
+        "SELECT record_id, status FROM rescore_results WHERE run_id = ? "
+        "AND status NOT IN (?, ?) LIMIT 1",
+        [run_id, *STATUSES],
+    ):
+        stored(status, STATUSES, "rescore_results.status", f"record {rid} (run {run_id})")
     counts = db.execute(
         "SELECT count(*), "
         "coalesce(sum(status = 'ok'), 0), "

@@ -111,6 +111,39 @@ def test_json_of_the_wrong_shape_is_named_with_its_column_and_record(
         assert done.stdout == ""  # not printed as it is, with exit 0
 
 
+def test_a_result_of_a_status_tapis_never_stores_is_named(archive: Path, tmp_path: Path) -> None:
+    # It was counted as "not replayable", with a rule of "", and passed through `--json`.
+    db = changed(archive, tmp_path, "UPDATE rescore_results SET status = 'bogus' WHERE rowid = 1")
+    ((rid,),) = rows(db, "SELECT record_id FROM rescore_results WHERE rowid = 1")
+    said = f"rescore_results.status of record {rid} (run 1) is 'bogus', not 'ok' or"
+    for args in (["runs", "1", "--changed"], ["runs", "1", "--json"]):
+        refused(tapis("archive", args[0], db, *args[1:]), said)
+    # A run that is continued counts its stored results again.
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE rescore_runs SET finished_at = NULL")
+        conn.execute("DELETE FROM rescore_results WHERE rowid = 2")
+    refused(tapis("archive", "rescore", db, *SET, "--workers", "1"), said)
+
+
+@pytest.mark.parametrize(
+    ("sql", "said"),
+    [
+        ("player_count = 9", "('dame-de-pique', 'standard', 9) are no rule set of Tapis: Dame"),
+        ("ruleset = 'equipe'", "('dame-de-pique', 'equipe', 4) are no rule set of Tapis: unknown"),
+    ],
+)
+def test_a_summary_that_is_no_rule_set_is_named_with_its_record(
+    archive: Path, tmp_path: Path, sql: str, said: str
+) -> None:
+    # A re-scoring checks its options against the rule sets of the records' summaries: one
+    # changed there was blamed on the options ("9 are named", where the record names 4).
+    db = changed(archive, tmp_path, f"UPDATE records SET {sql} WHERE rowid = 1")
+    runs = rows(db, "SELECT * FROM rescore_runs")
+    done = tapis("archive", "rescore", db, "--set", "end_threshold=77")
+    refused(done, f"records.game, ruleset and player_count of record {first_id(db)} {said}")
+    assert rows(db, "SELECT * FROM rescore_runs") == runs
+
+
 @pytest.mark.parametrize("column", ["players", "scores", "options"])
 def test_json_nested_too_deep_is_named_with_its_column_and_record(
     archive: Path, tmp_path: Path, column: str
@@ -191,6 +224,9 @@ BAD_ENVELOPES = [
     ("hello", "is 'hello', not bytes"),
     (42, "is 42, not bytes"),
     (None, "is NULL, not bytes"),
+    # Longer than a record holds (64 MiB): named without being read; it was "string or blob
+    # too big" for every record of an export, and read whole by a re-scoring.
+    (bytes(65 << 20), "is 68,157,440 bytes long, more than a record holds (67,108,864)"),
 ]
 
 
@@ -343,6 +379,24 @@ def test_a_records_table_emptied_by_damage_is_not_read_as_empty(
     refused(tapis("archive", args[0], db, *args[1:]), f"{db}: the archive is damaged")
     assert rows(db, "SELECT * FROM rescore_runs") == runs
     assert not out.exists()
+
+
+def test_an_archive_locked_by_another_program_is_said_locked(archive: Path, tmp_path: Path) -> None:
+    # An archive another program turned to a rollback journal and holds locked: SQLite cannot
+    # read even its schema. It was "not an archive (database is locked)".
+    db = copy_of(archive, tmp_path)
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("PRAGMA journal_mode = DELETE")
+        holder.execute("BEGIN EXCLUSIVE")
+        refused(
+            tapis("archive", "query", db),
+            f"{db}: the archive cannot be opened: database is locked (another program is writing",
+        )
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert tapis("archive", "query", db).returncode == 0
 
 
 # --- command-line values ---------------------------------------------------------------------
