@@ -35,6 +35,7 @@ from tapis_cartes.clients.args import (
     keys_given,
     output_path,
     positive_int,
+    text_arg,
 )
 from tapis_cartes.clients.progress import Progress
 from tapis_cartes.records.archive import (
@@ -477,7 +478,7 @@ def add_archive_parser(sub: Any) -> None:
 
     p = asub.add_parser("rescore", help="replay records with options changed; compare scores")
     p.add_argument("db", metavar="DB")
-    p.add_argument("--set", action="append", required=True, metavar="KEY=VALUE",
+    p.add_argument("--set", action="append", required=True, metavar="KEY=VALUE", type=text_arg,
                    help="an option to change (repeatable)")  # fmt: skip
     p.add_argument("--game", help="only the records of this game")
     p.add_argument("--workers", type=positive_int, metavar="N",

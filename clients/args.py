@@ -18,6 +18,8 @@ __all__ = [
     "keys_given",
     "output_path",
     "positive_int",
+    "shown_file_name",
+    "text_arg",
     "writes_stdout",
 ]
 
@@ -27,6 +29,23 @@ STDOUT = "/dev/stdout"
 def output_path(text: str) -> str:
     """An output option's value (`-o`, an argparse type): `-` is the standard output."""
     return STDOUT if text == "-" else text
+
+
+def text_arg(value: str) -> str:
+    """An argparse type for an option that is text (a name, a comment, a seed, an option's
+    value), not a file name: UTF-8, refused otherwise (bytes a terminal passed as they were
+    typed reach Python as surrogates, which nothing can write)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = value.encode("utf-8", "surrogateescape")
+        raise argparse.ArgumentTypeError(f"{raw[:40]!r} is not UTF-8 text") from None
+    return value
+
+
+def shown_file_name(path: str | Path) -> str:
+    """The name of the file at `path`, as text: a byte of it that is not UTF-8 as U+FFFD."""
+    return os.fsencode(Path(path).name).decode("utf-8", "replace")
 
 
 def writes_stdout(path: str | Path) -> bool:

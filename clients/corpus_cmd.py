@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tapis_cartes.clients.args import output_path, positive_int
+from tapis_cartes.clients.args import output_path, positive_int, text_arg
 from tapis_cartes.clients.progress import Progress
 from tapis_cartes.records.codec import writable, write_frames
 from tapis_cartes.records.executors import checked_workers
@@ -119,14 +119,18 @@ def add_corpus_parser(sub: Any) -> None:
         " (the same records from run to run), written to a record file and/or added to an"
         " archive, for tests and benchmarks.",
     )
-    p.add_argument("--game", default="hearts")
-    p.add_argument("--ruleset", default="")
+    p.add_argument("--game", default="hearts", type=text_arg)
+    p.add_argument("--ruleset", default="", type=text_arg)
     p.add_argument("-n", "--count", type=positive_int, default=100, metavar="N",
                    help="matches to play (default 100)")  # fmt: skip
     p.add_argument("--bots", choices=("heuristic", "random"), default="heuristic")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="a rules option")
+    p.add_argument(
+        "--option", action="append", metavar="KEY=VALUE", type=text_arg, help="a rules option"
+    )
     p.add_argument("--players", type=positive_int, metavar="N")
-    p.add_argument("--seed", default="corpus", help="the deals' seed (default corpus)")
+    p.add_argument(
+        "--seed", default="corpus", type=text_arg, help="the deals' seed (default corpus)"
+    )
     p.add_argument("--jobs", type=positive_int, default=1, metavar="N",
                    help="processes playing (default 1: this one)")  # fmt: skip
     p.add_argument("-o", "--output", type=output_path, metavar="RECORDS",

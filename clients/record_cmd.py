@@ -36,6 +36,8 @@ from tapis_cartes.clients.args import (
     keys_given,
     output_path,
     positive_int,
+    shown_file_name,
+    text_arg,
 )
 from tapis_cartes.clients.progress import Progress
 from tapis_cartes.records.annotate import CommentError, annotate, parse_comment
@@ -123,7 +125,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         try:
             # The file name is kept as the record's provenance: UTF-8 text, a byte that is
             # not read as U+FFFD (as the name is shown).
-            reference = os.fsencode(Path(name).name).decode("utf-8", "replace")
+            reference = shown_file_name(name)
             record_bytes = import_transcript(doc, reference)
         except TapisError as exc:
             refused += 1
@@ -569,7 +571,7 @@ def cmd_html(args: argparse.Namespace) -> int:
             status = 1
     if not records:
         return status
-    page = replay_page(page_data(records), f"{Path(args.record).name} - Tapis replay")
+    page = replay_page(page_data(records), f"{shown_file_name(args.record)} - Tapis replay")
     atomic_write(out, lambda f: f.write(page.encode("utf-8")))
     closing_line(f"{counted(len(records), 'record')} -> {out}", out)
     return status
@@ -591,7 +593,7 @@ def add_record_parser(sub: Any) -> None:
     p = rsub.add_parser("score", help="print the scores of records (or under other options)")
     p.add_argument("records", nargs="+", metavar="RECORD")
     p.add_argument("--json", action="store_true", help="the JSON of TRANSCRIPT.md, one per line")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", type=text_arg,
                    help="re-score under this option changed (repeatable): the same deals and "
                    "actions, to where the match now ends")  # fmt: skip
     p.set_defaults(func=cmd_score)
@@ -631,7 +633,7 @@ def add_record_parser(sub: Any) -> None:
     )
     p.add_argument("record", metavar="RECORD")
     p.add_argument("-o", "--output", type=output_path, required=True, metavar="OUT")
-    p.add_argument("--comment", action="append", metavar="HAND:ACTION:TEXT",
+    p.add_argument("--comment", action="append", metavar="HAND:ACTION:TEXT", type=text_arg,
                    help="a comment on an action (hand and action counted from 1)")  # fmt: skip
     p.set_defaults(func=cmd_annotate)
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from tapis_cartes.clients.args import closing_line, output_path
+from tapis_cartes.clients.args import closing_line, output_path, text_arg
 from tapis_cartes.records.codec import decode_record, writable, write_envelopes
 from tapis_cartes.records.score import score_sheet
 from tapis_cartes.records.signing import (
@@ -383,13 +383,19 @@ def add_referee_parsers(sub: Any) -> None:
     tsub = table.add_subparsers(dest="table_command", required=True)
     p = tsub.add_parser("create", help="open a table; print its id and the seats' tokens")
     p.add_argument("--address", default="127.0.0.1:50051", metavar="HOST:PORT")
-    p.add_argument("--game", default="hearts", help="game name or alias (default hearts)")
-    p.add_argument("--ruleset", default="", help="ruleset (default: the game's first)")
-    p.add_argument("--players", default="North,East,South,West", metavar="A,B,...",
+    p.add_argument(
+        "--game", default="hearts", type=text_arg, help="game name or alias (default hearts)"
+    )
+    p.add_argument(
+        "--ruleset", default="", type=text_arg, help="ruleset (default: the game's first)"
+    )
+    p.add_argument("--players", default="North,East,South,West", metavar="A,B,...", type=text_arg,
                    help="the seats' names in playing order")  # fmt: skip
     p.add_argument("--open", default="", metavar="N,N,...",
                    help="seats left open for others to join (default: none)")  # fmt: skip
-    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="a rules option")
+    p.add_argument(
+        "--option", action="append", metavar="KEY=VALUE", type=text_arg, help="a rules option"
+    )
     p.add_argument("--action-time", metavar="SECONDS", help="clocks: the limit of each action")
     p.add_argument("--budget", metavar="SECONDS", help="clocks: each seat's time for the match")
     p.add_argument("--increment", metavar="SECONDS", help="clocks: added after each action")
@@ -415,10 +421,16 @@ def add_referee_parsers(sub: Any) -> None:
 
     p = sub.add_parser("play", help="play at a terminal against bots")
     p.add_argument("--address", metavar="HOST:PORT", help="a referee (default: start one here)")
-    p.add_argument("--game", default="hearts", help="game name or alias (default hearts)")
-    p.add_argument("--ruleset", default="", help="ruleset (default: the game's first)")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="a rules option")
-    p.add_argument("--name", default="You", help="your name at the table")
+    p.add_argument(
+        "--game", default="hearts", type=text_arg, help="game name or alias (default hearts)"
+    )
+    p.add_argument(
+        "--ruleset", default="", type=text_arg, help="ruleset (default: the game's first)"
+    )
+    p.add_argument(
+        "--option", action="append", metavar="KEY=VALUE", type=text_arg, help="a rules option"
+    )
+    p.add_argument("--name", default="You", type=text_arg, help="your name at the table")
     p.add_argument("--bots", choices=("heuristic", "random"), default="heuristic")
     p.add_argument("--seed", type=int, metavar="N", help="seed of the random bots")
     p.add_argument("--save", metavar="FILE", help="write the signed record there at the end")
@@ -430,7 +442,7 @@ def add_referee_parsers(sub: Any) -> None:
     p.add_argument("--seat", type=int, metavar="N", help="a seat taken at creation ...")
     p.add_argument("--token", metavar="T", help="... with its token")
     p.add_argument("--join", action="store_true", help="take an open seat (--seat: that one)")
-    p.add_argument("--name", default="", help="the name to join with")
+    p.add_argument("--name", default="", type=text_arg, help="the name to join with")
     p.add_argument("--kind", choices=("heuristic", "random"), default="heuristic")
     p.add_argument("--seed", type=int, metavar="N", help="seed of a random bot")
     p.add_argument("--json", action="store_true", help="the result as one JSON object")

@@ -138,6 +138,56 @@ def test_an_input_that_cannot_be_read_is_named_with_its_exit_code(
         assert path.read_bytes() == bytes(range(256)) * 3
 
 
+# Options that are text, given bytes that are not UTF-8 (as a terminal passes them: Python
+# reads them as surrogates, which no encoder writes): each was a traceback, or a message
+# blaming the referee's reply.
+NOT_UTF8 = "bad\udcffbyte"
+TEXT_OPTIONS: dict[str, Callable[[dict[str, Path], Path], list[str | Path]]] = {
+    "annotate --comment": lambda w, out: [
+        "record", "annotate", RECORD, "-o", out, "--comment", f"1:1:{NOT_UTF8}"],
+    "corpus --seed": lambda w, out: ["corpus", "-n", "1", "-o", out, "--seed", NOT_UTF8],
+    "corpus --option": lambda w, out: ["corpus", "-n", "1", "-o", out, "--option", NOT_UTF8],
+    "record score --set": lambda w, out: ["record", "score", RECORD, "--set", NOT_UTF8],
+    "archive rescore --set": lambda w, out: ["archive", "rescore", w["archive"], "--set",
+                                             f"end_threshold={NOT_UTF8}"],
+    "table create --players": lambda w, out: [
+        "table", "create", "--address", "127.0.0.1:9", "--players", f"{NOT_UTF8},B,C,D"],
+    "play --name": lambda w, out: ["play", "--address", "127.0.0.1:9", "--name", NOT_UTF8],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", TEXT_OPTIONS)
+def test_a_text_option_that_is_not_utf8_is_refused_naming_it(
+    work: dict[str, Path], tmp_path: Path, command: str
+) -> None:
+    out = tmp_path / "out.tapis"
+    args = TEXT_OPTIONS[command](work, out)
+    done = tapis(*args)
+    no_traceback(done)
+    option = command.split()[-1]
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert f"argument {option}: " in done.stderr and "is not UTF-8 text" in done.stderr
+    assert "\\xff" in done.stderr, done.stderr  # the bytes shown as given
+    assert not out.exists()
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_as_text(tmp_path: Path) -> None:
+    # `record html` titles its page with the record file's name: a name that is not UTF-8 was
+    # a traceback when the page was written.
+    record = tmp_path / "f\udcff.tapis"
+    record.write_bytes(RECORD.read_bytes())
+    done = subprocess.run(
+        cli_command("", "record", "html", record),
+        capture_output=True,  # (bytes: the closing line names the file as its bytes are)
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    assert done.stdout == b"1 record -> " + bytes(tmp_path / "f\udcff.html") + b"\n"
+    page = (tmp_path / "f\udcff.html").read_text()
+    assert "<title>f\ufffd.tapis - Tapis replay</title>" in page
+
+
 def test_a_plain_file_is_not_taken_for_an_archive(work: dict[str, Path], tmp_path: Path) -> None:
     empty = tmp_path / "empty.db"
     empty.write_bytes(b"")
