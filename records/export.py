@@ -6,7 +6,10 @@
   for a person to read. The base64 bytes are the source of truth.
 - `envelopes_from_json(text)`: back to envelopes whose serialization is byte for byte the
   original's. The record bytes are never re-serialized; a `decoded` copy that does not match
-  them is an error (edit a transcript and import it instead).
+  them is an error (edit a transcript and import it instead). It reads as strictly as
+  `tapis record import` reads a transcript and as the record readers read an envelope: no key
+  given twice, no NaN or Infinity, base64 of the standard alphabet only, no unknown key, and
+  no envelope a reader would refuse (`file:bad-envelope`); each refusal names its place.
 - `record_to_transcript(rec)`: the `tapis-transcript/1` document of a record, which
   `tapis record import` turns back into the same record bytes (given the same file name, which
   the record keeps as its provenance reference).
@@ -14,19 +17,23 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import Any
 
 from google.protobuf import json_format
 
-from tapis_cartes.records.codec import decode_record, options_from_pb, score_from_pb
+from tapis_cartes.records.codec import MAX_ENVELOPE, decode_record, options_from_pb, score_from_pb
 from tapis_cartes.records.replay import BaseVisitor, replay
 from tapis_cartes.records.signing import signature_form
+from tapis_cartes.records.transcript import DuplicateKeys, json_object, json_path, walk_json
 from tapis_cartes.referee.engine import RecordError, make_rules
 from tapis_cartes.referee.engine.actions import action_to_json
 from tapis_cartes.referee.engine.cards import card_str, iter_cards
 from tapis_cartes.referee.engine.options import Option
-from tapis_cartes.referee.errors import ExportError
+from tapis_cartes.referee.engine.wire import check_envelope_size
+from tapis_cartes.referee.errors import ExportError, quoted
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
@@ -66,10 +73,41 @@ def _cut(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
+class _NotANumber(str):
+    """What `json.loads` reads for `NaN`, `Infinity` and `-Infinity` (its `parse_constant`):
+    no JSON number, which Python would read as a float; `_first_fault` names its place."""
+
+
+def _first_fault(value: Any, where: str) -> str | None:
+    """The first object that gives a key twice (JSON would let the last one win) or the first
+    NaN or infinity in `value` (named `where`), as `<place>: <fault>`; None when there is
+    none. (Not the transcript's bounds, whose bound on texts would refuse a record's base64.)"""
+    for keys, item in walk_json(value, where):
+        if isinstance(item, _NotANumber):
+            return f"{json_path(keys)}: {item} is not a JSON number"
+        if isinstance(item, DuplicateKeys):
+            return f"{json_path(keys)}: duplicate key {quoted(item.key)}"
+    return None
+
+
+def _check_base64(raw: dict[str, Any], field: str, where: str) -> None:
+    """`ExportError` when the text of a bytes field is not base64 as `envelopes_to_json` writes
+    it (protobuf's own reading would skip any character outside the alphabet, and read the
+    rest)."""
+    value = raw.get(field)
+    if isinstance(value, str):  # (protobuf names a value of another type)
+        try:
+            base64.b64decode(value, validate=True)
+        except binascii.Error as exc:
+            raise ExportError(f"{where}.{field}: not base64 ({str(exc).lower()})") from None
+
+
 def envelopes_from_json(text: str) -> list[pb.RecordEnvelope]:
     """The envelopes of a JSON export; `ExportError` naming what is wrong."""
+    # A byte order mark, which some editors write first, is no part of the JSON.
+    text = text.removeprefix("\ufeff")
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=json_object, parse_constant=_NotANumber)
     except json.JSONDecodeError as exc:
         raise ExportError(
             f"not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
@@ -80,6 +118,11 @@ def envelopes_from_json(text: str) -> list[pb.RecordEnvelope]:
         raise ExportError("not a record export: a number of more than 4300 digits") from None
     if not isinstance(doc, dict) or doc.get("format") != JSON_FORMAT:
         raise ExportError(f"not a record export: expected an object with format {JSON_FORMAT!r}")
+    if isinstance(doc, DuplicateKeys):
+        raise ExportError(f"duplicate key {quoted(doc.key)}")
+    unknown = sorted(set(doc) - {"format", "records"})
+    if unknown:
+        raise ExportError(f"unknown key {quoted(unknown[0])}; expected format, records")
     records = doc.get("records")
     if not isinstance(records, list) or not records:
         raise ExportError("'records' must be a non-empty list of envelopes")
@@ -88,6 +131,9 @@ def envelopes_from_json(text: str) -> list[pb.RecordEnvelope]:
         where = f"records[{i}]"
         if not isinstance(raw, dict):
             raise ExportError(f"{where}: expected an envelope object")
+        fault = _first_fault(raw, where)
+        if fault is not None:
+            raise ExportError(fault)
         raw = dict(raw)
         decoded = raw.pop("decoded", None)
         if not raw.get("record"):
@@ -95,12 +141,27 @@ def envelopes_from_json(text: str) -> list[pb.RecordEnvelope]:
         if not isinstance(raw["record"], str):
             kind = type(raw["record"]).__name__
             raise ExportError(f"{where}.record: expected the record's bytes in base64, not {kind}")
+        _check_base64(raw, "record", where)
+        _check_base64(raw, "signature", where)
         env = pb.RecordEnvelope()
         try:
             json_format.ParseDict(raw, env)
         except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
             # protobuf's message may hold what it was given: a short prefix of it only
             raise ExportError(f"{where}: {_cut(str(exc))}") from None
+        # The envelope as it would be written must be one the readers read: its size
+        # (`read_frames`), then its annotations bounded by its record (`parse_envelope`),
+        # before its record is decoded.
+        frame = env.SerializeToString(deterministic=True)
+        if len(frame) > MAX_ENVELOPE:
+            raise ExportError(
+                f"{where}: an envelope of {len(frame)} bytes, more than a record holds"
+                f" ({MAX_ENVELOPE})"
+            )
+        try:
+            check_envelope_size(frame)
+        except RecordError as exc:
+            raise ExportError(f"{where}: {exc.message}") from None
         try:
             rec = decode_record(env.record)
         except RecordError as exc:

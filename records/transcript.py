@@ -52,7 +52,17 @@ from tapis_cartes.referee.engine.options import START_HAND_MAX, START_SCORE_MAX
 from tapis_cartes.referee.errors import name_fault
 from tapis_cartes.v1 import record_pb2 as pb
 
-__all__ = ["FORMAT", "MAX_BRACKETS", "MAX_TRANSCRIPT", "import_transcript", "load_transcript"]
+__all__ = [
+    "FORMAT",
+    "MAX_BRACKETS",
+    "MAX_TRANSCRIPT",
+    "DuplicateKeys",
+    "import_transcript",
+    "json_object",
+    "json_path",
+    "load_transcript",
+    "walk_json",
+]
 
 FORMAT = "tapis-transcript/1"
 MAX_TRANSCRIPT = 64 << 20  # bytes: a larger file is not a transcript
@@ -81,20 +91,20 @@ def _shown(value: Any, limit: int = QUOTE_LIMIT) -> str:
     return "".join(out)
 
 
-class _DuplicateKeys(dict[str, Any]):
+class DuplicateKeys(dict[str, Any]):
     """A JSON object that gave `key` more than once (JSON itself lets the last one win); the
     bounds walk refuses it at its place."""
 
     key: str
 
 
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """`json.loads`'s `object_pairs_hook`: a plain dict, or a `_DuplicateKeys` when a key
+def json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads`'s `object_pairs_hook`: a plain dict, or a `DuplicateKeys` when a key
     repeats (the place is not known here, so it is named later by the walk)."""
     obj = dict(pairs)
     if len(obj) == len(pairs):
         return obj
-    marked = _DuplicateKeys(obj)
+    marked = DuplicateKeys(obj)
     seen: set[str] = set()
     for key, _ in pairs:
         if key in seen:
@@ -104,7 +114,7 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return marked
 
 
-def _path(keys: Sequence[str | int]) -> str:
+def json_path(keys: Sequence[str | int]) -> str:
     """The JSON path of a value (`hands[0].actions[3]`) from its keys and indices."""
     out = ""
     for k in keys:
@@ -118,41 +128,50 @@ def _path(keys: Sequence[str | int]) -> str:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _check_bounds(doc: dict[str, Any]) -> None:
-    """`TranscriptError` naming the place of the first key given twice in one object, text
-    longer than `MAX_TEXT` (a key too) or holding a lone surrogate, or integer that does not
-    fit 64 bits, anywhere in the document. A walk, not a recursion: it holds one iterator
-    per open container and builds a path only for the value it reports, so its memory does
-    not grow with the lists."""
-    frames: list[Iterator[tuple[str | int, Any]]] = [iter(doc.items())]
-    keys: list[str | int] = [""]  # keys[i]: the key in frames[i] of the value being checked
+def walk_json(value: Any, where: str = "") -> Iterator[tuple[list[str | int], Any]]:
+    """Every value of a JSON document `value` (`value` itself first, named `where`), depth
+    first, each with the keys that lead to it (`json_path` names it; the list is reused: read
+    it before the next). A walk, not a recursion: it holds one iterator per open container,
+    so its memory does not grow with the lists."""
+    frames: list[Iterator[tuple[str | int, Any]]] = [iter([(where, value)])]
+    keys: list[str | int] = [where]  # keys[i]: the key in frames[i] of the value walked
     while frames:
-        for key, value in frames[-1]:
+        for key, item in frames[-1]:
             keys[-1] = key
-            if isinstance(key, str) and len(key) > MAX_TEXT:
-                raise _fail(_path(keys[:-1]), f"a key of {len(key)} characters: {quoted(key)}")
-            if isinstance(value, str):
-                if len(value) > MAX_TEXT:
-                    text = f"a text of {len(value)} characters (at most {MAX_TEXT})"
-                    raise _fail(_path(keys), text)
-                if _SURROGATE.search(value):  # JSON's \ud800 alone: no character, no UTF-8
-                    raise _fail(_path(keys), f"{quoted(value)} holds a lone surrogate, not text")
-            elif isinstance(value, int):  # a bool too, always in range
-                if not _INT64_LOW <= value < _INT64:
-                    raise _fail(_path(keys), f"{_shown(value)} does not fit 64 bits")
-            elif isinstance(value, dict):
-                if isinstance(value, _DuplicateKeys):
-                    raise _fail(_path(keys), f"duplicate key {quoted(value.key)}")
-                frames.append(iter(value.items()))
+            yield keys, item
+            if isinstance(item, dict):
+                frames.append(iter(item.items()))
                 keys.append("")
                 break  # into the object; its container's iterator resumes after it
-            elif isinstance(value, list):
-                frames.append(enumerate(value))
+            if isinstance(item, list):
+                frames.append(enumerate(item))
                 keys.append(0)
                 break
         else:
             frames.pop()
             keys.pop()
+
+
+def _check_bounds(doc: dict[str, Any]) -> None:
+    """`TranscriptError` naming the place of the first key given twice in one object, text
+    longer than `MAX_TEXT` (a key too) or holding a lone surrogate, or integer that does not
+    fit 64 bits, anywhere in the document (`walk_json`: a path is built only for the value
+    reported)."""
+    for keys, value in walk_json(doc):
+        key = keys[-1]
+        if isinstance(key, str) and len(key) > MAX_TEXT:
+            raise _fail(json_path(keys[:-1]), f"a key of {len(key)} characters: {quoted(key)}")
+        if isinstance(value, str):
+            if len(value) > MAX_TEXT:
+                text = f"a text of {len(value)} characters (at most {MAX_TEXT})"
+                raise _fail(json_path(keys), text)
+            if _SURROGATE.search(value):  # JSON's \ud800 alone: no character, no UTF-8
+                raise _fail(json_path(keys), f"{quoted(value)} holds a lone surrogate, not text")
+        elif isinstance(value, int):  # a bool too, always in range
+            if not _INT64_LOW <= value < _INT64:
+                raise _fail(json_path(keys), f"{_shown(value)} does not fit 64 bits")
+        elif isinstance(value, DuplicateKeys):
+            raise _fail(json_path(keys), f"duplicate key {quoted(value.key)}")
 
 
 def load_transcript(path: str | Path) -> dict[str, Any]:
@@ -179,7 +198,7 @@ def load_transcript(path: str | Path) -> dict[str, Any]:
         at = exc.start + bom
         raise TranscriptError(f"{p}: not UTF-8 text ({exc.reason} at byte {at})") from None
     try:
-        doc = json.loads(text, object_pairs_hook=_object)
+        doc = json.loads(text, object_pairs_hook=json_object)
     except json.JSONDecodeError as exc:
         raise TranscriptError(
             f"{p}: not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
@@ -281,7 +300,7 @@ def replay_transcript(doc: dict[str, Any]) -> tuple[Match, list[str], list[list[
         raise _fail("transcript", f"a transcript is a JSON object, not {_shown(doc)}")
     # The checks that do not depend on sizes come first: they refuse most foreign
     # documents before the walk over every value.
-    if isinstance(doc, _DuplicateKeys):
+    if isinstance(doc, DuplicateKeys):
         raise _fail("transcript", f"duplicate key {quoted(doc.key)}")
     unknown = sorted(set(doc) - _TOP_KEYS)
     if unknown:

@@ -3,7 +3,9 @@ the protobuf JSON export and the transcript export: in the library and through `
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from tapis_cartes.records import export
 from tapis_cartes.records.annotate import MAX_COMMENT, CommentError, annotate, parse_comment
 from tapis_cartes.records.codec import (
     decode_record,
@@ -267,6 +270,129 @@ def test_json_import_names_a_bad_envelope(
     done = tapis("record", "import-json", source, "-o", out)
     assert done.returncode == 1, done.stderr
     assert "records[1]" in done.stderr and not out.exists()
+
+
+def _with(path: list[str | int], value: Any) -> Callable[[dict[str, Any]], str]:
+    """A change of the export: `value` set at `path` (below the first envelope)."""
+
+    def change(doc: dict[str, Any]) -> str:
+        *inner, last = path
+        target = doc["records"][0]
+        for key in inner:
+            target = target[key]
+        target[last] = value
+        return json.dumps(doc)
+
+    return change
+
+
+def _twice(key: str, first: str) -> Callable[[dict[str, Any]], str]:
+    """A change of the export: `"key": first` written before the first `"key": ...`."""
+    return lambda doc: json.dumps(doc).replace(f'"{key}": ', f'"{key}": {first}, "{key}": ', 1)
+
+
+def _more_annotations(doc: dict[str, Any]) -> str:
+    notes = doc["records"][0]["annotations"]["actions"]
+    notes.append(dict(notes[-1]))  # one more than the record's 56 actions
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            _more_annotations,
+            r"^records\[1\]: the envelope holds more annotations than its record has actions"
+            r" \(56\): Tapis makes one per action$",
+        ),
+        (
+            _with(["annotations", "actions", 0, "legal"], ["1"] * 1001),
+            r"^records\[1\]: annotation 1: more than 1000 values$",
+        ),
+        (
+            _with(["annotations", "actions", 0, "comments"], ["\U0001f0a1" * 1001]),
+            r"^records\[1\]: annotation 1: a comment or score line of 4004 bytes",
+        ),
+        (_twice("records", "[]"), r"^duplicate key 'records'$"),
+        (_twice("record", '""'), r"^records\[1\]: duplicate key 'record'$"),
+        (
+            _twice("forced", "false"),
+            r"^records\[1\]\.annotations\.actions\[4\]: duplicate key 'forced'$",
+        ),
+        (
+            _with(["annotations", "actions", 0, "hand"], float("nan")),
+            r"^records\[1\]\.annotations\.actions\[0\]\.hand: NaN is not a JSON number$",
+        ),
+        (
+            _with(["decoded", "seats", 0, "team"], -float("inf")),
+            r"^records\[1\]\.decoded\.seats\[0\]\.team: -Infinity is not a JSON number$",
+        ),
+        (
+            lambda doc: json.dumps(doc | {"comment": "mine"}),
+            r"^unknown key 'comment'; expected format, records$",
+        ),
+        (
+            lambda doc: _with(["record"], "!!!!" + doc["records"][0]["record"])(doc),
+            r"^records\[1\]\.record: not base64 \(only base64 data is allowed\)$",
+        ),
+        (  # a padding character less (dp1's record ends with "==")
+            lambda doc: _with(["record"], doc["records"][0]["record"][:-1])(doc),
+            r"^records\[1\]\.record: not base64 \(incorrect padding\)$",
+        ),
+        (
+            lambda doc: _with(["signature"], "\n" + doc["records"][0]["signature"])(doc),
+            r"^records\[1\]\.signature: not base64 \(only base64 data is allowed\)$",
+        ),
+    ],
+    ids=["more annotations than actions", "annotation of 1001 values", "comment of 4004 bytes",
+         "top key twice", "envelope key twice", "annotation key twice", "NaN", "-Infinity",
+         "unknown top key", "junk in record base64", "record base64 padding",
+         "junk in signature base64"],
+)  # fmt: skip
+def test_json_import_is_as_strict_as_the_readers(
+    change: Callable[[dict[str, Any]], str], message: str, tmp_path: Path
+) -> None:
+    """`import-json` reads as strictly as `import` reads a transcript and as every reader
+    reads an envelope: it writes no envelope the readers refuse (`file:bad-envelope`: more
+    annotations than the record has actions, an annotation past its bounds), and it refuses a
+    key given twice (JSON would let the last one win), NaN and Infinity (no JSON numbers),
+    base64 with characters outside its alphabet (protobuf would skip them) and a key the
+    format does not have; each naming its place, writing nothing, ending with 1."""
+    doc = json.loads(envelopes_to_json(read_envelopes(annotated_signed_file(tmp_path))))
+    text = change(doc)
+    with pytest.raises(ExportError, match=message):
+        envelopes_from_json(text)
+    source = tmp_path / "bad.json"
+    source.write_text(text, encoding="utf-8")
+    out = tmp_path / "out.tapis"
+    done = tapis("record", "import-json", source, "-o", out)
+    assert done.returncode == 1, done.stderr
+    said = done.stderr.strip().removeprefix(f"{source}: ")
+    assert re.search(message, said), said
+    assert not out.exists() and not done.stdout
+
+
+def test_json_import_refuses_an_envelope_larger_than_a_record_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An envelope larger than the readers read (64 MiB; an export of at most
+    `MAX_EXPORT_JSON`, 256 MiB, can give one its comments) is not written either (here under a
+    bound of 100 bytes)."""
+    text = envelopes_to_json(read_envelopes(DP1))
+    monkeypatch.setattr(export, "MAX_ENVELOPE", 100)
+    with pytest.raises(ExportError, match=r"^records\[1\]: an envelope of \d+ bytes, more than a"):
+        envelopes_from_json(text)
+
+
+def test_json_import_reads_past_a_byte_order_mark(tmp_path: Path) -> None:
+    """A byte order mark, which some editors write first, is read past (as `import` reads a
+    transcript)."""
+    source = tmp_path / "bom.json"
+    source.write_bytes(codecs.BOM_UTF8 + envelopes_to_json(read_envelopes(DP1)).encode("utf-8"))
+    out = tmp_path / "out.tapis"
+    done = tapis("record", "import-json", source, "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes() == DP1.read_bytes()
 
 
 # --- transcripts --------------------------------------------------------------------------

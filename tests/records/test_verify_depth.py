@@ -4,8 +4,10 @@ no changed byte of a signed record file, and no cut of it, goes unreported."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -445,17 +447,112 @@ def test_every_verify_code_is_documented() -> None:
     assert not codes - documented, sorted(codes - documented)
 
 
+# The engine's refusals: the code is each one's first argument.
+_REFUSALS = frozenset({"illegal", "IllegalAction", "DealError", "NotYourTurn"})
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _strings(node: ast.expr) -> list[str] | None:
+    """The texts an expression can be: a literal, or either side of `a if c else b`; None for
+    any other expression."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.IfExp):
+        body, orelse = _strings(node.body), _strings(node.orelse)
+        return None if body is None or orelse is None else body + orelse
+    return None
+
+
+class _EngineCodes:
+    """The codes the engine's refusals can carry, followed through its syntax trees: a
+    refusal's code is a literal, or a name of its function; a name holds the literals it is
+    assigned (alone or in a tuple: `code, rule = "no-pillage", "TRI.PILLE"`), or what the
+    function it is unpacked from returns in its place (`code, why, rule = self._why_not(...)`,
+    each game's, each literal or name of its returns followed the same way). A code the walk
+    cannot follow is in `unfollowed`, for the test to fail on: no form is missed silently."""
+
+    def __init__(self, trees: list[ast.Module]) -> None:
+        self.functions: dict[str, list[ast.FunctionDef]] = defaultdict(list)
+        for tree in trees:
+            for node in ast.walk(tree):
+                if isinstance(node, ast.FunctionDef):
+                    self.functions[node.name].append(node)
+        self.codes: set[str] = set()
+        self.unfollowed: list[str] = []
+        for name, defs in self.functions.items():
+            if name in _REFUSALS:  # `illegal(code, ...)` passes its own parameter on
+                continue
+            for fn in defs:
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Call) and _callee(node) in _REFUSALS and node.args:
+                        found = self._values(fn, node.args[0])
+                        if found is None:
+                            self.unfollowed.append(f"{name}, line {node.lineno}")
+                        else:
+                            self.codes.update(found)
+
+    def _values(self, fn: ast.FunctionDef, node: ast.expr) -> list[str] | None:
+        if not isinstance(node, ast.Name):
+            return _strings(node)
+        out: list[str] = []
+        assigned = False
+        for stmt in ast.walk(fn):
+            if not isinstance(stmt, ast.Assign):
+                continue
+            for target in stmt.targets:
+                found: list[str] | None
+                if isinstance(target, ast.Name) and target.id == node.id:
+                    found = _strings(stmt.value)
+                elif isinstance(target, ast.Tuple) and any(
+                    isinstance(t, ast.Name) and t.id == node.id for t in target.elts
+                ):
+                    place = next(
+                        i for i, t in enumerate(target.elts) if getattr(t, "id", "") == node.id
+                    )
+                    if isinstance(stmt.value, ast.Tuple):
+                        found = self._values(fn, stmt.value.elts[place])
+                    elif isinstance(stmt.value, ast.Call):
+                        found = self._returned(_callee(stmt.value), place)
+                    else:
+                        found = None
+                else:
+                    continue
+                if found is None:
+                    return None
+                assigned = True
+                out += found
+        return out if assigned else None
+
+    def _returned(self, name: str, place: int) -> list[str] | None:
+        """What the functions called `name` return at `place` of their tuples."""
+        out: list[str] = []
+        for fn in self.functions.get(name, []):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Return) and node.value is not None:
+                    if not isinstance(node.value, ast.Tuple):
+                        return None
+                    found = self._values(fn, node.value.elts[place])
+                    if found is None:
+                        return None
+                    out += found
+        return out if name in self.functions else None
+
+
 def test_every_engine_code_is_documented() -> None:
-    """The engine codes that follow `action:` and `deal:`."""
+    """The engine codes that follow `action:` and `deal:`: every code a refusal of
+    referee/engine can carry (`_EngineCodes`)."""
     documented = _documented()
-    codes: set[str] = set()
-    for path in (ROOT / "referee" / "engine").glob("*.py"):
-        text = path.read_text()
-        codes.update(
-            re.findall(
-                r'\b(?:illegal|IllegalAction|DealError|NotYourTurn)\(\s*"([a-z0-9-]+)"', text
-            )
-        )
-        codes.update(re.findall(r'\bcode(?:, why)? = "([a-z0-9-]+)"', text))
-    assert len(codes) > 20  # the scan works
+    trees = [ast.parse(p.read_text()) for p in sorted((ROOT / "referee" / "engine").glob("*.py"))]
+    scan = _EngineCodes(trees)
+    assert not scan.unfollowed, scan.unfollowed
+    codes = scan.codes
+    # The scan works: literal first arguments, assigned names (`code, rule = ...`, one side
+    # of `if`/`else`), and codes returned through `_why_not` and `explain`.
+    assert {"not-your-turn", "dealer-rotation", "pillage-first", "no-pillage"} <= codes
+    assert {"must-overtrump", "must-beat", "lead-two-of-clubs", "first-lead-trump"} <= codes
+    assert len(codes) > 40
     assert not codes - documented, sorted(codes - documented)
