@@ -208,6 +208,12 @@ def _stop_now(pool: ProcessPoolExecutor) -> None:
         proc.terminate()
     for proc in procs:
         proc.join(10)
+    # The pool's own thread ends once it sees its workers gone, and closes its wake-up pipe
+    # then: waited for here, or the interpreter's exit (which wakes that thread) may write to
+    # the pipe as it is closed ("Exception ignored ... Bad file descriptor" after Ctrl-C).
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if manager is not None:
+        manager.join(10)
 
 
 class _InterruptDeferred:

@@ -154,6 +154,19 @@ _WRITER = Path(__file__).with_name("writer.py")
 LOCK_WAIT = 5.0  # seconds a new store waits for the lock of a referee still stopping
 
 
+# How often, at most, the store checks that its file is still the one it opened.
+FILE_CHECK_SECONDS = 1.0
+
+
+def _file_identity(path: str) -> tuple[int, int] | None:
+    """The device and inode of the file at `path` (None: no file there)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class Store:
     """SQLite store written by a writer process that commits in batches."""
 
@@ -179,6 +192,8 @@ class Store:
             raise StoreError(f"{self.path}: not a Tapis store ({exc})") from None
         self._closed = False
         self._failed = ""  # why the writer stopped on its own (every write then fails)
+        self._file = _file_identity(self.path)  # the file opened (`_check_file`)
+        self._file_checked = time.monotonic()
         self.writer_cpu = 0.0  # seconds of CPU the writer used, once it has stopped
         self.commits = 0  # number of commits (for tests and benchmarks)
         self.writes = 0
@@ -261,6 +276,7 @@ class Store:
             raise StoreError(f"{self.path}: the store is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
+        self._check_file()
         if self._failed:
             future.set_exception(sqlite3.OperationalError(self._failed))
             return future
@@ -320,11 +336,29 @@ class Store:
             self._fail(f"the store's writer stopped ({_ended(self._writer)})")
             return
         self._in += data
+        self._check_file()
         self._read_answers()
+
+    def _check_file(self) -> None:
+        """As writes are queued and answered, once a second at most: the store fails when its file
+        is no longer the one opened (removed, or replaced by another program): its commits
+        would go to a file no path reaches, lost at the next start, and a second referee
+        could open the path."""
+        now = time.monotonic()
+        if self._failed or now - self._file_checked < FILE_CHECK_SECONDS:
+            return
+        self._file_checked = now
+        if _file_identity(self.path) != self._file:
+            self._fail(
+                "the store's file was removed or replaced while the referee ran: what it "
+                "writes would be lost (the referee stops; start it again on its store)"
+            )
 
     def _read_answers(self) -> None:
         """Settle the writes of each whole answer read so far."""
         for answer in take_frames(self._in):
+            if self._failed:  # (its file gone: failed, with every write under way)
+                return
             self._settle(answer)
 
     def _settle(self, answer: tuple[Any, list[tuple[int, float, float]], float | None]) -> None:
@@ -385,6 +419,8 @@ class Store:
                 self._fail(f"the store's writer cannot be reached ({exc.strerror})")
         if self._pending:
             self._fail("the store's writer stopped before answering")
+        if self._failed and self._writer.poll() is None:
+            self._writer.kill()  # (failed with the writer running: its file gone)
         self._writer.wait()
         for fd in (self._to, self._from, self._lock_fd):
             os.close(fd)

@@ -227,6 +227,7 @@ class Table:
     durable_events: int = 0  # events of committed writes: all that watchers may see
     stopped: str = ""  # why the referee stopped the match at its limits ("" if it did not)
     closed: ClosedEvent | None = None  # closed without a record (expired, broken)
+    record_retry: float = 0.0  # seconds before the record is tried again (the store failed)
     counted: bool = False  # counted among its creator's open tables
     expiry: asyncio.TimerHandle | None = None
     time_control: TimeControl | None = None  # None: no clock
@@ -750,6 +751,11 @@ class Referee:
             table = table or self.get(table_id)  # NotFound, or a broken table
             if table.closed is not None:
                 raise TableClosed(f"table {table.id} is {table.closed.status}: no record")
+            if table.finished:
+                raise Unavailable(
+                    f"the record of table {table.id} is not stored yet (the referee's store "
+                    "failed; it tries again): retry"
+                )
             raise NotReady(f"table {table.id} is not finished: no record yet")
         if table is not None and table.envelope is not None:
             return table.envelope, table.record_id
@@ -1197,6 +1203,13 @@ class Referee:
         if table.finished and not table.ended:
             try:
                 end = await self._issue_record(table)
+            except (sqlite3.Error, Unavailable) as exc:
+                if isinstance(exc, sqlite3.IntegrityError):
+                    end = await self._break(
+                        table, f"its record could not be stored ({_what(exc)})", exc
+                    )
+                else:  # the store failing (a full disk): its actions are stored, the record is
+                    self._retry_record(table, exc)  # issued later, as a restart would issue it
             except Exception as exc:
                 end = await self._break(
                     table, f"its record could not be issued ({_what(exc)})", exc
@@ -1207,6 +1220,26 @@ class Referee:
         # seat's turn, which is not what that caller waits for.
         asyncio.get_running_loop().call_soon(table.notify)
         return end
+
+    def _retry_record(self, table: Table, exc: BaseException) -> None:
+        """Try again, later, to issue the record of a finished table that the store could not
+        keep: 1 s later, then twice as long each time, a minute at most. Meanwhile the table is
+        finished without its end event (GetRecord: UNAVAILABLE), as after a restart that
+        stopped before its record was stored."""
+        table.record_retry = min(60.0, 2 * table.record_retry or 1.0)
+        log.error(
+            "record not stored",
+            exc_info=exc,
+            extra={"fields": {"table": table.id, "retry_in_s": table.record_retry}},
+        )
+
+        async def again() -> None:
+            async with table.lock:
+                if not table.ended and table.closed is None:
+                    await self._publish(table)
+
+        loop = asyncio.get_running_loop()
+        loop.call_later(table.record_retry, lambda: self._spawn(again()))
 
     async def _issue_record(self, table: Table) -> EndEvent:
         """Build, sign and store the record of a finished table."""
@@ -1481,14 +1514,38 @@ def _check_open(table: Table) -> None:
         raise TableClosed(f"table {table.id} is {table.closed.status}: {table.closed.reason}")
 
 
+class _Unstored:
+    """The changes the store failed to keep (a full disk), said in the log: the first at
+    once, then at most one line every `EVERY` seconds with how many failed meanwhile (each
+    call is answered UNAVAILABLE: the log is the operator's one sign)."""
+
+    EVERY = 10.0
+
+    def __init__(self) -> None:
+        self.said_at = -self.EVERY
+        self.since = 0  # failures not said yet
+
+    def note(self, exc: sqlite3.Error) -> None:
+        self.since += 1
+        now = time.monotonic()
+        if now - self.said_at >= self.EVERY:
+            fields = {"error": _what(exc), "failed_writes": self.since}
+            log.error("changes not stored", extra={"fields": fields})
+            self.said_at, self.since = now, 0
+
+
+_unstored = _Unstored()
+
+
 async def _stored(write: Awaitable[None]) -> None:
     """A write to the store; a failure of the store itself is UNAVAILABLE (nothing changed:
-    the same call may be repeated)."""
+    the same call may be repeated), and said in the log (`_Unstored`)."""
     try:
         await write
     except sqlite3.IntegrityError:
         raise
     except sqlite3.Error as exc:
+        _unstored.note(exc)
         raise Unavailable(f"the referee could not store this change ({exc}); retry") from None
 
 

@@ -860,6 +860,69 @@ def test_a_table_that_fails_inside_the_referee_is_isolated(
     run(after, tmp_path)
 
 
+def test_a_record_the_store_could_not_keep_is_issued_later(tmp_path: Path) -> None:
+    """The store failing (a full disk) as the match's last action is answered: the action is
+    stored, the record is not. The table was closed as broken for good, until a restart found
+    it finished and issued its record, under the same event index (then `match_ended`)."""
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> Any:
+        table_id, tokens = await new_table(stub, "hearts", "", {}, 4)
+        store = server.referee.store
+        original, failed = store.finish, []
+
+        async def full_once(*args: Any) -> None:
+            if not failed:
+                failed.append(args)
+                raise sqlite3.OperationalError("database or disk is full")
+            await original(*args)
+
+        store.finish = full_once  # type: ignore[method-assign]
+        watch = stub.WatchTable(pb.WatchTableRequest(table_id=table_id))
+        reply = await stub.Resign(pb.ResignRequest(table_id=table_id, seat=1),
+                                  metadata=auth(tokens[1]))  # fmt: skip
+        assert reply.action_index == 0 and failed
+        code, details = await _code(stub.GetRecord(pb.GetRecordRequest(table_id=table_id)))
+        assert code == grpc.StatusCode.UNAVAILABLE and "not stored yet" in details
+        events = [r.event async for r in watch]  # (the record is tried again a second later)
+        assert events[-1].WhichOneof("event") == "match_ended", events[-1]
+        assert (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).status == (
+            pb.TABLE_STATUS_FINISHED
+        )
+        got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+        assert verify_envelope(got.envelope, [load_public_key(tmp_path / "k.key")]).ok
+        return table_id, events[-1]
+
+    table_id, last = run(body, tmp_path)
+
+    async def after(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        events = [r.event async for r in stub.WatchTable(pb.WatchTableRequest(table_id=table_id))]
+        assert events[-1] == last  # the same event at the same index
+
+    run(after, tmp_path)
+
+
+def test_a_store_file_removed_under_the_referee_fails_the_store(tmp_path: Path) -> None:
+    """The store's file deleted while the referee runs: its writes went on into the unlinked
+    file, acknowledged, and a restart found an empty store. Now the next write that is
+    answered finds the file gone: it fails (UNAVAILABLE, nothing acknowledged) and the store
+    fails, which stops `tapis serve` (exit 1: app.py)."""
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        failures: list[str] = []
+        server.store.on_failure = failures.append
+        await new_table(stub, "hearts", "", {}, 4)
+        for name in (server.store.path, server.store.path + "-wal", server.store.path + "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(name)
+        await asyncio.sleep(1.1)  # (the file is checked once a second at most)
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await new_table(stub, "hearts", "", {}, 4)
+        assert exc.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert len(failures) == 1 and "removed or replaced" in failures[0]
+
+    run(body, tmp_path)
+
+
 def test_streams_per_client_are_bounded(tmp_path: Path) -> None:
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
         table_id, _ = await new_table(stub, "hearts", "", {}, 4)
