@@ -93,8 +93,10 @@ Status codes:
   full table (no open seat). RESOURCE_EXHAUSTED: a client over its tables or streams; a
   request over 64 KiB, or metadata over gRPC's bound (gRPC's own answer, without detail).
 - UNAVAILABLE: the referee is starting (reloading its tables; health says NOT_SERVING) or
-  stopping, or could not store a change (nothing changed); retry later. Nothing a client
-  sends yields UNKNOWN or INTERNAL.
+  stopping, or could not store a change (nothing changed), or GetRecord of a match over
+  whose record the store could not keep yet (tried again); retry later. CANCELLED, for a
+  call the client did not cancel, is gRPC's for a call received as the referee stopped:
+  retry it as UNAVAILABLE. Nothing a client sends yields UNKNOWN or INTERNAL.
 
 Retries (what counts as one): reads (ListGames, GetTable, GetView, GetRecord) are safe to
 repeat. SubmitAction repeated by the same seat with the same action at the same
