@@ -49,7 +49,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tapis_cartes.referee.engine import COMPILED
+
 ROOT = Path(__file__).resolve().parents[1]
+ENGINE = (
+    "compiled with mypyc"
+    if COMPILED
+    else "pure Python (TAPIS_PURE_PYTHON, or no build of these sources: rebuild)"
+)
 TARGET_HANDS = 1_000_000
 TARGET_SECONDS = 10.0  # for TARGET_HANDS, 2 workers, end to end
 TARGET_SPEEDUP = 1.9  # 2 workers against 1
@@ -200,6 +207,9 @@ def main() -> int:
         "--rounds", type=int, default=2, help="rounds of the re-scoring configurations (each best)"
     )
     args = ap.parse_args()
+    # The commands run the engine this process would (the same environment): said first, a
+    # pure-Python run is ten times slower (a source edited since the build is not compiled).
+    print(f"engine: {ENGINE}", flush=True)
     args.workdir.mkdir(parents=True, exist_ok=True)
     records = corpus(args.workdir, args.matches)
 
@@ -233,6 +243,7 @@ def main() -> int:
 
     print()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+    print(f"engine: {ENGINE}")
     print(f"archive: {n:,} matches, {hands:,} hands, {size / 1e6:,.0f} MB ({db})")
     if n != args.matches:
         sys.exit(f"{n} records in the archive, expected {args.matches}")
