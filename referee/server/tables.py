@@ -1235,7 +1235,8 @@ class Referee:
 
         async def again() -> None:
             async with table.lock:
-                if not table.ended and table.closed is None:
+                # (a referee stopping leaves it to its restart, which issues it)
+                if self.ready and not table.ended and table.closed is None:
                     await self._publish(table)
 
         loop = asyncio.get_running_loop()
