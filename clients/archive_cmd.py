@@ -41,7 +41,9 @@ from tapis_cartes.clients.progress import Progress
 from tapis_cartes.records.archive import (
     Selection,
     add_files,
+    damaged,
     find_record,
+    is_damage,
     iter_envelopes,
     iter_records,
     list_runs,
@@ -91,6 +93,8 @@ def _archive_command(
         try:
             return run(args)
         except sqlite3.Error as exc:
+            if is_damage(exc):
+                raise damaged(args.db, str(exc)) from None
             raise ArchiveError(
                 f"{args.db}: tapis archive {args.archive_command} failed reading or writing the "
                 f"archive: {exc} ({_why(exc)})"

@@ -3,7 +3,8 @@
 One module per concern, their public names importable from here (each module is loaded when
 one of its names is first used: a re-scoring worker loads only `shards`):
 
-- `schema`: the tables, `open_archive`, `ArchiveError`;
+- `schema`: the tables, `open_archive`, `ArchiveError`, `damaged`/`is_damage` (a file whose
+  pages do not hold together, said alike by every command);
 - `add`: `add_files`, `add_envelopes`: records verified, then stored in chunks
   (`AddTask`/`check_task`, run by an executor);
 - `query`: `Selection`, `query_records`, `iter_records`, `iter_envelopes`, `find_record`;
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
         query_records,
     )
     from tapis_cartes.records.archive.rescoring import check_changes, rescore
-    from tapis_cartes.records.archive.schema import ArchiveError, open_archive
+    from tapis_cartes.records.archive.schema import ArchiveError, damaged, is_damage, open_archive
     from tapis_cartes.records.archive.shards import Shard, run_shard
     from tapis_cartes.records.archive.summary import list_runs, run_results
     from tapis_cartes.records.rescore import RescoreSummary, rescore_record
@@ -57,6 +58,8 @@ _FROM = {
     "check_changes": "rescoring",
     "rescore": "rescoring",
     "ArchiveError": "schema",
+    "damaged": "schema",
+    "is_damage": "schema",
     "open_archive": "schema",
     "Shard": "shards",
     "run_shard": "shards",
@@ -78,7 +81,9 @@ __all__ = [
     "add_files",
     "check_changes",
     "check_task",
+    "damaged",
     "find_record",
+    "is_damage",
     "iter_envelopes",
     "iter_records",
     "list_runs",

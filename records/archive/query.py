@@ -14,6 +14,7 @@ from google.protobuf.message import DecodeError
 
 from tapis_cartes.records.archive.add import SUMMARY_COLUMNS
 from tapis_cartes.records.archive.schema import (
+    CHANGED_ELSEWHERE,
     ENVELOPE,
     NAMES,
     OPTIONS,
@@ -22,6 +23,7 @@ from tapis_cartes.records.archive.schema import (
     ArchiveError,
     Shape,
     another_record,
+    damaged,
     envelope_too_long,
     stored,
 )
@@ -134,10 +136,8 @@ class Selection:
             yield row
         if read < listed:
             path = db.execute("PRAGMA database_list").fetchone()[2]  # (main: the archive)
-            raise ArchiveError(
-                f"{path}: the archive is damaged: its records table gave {read} of the {listed} "
-                "records its indexes list (`PRAGMA integrity_check` says more, and the "
-                "`.recover` of sqlite3 may save the rest)"
+            raise damaged(
+                path, f"its records table gave {read} of the {listed} records its indexes list"
             )
 
 
@@ -188,10 +188,7 @@ def stored_envelope(value: Any, rid: str, length: Any = None) -> pb.RecordEnvelo
     (`value`, `length`: as selected by schema.py's `ENVELOPE`.)"""
     too_long = envelope_too_long(value, length)
     if too_long is not None:
-        raise ArchiveError(
-            f"record {rid}: its stored envelope {too_long} "
-            "(was the file changed by another program, or damaged?)"
-        )
+        raise ArchiveError(f"record {rid}: its stored envelope {too_long} {CHANGED_ELSEWHERE}")
     stored(value, bytes, "records.envelope", f"record {rid}")
     try:
         env = pb.RecordEnvelope.FromString(value)
@@ -199,8 +196,7 @@ def stored_envelope(value: Any, rid: str, length: Any = None) -> pb.RecordEnvelo
     except (DecodeError, RecordError) as exc:
         why = "is not a record envelope" if isinstance(exc, DecodeError) else "holds no record"
         raise ArchiveError(
-            f"record {rid}: its stored envelope {why}: {exc} "
-            "(was the file changed by another program, or damaged?)"
+            f"record {rid}: its stored envelope {why}: {exc} {CHANGED_ELSEWHERE}"
         ) from None
     other = another_record(env.record, rid)
     if other is not None:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # imported where an archive is opened: a re-scoring worker ne
     import sqlite_utils
 
 __all__ = [
+    "CHANGED_ELSEWHERE",
     "FIRST_DIFF",
     "NAMES",
     "OPTIONS",
@@ -36,6 +37,8 @@ __all__ = [
     "ArchiveError",
     "Shape",
     "another_record",
+    "damaged",
+    "is_damage",
     "migrate",
     "now",
     "open_archive",
@@ -45,6 +48,27 @@ __all__ = [
 ]
 
 
+# What a value or row Tapis never writes there says of the archive.
+CHANGED_ELSEWHERE = "(was the file changed by another program, or damaged?)"
+
+# SQLite's codes for a file whose pages do not hold together, or that is no database.
+_DAMAGE_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """Whether SQLite's error says the file's pages do not hold together."""
+    return getattr(exc, "sqlite_errorcode", None) in _DAMAGE_CODES
+
+
+def damaged(path: str | Path, what: str) -> ArchiveError:
+    """The archive at `path` is damaged, `what` showing it; said the same by every command,
+    with what tells more and what may save the rest."""
+    return ArchiveError(
+        f"{path}: the archive is damaged: {what}; `sqlite3 {path} 'PRAGMA integrity_check'` "
+        "says more, and its `.recover` may save the rest"
+    )
+
+
 def another_record(record: bytes, rid: str) -> str | None:
     """Why the record stored as `rid` is another (its id is the SHA-256 of its bytes): `holds
     another record, <its id> (...)`, to follow "its stored envelope"; None when it is `rid`.
@@ -52,7 +76,7 @@ def another_record(record: bytes, rid: str) -> str | None:
     held = record_id(record)
     if held == rid:
         return None
-    return f"holds another record, {held} (was the file changed by another program, or damaged?)"
+    return f"holds another record, {held} {CHANGED_ELSEWHERE}"
 
 
 def now() -> str:

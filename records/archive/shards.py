@@ -18,7 +18,9 @@ from tapis_cartes.records.archive.schema import (
     ENVELOPE,
     MAX_VALUE,
     another_record,
+    damaged,
     envelope_too_long,
+    is_damage,
     stored,
     to_json,
 )
@@ -70,7 +72,6 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
     game, params = ("game = ?", [shard.game]) if shard.game else ("1", [])
     where = f"WHERE {game} AND rowid BETWEEN ? AND ? AND {NOT_DONE}"
     args = [*params, shard.lo, shard.hi, shard.run_id]
-    lost: list[int] = []  # listed by the index, not given by the table
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=30)
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE)  # (as open_archive's)
@@ -78,24 +79,30 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
             rows = conn.execute(
                 f"SELECT rowid, record_id, {ENVELOPE} FROM records {where} ORDER BY rowid", args
             ).fetchall()
-            if len(rows) < shard.count:
-                # (fewer may also be done meanwhile by the same run elsewhere: listed again)
-                listed = conn.execute(f"SELECT rowid FROM records {_LISTED} {where}", args)
-                lost = sorted({r[0] for r in listed} - {r[0] for r in rows})
+            # Fewer than listed: listed again from the index, whose rows SQLite then looks up in
+            # the table, and finds missing (the damage, said as SQLite's error); fewer may also
+            # have been done meanwhile by the same run elsewhere, and are not listed again.
+            listed = shard.count
+            if len(rows) < listed:
+                listed = len(
+                    conn.execute(f"SELECT rowid FROM records {_LISTED} {where}", args).fetchall()
+                )
         finally:
             conn.close()
     except sqlite3.Error as exc:
-        if getattr(exc, "sqlite_errorcode", None) in _DAMAGED:
-            raise _damaged(shard.db_path, str(exc)) from None
+        if is_damage(exc):
+            raise damaged(shard.db_path, str(exc)) from None
         import socket
 
         raise ArchiveError(
             f"{shard.db_path}: a worker (on {socket.gethostname()}) cannot read the archive: "
             f"{exc} (a worker of a Dask cluster must see the archive at this same path)"
         ) from None
-    if lost:
-        lacks = f"its records table lacks {len(lost)} record(s) its index lists"
-        raise _damaged(shard.db_path, f"{lacks} (rowid {_rowids(lost)})")
+    if len(rows) < listed:
+        raise damaged(
+            shard.db_path,
+            f"its records table gave {len(rows)} of the {listed} records its index lists",
+        )
     changes = dict(shard.changes)
     run_id = shard.run_id
     # A record id that is not text (NULL) is no record a result can be stored for: the run stops.
@@ -106,23 +113,6 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
         )
         for n, rid, env, length in rows
     ]
-
-
-# SQLite's codes for a file whose pages do not hold together, or that is no database.
-_DAMAGED = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
-
-
-def _damaged(db_path: str, what: str) -> ArchiveError:
-    return ArchiveError(
-        f"{db_path}: the archive is damaged: {what}; `sqlite3 {db_path} 'PRAGMA "
-        "integrity_check'` says more, and its `.recover` may save the rest"
-    )
-
-
-def _rowids(rowids: list[int]) -> str:
-    """`rowids`, the first three of them."""
-    shown = ", ".join(map(str, rowids[:3]))
-    return shown if len(rowids) <= 3 else f"{shown}, ..."
 
 
 def _rescored(rid: str, envelope: Any, changes: dict[str, Option], length: Any = None) -> Rescored:

@@ -1203,17 +1203,12 @@ class Referee:
         if table.finished and not table.ended:
             try:
                 end = await self._issue_record(table)
-            except (sqlite3.Error, Unavailable) as exc:
-                if isinstance(exc, sqlite3.IntegrityError):
-                    end = await self._break(
-                        table, f"its record could not be stored ({_what(exc)})", exc
-                    )
-                else:  # the store failing (a full disk): its actions are stored, the record is
-                    self._retry_record(table, exc)  # issued later, as a restart would issue it
             except Exception as exc:
-                end = await self._break(
-                    table, f"its record could not be issued ({_what(exc)})", exc
-                )
+                if _store_failed(exc):  # (a full disk): its actions are stored, its record is
+                    self._retry_record(table, exc)  # issued later, as a restart would issue it
+                else:
+                    why = f"its record could not be issued ({_what(exc)})"
+                    end = await self._break(table, why, exc)
         table.durable_events = len(table.events)
         # The watchers are woken a turn of the loop later: the answer to the submission that
         # made these events (its caller is woken now) is built and sent before the next
@@ -1543,11 +1538,20 @@ async def _stored(write: Awaitable[None]) -> None:
     the same call may be repeated), and said in the log (`_Unstored`)."""
     try:
         await write
-    except sqlite3.IntegrityError:
-        raise
     except sqlite3.Error as exc:
+        if not _store_failed(exc):
+            raise
         _unstored.note(exc)
         raise Unavailable(f"the referee could not store this change ({exc}); retry") from None
+
+
+def _store_failed(exc: BaseException) -> bool:
+    """Whether `exc` is the store failing (a full disk, its file gone, its writer stopped):
+    nothing was changed, and the same write may be tried again. Not an integrity error: that
+    write contradicts what is stored (a bug of the referee's)."""
+    if isinstance(exc, sqlite3.IntegrityError):
+        return False
+    return isinstance(exc, (sqlite3.Error, Unavailable))
 
 
 def _token_key(key: Ed25519PrivateKey) -> bytes:
