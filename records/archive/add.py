@@ -13,7 +13,6 @@ still go in.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from typing import Any
 
 import sqlite_utils
 
-from tapis_cartes.records.archive.schema import now, to_json
+from tapis_cartes.records.archive.schema import now, to_json, writing
 from tapis_cartes.records.codec import RecordFileError, decode_record, file_chunks, options_from_pb
 from tapis_cartes.records.executors import Executor, SerialExecutor, map_in_order
 from tapis_cartes.records.rescore import record_scores
@@ -199,28 +198,12 @@ def check_task(task: AddTask) -> Checked:
     return out
 
 
-@contextlib.contextmanager
-def _writing(db: sqlite_utils.Database) -> Iterator[None]:
-    """One transaction that takes the archive's write lock at its start (BEGIN IMMEDIATE):
-    another command writing the archive is waited for (the busy timeout), where a deferred
-    transaction that reads first would fail at its first write ("database is locked": SQLite
-    cannot wait there without breaking what the read saw)."""
-    db.conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        db.conn.execute("COMMIT")
-    except BaseException:
-        if db.conn.in_transaction:
-            db.conn.execute("ROLLBACK")
-        raise
-
-
 def _insert(db: sqlite_utils.Database, checked: Checked, report: AddReport) -> None:
     """Store a verified chunk in one transaction; records already in the archive are
     counted as duplicates."""
     report.note(checked.refused, checked.untrusted)
     report.duplicates += checked.duplicates
-    with _writing(db):
+    with writing(db):
         existing: set[str] = set()
         ids = list(checked.rows)
         for i in range(0, len(ids), 500):

@@ -22,7 +22,14 @@ from typing import Any
 import sqlite_utils
 
 from tapis_cartes.records.archive.query import where_sql
-from tapis_cartes.records.archive.schema import ArchiveError, now, open_archive, stored, to_json
+from tapis_cartes.records.archive.schema import (
+    ArchiveError,
+    now,
+    open_archive,
+    stored,
+    to_json,
+    writing,
+)
 from tapis_cartes.records.archive.shards import NOT_DONE, Shard, run_shard
 from tapis_cartes.records.archive.summary import summarize
 from tapis_cartes.records.executors import Executor, make_executor
@@ -34,15 +41,17 @@ __all__ = ["Shard", "check_changes", "rescore", "run_shard", "store_shard"]
 
 
 def _run_for(db: sqlite_utils.Database, options: str, game: str) -> tuple[int, bool]:
-    """The unfinished run with these options (to continue it), or a new one."""
-    row = db.execute(
-        "SELECT run_id FROM rescore_runs WHERE options = ? AND game = ? AND finished_at IS NULL "
-        "ORDER BY run_id DESC LIMIT 1",
-        [options, game],
-    ).fetchone()
-    if row is not None:
-        return int(row[0]), True
-    with db.atomic():
+    """The unfinished run with these options (to continue it), or a new one: looked for and
+    made under the archive's write lock, so that the same command run twice at once makes
+    one run, which both continue."""
+    with writing(db):
+        row = db.execute(
+            "SELECT run_id FROM rescore_runs WHERE options = ? AND game = ? "
+            "AND finished_at IS NULL ORDER BY run_id DESC LIMIT 1",
+            [options, game],
+        ).fetchone()
+        if row is not None:
+            return int(row[0]), True
         cur = db.execute(
             "INSERT INTO rescore_runs (options, game, started_at) VALUES (?, ?, ?)",
             [options, game, now()],

@@ -11,10 +11,11 @@ Scores are stored as JSON lists, one list per seat of the game's units (`[[26], 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +46,7 @@ __all__ = [
     "schema_version",
     "stored",
     "to_json",
+    "writing",
 ]
 
 
@@ -77,6 +79,22 @@ def another_record(record: bytes, rid: str) -> str | None:
     if held == rid:
         return None
     return f"holds another record, {held} {CHANGED_ELSEWHERE}"
+
+
+@contextlib.contextmanager
+def writing(db: sqlite_utils.Database) -> Iterator[None]:
+    """One transaction that takes the archive's write lock at its start (BEGIN IMMEDIATE):
+    another command writing the archive is waited for (the busy timeout), where a deferred
+    transaction that reads first would fail at its first write ("database is locked": SQLite
+    cannot wait there without breaking what the read saw)."""
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        db.conn.execute("COMMIT")
+    except BaseException:
+        if db.conn.in_transaction:
+            db.conn.execute("ROLLBACK")
+        raise
 
 
 def now() -> str:

@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from tapis_cartes.records.codec import (
 )
 from tapis_cartes.records.executors import SerialExecutor
 from tapis_cartes.v1 import record_pb2 as pb
-from tests.commands import ROOT, tapis
+from tests.commands import ROOT, cli_command, tapis
 from tests.records.archives import (
     CHANGES,
     SET,
@@ -259,6 +260,44 @@ def test_rescore_two_workers_equal_one(archive: Path, tmp_path: Path) -> None:
     for key in ("scored", "scores_changed", "winners_changed", "not_replayable", "samples"):
         assert a[key] == b[key], key
     assert results_of(db, a["run_id"]) == results_of(db, b["run_id"])
+
+
+def test_the_same_rescore_run_twice_at_once_makes_one_run(archive: Path, tmp_path: Path) -> None:
+    # The first command is held between looking for an unfinished run with its options and
+    # making one (its `now()` for the run's start waits 2 s, once it said so in a file); the
+    # second, started meanwhile, made a run of its own: two runs of the same options. Now
+    # the second waits for the first's run and continues it.
+    db = copy_of(archive, tmp_path)
+    held = tmp_path / "held"
+    slow = (
+        "import pathlib, time\n"
+        "from tapis_cartes.records.archive import rescoring\n"
+        "_now = rescoring.now\n"
+        "def _slow_now():\n"
+        f"    pathlib.Path({str(held)!r}).touch()\n"
+        "    time.sleep(2)\n"
+        "    return _now()\n"
+        "rescoring.now = _slow_now\n"
+    )
+    first = subprocess.Popen(
+        cli_command(slow, "archive", "rescore", db, *SET, "--json"),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not held.exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert held.exists()
+        second = tapis("archive", "rescore", db, *SET, "--json")
+    finally:
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0 and second.returncode == 0, (err, second.stderr)
+    runs = rows(db, "SELECT run_id, finished_at IS NOT NULL FROM rescore_runs")
+    assert len(runs) == 1 and runs[0][1], runs
+    (run_id, _), n = runs[0], len(rows(db, "SELECT 1 FROM records"))
+    assert json.loads(out)["run_id"] == json.loads(second.stdout)["run_id"] == run_id
+    assert rows(db, "SELECT count(*) FROM rescore_results WHERE run_id = ?", run_id) == [(n,)]
 
 
 def test_rescore_not_replayable_is_counted_with_its_rule(archive: Path, tmp_path: Path) -> None:
