@@ -1012,7 +1012,8 @@ class Referee:
         stored and applied), or the action being stored when others may join it."""
         _check_open(table)
         current = len(table.actions)
-        if expected == ANY_INDEX:
+        any_index = expected == ANY_INDEX  # (a resignation: it names no index)
+        if any_index:
             expected = current
         done = _retried(table, seat, expected, action)
         if done is not None:
@@ -1033,8 +1034,12 @@ class Referee:
             # de Pique exchange), which its choice could not depend on. Applied now.
             expected = current
         if expected != current:
+            late = _made_on_time(table, seat, expected)
             raise Stale(
-                f"expected_action_index is {expected} but the table is at {current}",
+                f"expected_action_index is {expected} but the table is at {current}"
+                if late is None
+                else f"seat {seat}'s time ran out before this action came: {late}; the table"
+                f" is at {current}",
                 current,
             )
         if not table.started:
@@ -1043,11 +1048,15 @@ class Referee:
         if table.overdue(seat, now):
             # The seat's time ran out before its action came: the referee acts for it.
             made = await self._time_out(table, seat)
-            raise Stale(
-                f"seat {seat}'s time ran out before this action came: {made}; the table"
-                f" is at {len(table.actions)}",
-                len(table.actions),
-            )
+            if not any_index or table.finished or table.closed is not None:
+                raise Stale(
+                    f"seat {seat}'s time ran out before this action came: {made}; the table"
+                    f" is at {len(table.actions)}",
+                    len(table.actions),
+                )
+            # A resignation, which names no index, holds after the referee's action on time
+            # when that did not end the match (CLOCK.AUTOPLAY): made now, at the next index.
+            now = self.time_source.now()
         self._check_legal(table, seat, action)
         if _may_join(table, seat, action):
             return self._store_with_others(table, seat, action)
@@ -1172,10 +1181,10 @@ class Referee:
         assert table.clocks is not None and table.time_control is not None
         allowed = table.clocks.allowed(seat)
         if table.time_control.policy == FORFEIT:
-            action, made = encode(RESIGN), "the referee resigned for it (CLOCK.FORFEIT)"
+            action = encode(RESIGN)
         else:
             action = table.match.default_action(seat)
-            made = f"the referee played {action_str(action)} for it (CLOCK.AUTOPLAY)"
+        made = _on_time(table, action)
         _log("time out", table, seat=seat, action=action, allowed_ms=allowed)
         await self._commit(table, seat, action, allowed, timeout=True)
         return made
@@ -1451,9 +1460,29 @@ def _retried(table: Table, seat: int, expected: int, action: int) -> int | None:
     done = next((i for i in range(expected, len(actions)) if actions[i][0] == seat), None)
     if done is None or actions[done] != (seat, action) or table.acted_since(seat, done + 1):
         return None
+    if done in table.timeouts:  # the referee's action on time: this one came too late
+        return None
     if done > expected and not table.acting[expected] >> seat & 1:
         return None
     return done
+
+
+def _on_time(table: Table, action: int) -> str:
+    """What the referee did for a seat whose time ran out (`action`), for a person."""
+    assert table.time_control is not None
+    if table.time_control.policy == FORFEIT:
+        return "the referee resigned for it (CLOCK.FORFEIT)"
+    return f"the referee played {action_str(action)} for it (CLOCK.AUTOPLAY)"
+
+
+def _made_on_time(table: Table, seat: int, expected: int) -> str | None:
+    """What the referee made for `seat` on time when that is the seat's first action from
+    `expected` on (a submission at `expected` came too late: `_on_time`); else None."""
+    actions = table.actions
+    done = next((i for i in range(max(0, expected), len(actions)) if actions[i][0] == seat), None)
+    if done is None or done not in table.timeouts:
+        return None
+    return _on_time(table, actions[done][1])
 
 
 _RESIGN = encode(RESIGN)

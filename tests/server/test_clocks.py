@@ -261,6 +261,65 @@ def test_an_action_that_comes_after_the_time_ran_out_finds_the_referee_acted(
     timed(body, tmp_path, clock)
 
 
+def test_a_late_action_equal_to_the_one_the_referee_made_on_time_is_not_acknowledged(
+    tmp_path: Path,
+) -> None:
+    # A late submission of the very action autoplay made (a pass, most often) was answered
+    # as its retry: OK, while the record says the referee made it on time.
+    clock = ManualTime()
+    control = rpb.TimeControl(action_ms=1_000, policy=AUTOPLAY)
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
+        table_id, tokens = await new_table(stub, "nap", "", {"deals": 2}, 5, control)
+        seat = (await view(stub, table_id, 0, tokens[0])).to_act[0]
+        v = await view(stub, table_id, seat, tokens[seat])
+        clock.advance(1_001)  # the referee plays for the seat
+        await settle(server)
+        for choice in v.legal_actions:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await stub.SubmitAction(
+                    pb.SubmitActionRequest(
+                        table_id=table_id,
+                        seat=seat,
+                        expected_action_index=v.action_index,
+                        action=choice.action,
+                    ),
+                    metadata=auth(tokens[seat]),
+                )
+            assert caught.value.code() == grpc.StatusCode.ABORTED, choice.text
+            details = caught.value.details() or ""
+            assert f"seat {seat}'s time ran out before this action came" in details, details
+            assert "(CLOCK.AUTOPLAY)" in details, details
+
+    timed(body, tmp_path, clock)
+
+
+def test_a_resignation_after_the_time_ran_out_is_made_after_the_referees_action(
+    tmp_path: Path,
+) -> None:
+    # A resignation names no index: the referee's action on time (autoplay, the alarm not
+    # rung yet) before it did not refuse it (ABORTED), it goes after it.
+    clock = ManualTime()
+    control = rpb.TimeControl(action_ms=1_000, policy=AUTOPLAY)
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
+        table_id, tokens = await new_table(stub, "nap", "", {"deals": 2}, 5, control)
+        seat = (await view(stub, table_id, 0, tokens[0])).to_act[0]
+        v = await view(stub, table_id, seat, tokens[seat])
+        clock.advance(1_001, ring=False)  # the alarm has not rung yet when the call comes
+        reply = await stub.Resign(
+            pb.ResignRequest(table_id=table_id, seat=seat), metadata=auth(tokens[seat])
+        )
+        assert reply.action_index == v.action_index + 1
+        await settle(server)
+        got = await signed_record(stub, table_id)
+        rec = decode_record(got.envelope.record)
+        assert list(rec.hands[0].timeouts) == [v.action_index + 1]  # (in the hand, from 1)
+        assert verify_envelope(got.envelope, [load_public_key(tmp_path / "k.key")]).ok
+
+    timed(body, tmp_path, clock)
+
+
 def test_clocks_survive_a_restart(tmp_path: Path) -> None:
     control = rpb.TimeControl(action_ms=20_000, budget_ms=50_000, policy=AUTOPLAY)
 
