@@ -15,6 +15,12 @@ wire type) is `Undecodable` too, naming that field: protobuf's decoder keeps suc
 aside and reads the request as if it were not there (an `action` sent length-delimited is read
 as action 0), and the referee acts on no request other than the one sent.
 
+A field of 32 bits (int32, uint32, sint32, an enum) sent with a value that does not fit it
+(`narrowed_field`: a varint of up to 64 bits, whose low 32 bits protobuf's decoder keeps, so
+that an `action_ms` of 2^32 + 100 reads as 100) is `Undecodable` the same way, naming the
+field and the value sent. Only a request whose bytes are longer than it serializes to can
+hold one: the others are not walked.
+
 A method of one request is registered as a method of a stream of requests (`one_request`),
 the services' and the RefereeService's alike: a call that ends its side with no request is
 INVALID_ARGUMENT, not left without a status.
@@ -39,6 +45,7 @@ __all__ = [
     "LenientRequests",
     "Undecodable",
     "lenient",
+    "narrowed_field",
     "one_request",
     "unread_field",
 ]
@@ -137,6 +144,86 @@ def unread_field(message: Message, path: str = "") -> tuple[str, str] | None:
     return None
 
 
+# The fields of 32 bits sent as varints, and the name of each type.
+_NARROW = {
+    FieldDescriptor.TYPE_INT32: "int32",
+    FieldDescriptor.TYPE_UINT32: "uint32",
+    FieldDescriptor.TYPE_SINT32: "sint32",
+    FieldDescriptor.TYPE_ENUM: "enum (int32)",
+}
+_UNSIGNED = {FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_SINT32}
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    """The varint at `i` (the bytes decoded already: it ends) and where it ends."""
+    value = shift = 0
+    while True:
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i
+        shift += 7
+
+
+def _fits(kind: int, value: int) -> bool:
+    """Whether a varint's value (its 64 bits unsigned) is one of a field of `kind`: under
+    2^32 (uint32, sint32's zigzag), or an int32 as 64 bits in two's complement."""
+    if kind in _UNSIGNED:
+        return value < 1 << 32
+    return value < 1 << 31 or (1 << 64) - (1 << 31) <= value < 1 << 64
+
+
+def _shown(kind: int, value: int) -> str:
+    if kind in _UNSIGNED or value < 1 << 63:
+        return str(value)
+    return str(value - (1 << 64))  # (an int32's varint: a signed 64-bit value)
+
+
+def narrowed_field(data: bytes, descriptor: Any, path: str = "") -> tuple[str, str] | None:
+    """The first field of 32 bits (`_NARROW`) whose value in `data`, a message of type
+    `descriptor` that decoded, does not fit it, in it or a message it holds: (its path,
+    what was sent); None if each fits."""
+    seen: dict[int, int] = {}  # the items of each repeated message field so far
+    i, end = 0, len(data)
+    try:
+        while i < end:
+            key, i = _varint(data, i)
+            number, wire = key >> 3, key & 7
+            field = descriptor.fields_by_number.get(number)
+            name = "" if field is None else f"{path}.{field.name}" if path else field.name
+            if wire == 0:
+                value, i = _varint(data, i)
+                values = [value]
+            elif wire == 2:
+                length, i = _varint(data, i)
+                chunk, i = data[i : i + length], i + length
+                values = []
+                if field is not None and field.type == FieldDescriptor.TYPE_MESSAGE:
+                    if field.is_repeated:
+                        n = seen[number] = seen.get(number, -1) + 1
+                        name = f"{name}[{n}]"
+                    found = narrowed_field(chunk, field.message_type, name)
+                    if found is not None:
+                        return found
+                elif field is not None and field.type in _NARROW:  # packed
+                    j = 0
+                    while j < len(chunk):
+                        value, j = _varint(chunk, j)
+                        values.append(value)
+            else:
+                i += 8 if wire == 1 else 4 if wire == 5 else end  # (no groups: decoded)
+                values = []
+            if field is not None and field.type in _NARROW:
+                for value in values:
+                    if not _fits(field.type, value):
+                        kind = _NARROW[field.type]
+                        return name, f"{_shown(field.type, value)} does not fit its type, {kind}"
+    except IndexError:  # (bytes that decoded end their varints: not reached)
+        return None
+    return None
+
+
 def lenient(deserialize: Callable[[bytes], Any] | None, name: str) -> Callable[[bytes], Any]:
     """`deserialize`, giving `Undecodable` (naming the message `name`) for bytes that are
     not the message, or that hold a field it does not read as sent (`unread_field`); None:
@@ -147,8 +234,13 @@ def lenient(deserialize: Callable[[bytes], Any] | None, name: str) -> Callable[[
             request = deserialize(data) if deserialize is not None else data
         except (DecodeError, ValueError, RecursionError) as exc:
             return Undecodable(name, str(exc))
-        if isinstance(request, Message) and (unread := unread_field(request)):
-            return Undecodable(name, unread[1], unread[0])
+        if isinstance(request, Message):
+            unread = unread_field(request)
+            if unread is None and request.ByteSize() != len(data):
+                # (a value that does not fit its field is sent longer than it serializes)
+                unread = narrowed_field(data, request.DESCRIPTOR)
+            if unread is not None:
+                return Undecodable(name, unread[1], unread[0])
         return request
 
     return deserialized

@@ -68,8 +68,10 @@ Status codes:
   method of one request whose side ended before it (field `request`), a field the request
   holds but not as this file defines it: a known field sent with another wire type (its
   path: `action`, `time_control.action_ms`), a number its message does not have (the
-  message's path, `request` for the request's own); protobuf would read such a field as
-  unset, and the referee acts on no request other than the one sent. A field out of
+  message's path, `request` for the request's own), a value too large for its field of 32
+  bits (uint32, an enum: a varint of up to 64 bits); protobuf would read such a field as
+  unset, or keep the low 32 bits of its value, and the referee acts on no request other
+  than the one sent. A field out of
   its bounds (`seats[1].name: ... longer than 64 characters`), bad rules (`game`,
   `ruleset`, `options[i].key` for an unknown option, `options[i].int_value` (or
   `bool_value`, `string_value`) for a value refused, `seats` for a number of players the

@@ -118,6 +118,27 @@ def test_fields_not_read_as_sent_are_refused_naming_them(tmp_path: Path) -> None
                 + _field(4, 2, _field(1, 0, b"\x07")),
                 "seats[3].name: sent as a varint",
             ),
+            # A value that does not fit its field of 32 bits, of which protobuf keeps the
+            # low 32 bits: a limit of 100 ms, seat 0, the forfeit policy, not what was sent.
+            (
+                create,
+                _field(1, 2, b"hearts")
+                + seats
+                + _field(6, 2, _field(1, 0, encode_varint(2**32 + 100))),
+                "time_control.action_ms: 4294967396 does not fit its type, uint32",
+            ),
+            (
+                create,
+                _field(1, 2, b"hearts")
+                + seats
+                + _field(6, 2, _field(1, 0, b"\x64") + _field(4, 0, encode_varint(2**32 + 1))),
+                "time_control.policy: 4294967297 does not fit its type, enum (int32)",
+            ),
+            (
+                submit,
+                head + _field(2, 0, encode_varint(2**32)) + _field(4, 0, encode_varint(action)),
+                "seat: 4294967296 does not fit its type, uint32",
+            ),
         ]
         for call, data, words in cases:
             code, details = await _code(call(data, metadata=auth(tokens[0])))
