@@ -140,6 +140,7 @@ def _client_command(name: str, run: Callable[[], Coroutine[Any, Any, int | None]
 
 
 _SECONDS = re.compile(r"[0-9]{1,7}(\.[0-9]{1,3})?")
+_MAX_MS = (1 << 32) - 1  # (TimeControl's fields are uint32)
 
 
 def time_control(args: argparse.Namespace) -> rpb.TimeControl | None:
@@ -161,10 +162,19 @@ def time_control(args: argparse.Namespace) -> rpb.TimeControl | None:
                 f"{option} {value!r}: give a number of seconds, to the millisecond (as 30 or 0.25)"
             )
         times[name] = round(float(value) * 1000)
+        if times[name] > _MAX_MS:
+            raise ValueError(
+                f"{option} {value!r}: at most {_MAX_MS / 1000:.3f} seconds (a time control's"
+                " field; the referee's own ranges, narrower, are in `tapis games`)"
+            )
     if not times:
+        if args.on_timeout is not None:
+            raise ValueError("--on-timeout is for a timed table: give --action-time or --budget")
         return None
+    if "increment_ms" in times and "budget_ms" not in times:
+        raise ValueError("--increment is added to a budget: give --budget too")
     policy = {"forfeit": rpb.TIMEOUT_POLICY_FORFEIT, "autoplay": rpb.TIMEOUT_POLICY_AUTOPLAY}
-    return rpb.TimeControl(**times, policy=policy[args.on_timeout])
+    return rpb.TimeControl(**times, policy=policy[args.on_timeout or "forfeit"])
 
 
 def cmd_table_create(args: argparse.Namespace) -> int:
@@ -399,8 +409,9 @@ def add_referee_parsers(sub: Any) -> None:
     p.add_argument("--action-time", metavar="SECONDS", help="clocks: the limit of each action")
     p.add_argument("--budget", metavar="SECONDS", help="clocks: each seat's time for the match")
     p.add_argument("--increment", metavar="SECONDS", help="clocks: added after each action")
-    p.add_argument("--on-timeout", choices=("forfeit", "autoplay"), default="forfeit",
-                   help="clocks: a seat out of time loses, or is played for")  # fmt: skip
+    p.add_argument("--on-timeout", choices=("forfeit", "autoplay"),
+                   help="clocks: a seat out of time loses (forfeit, the default), or is played"
+                   " for")  # fmt: skip
     p.add_argument("--json", action="store_true", help="the table, seats and tokens as JSON")
     p.set_defaults(func=cmd_table_create)
     p = tsub.add_parser("record", help="fetch the signed record of a finished table")

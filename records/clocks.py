@@ -232,10 +232,16 @@ def check_timing(rec: pb.GameRecord, players: int) -> None:
                 "clock", f"{len(hand.elapsed_ms)} elapsed times for {n} actions", hand=h
             )
         timeouts = list(hand.timeouts)
-        if timeouts and (timeouts != sorted(set(timeouts)) or timeouts[0] < 1 or timeouts[-1] > n):
+        bad = next(
+            (i for i, t in enumerate(timeouts) if not 1 <= t <= n or (i and t <= timeouts[i - 1])),
+            None,
+        )
+        if bad is not None:
             raise RecordError(
                 "clock",
-                f"timeouts {timeouts[:8]}: action numbers 1..{n}, ascending, once each",
+                f"timeouts[{bad}] is {timeouts[bad]}"
+                + (f" after {timeouts[bad - 1]}" if bad else "")
+                + f": action numbers 1..{n}, ascending, once each",
                 hand=h,
             )
         out = set(timeouts)

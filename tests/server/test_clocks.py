@@ -447,6 +447,16 @@ def test_a_record_with_its_clocks_tampered_and_re_signed_fails_verify(tmp_path: 
     result = verify_envelope(mutant(timeout_not_marked), [public])
     assert not result.ok
 
+    # A list of timeouts out of order or range is refused naming the entry at fault (its
+    # first eight were quoted, without the one at fault past them).
+    def timeout_past_the_hand(r: rpb.GameRecord) -> None:
+        r.hands[-1].timeouts.extend([4_000_000_000])
+
+    result = verify_envelope(mutant(timeout_past_the_hand), [public])
+    assert not result.ok and getattr(result.error, "code", "") == "clock"
+    n = len(rec.hands[-1].timeouts)
+    assert f"timeouts[{n}] is 4000000000 after " in str(result.error), result.error
+
 
 def test_tapis_table_create_opens_a_timed_table(tmp_path: Path) -> None:
     server = Server(tmp_path)
@@ -479,5 +489,16 @@ def test_tapis_table_create_opens_a_timed_table(tmp_path: Path) -> None:
         out_of_range = tapis("table", "create", "--address", address, "--action-time", "0.01")
         assert out_of_range.returncode != 0
         assert "time_control.action_ms" in out_of_range.stderr
+        # Refused before any call, naming the option: a time past the field's 32 bits (it
+        # was protobuf's "Value out of range"), a policy without clocks (it made an untimed
+        # table), an increment without a budget (the referee's refusal named action_ms).
+        for args, said in [
+            (("--budget", "4294968"), "--budget '4294968': at most 4294967.295 seconds"),
+            (("--on-timeout", "autoplay"), "--on-timeout is for a timed table"),
+            (("--increment", "5"), "--increment is added to a budget: give --budget too"),
+        ]:
+            refused = tapis("table", "create", "--address", address, *args)
+            assert refused.returncode == 2, refused.stderr
+            assert said in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
     finally:
         server.terminate()
