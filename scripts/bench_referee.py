@@ -23,7 +23,8 @@ process:
    actions), every call (CreateTable included; a stream counts once), and the latency of each
    SubmitAction. The target is stream >= 1.5x the loop's actions/s.
 2. Baseline: a bare grpc.aio echo server (`--echo-server PORT`: this script in its own
-   subprocess; a generic handler with identity bytes serializers) driven by the same client
+   subprocess; a generic handler with identity bytes serializers; on the referee's event
+   loop, `--event-loop`: the same stack under both) driven by the same client
    set-up (same coroutines, same channel arrangement, two unary calls per "action" with the
    same metadata and the mean request and response sizes measured for GetView and
    SubmitAction in the loop's round 1); and the echo in the stream's shape, the transport's
@@ -105,6 +106,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tapis_cartes.referee.engine import COMPILED as ENGINE_COMPILED
+from tapis_cartes.referee.server.app import default_event_loop, run_on
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 from tapis_cartes.v1 import referee_pb2_grpc as rpc
@@ -203,10 +205,12 @@ class Child:
         return self.proc.returncode
 
 
-def referee_cmd(tmp: Path, port: int, max_tables: int, profile: Path | None) -> list[str]:
+def referee_cmd(
+    tmp: Path, port: int, max_tables: int, profile: Path | None, event_loop: str
+) -> list[str]:
     serve = ["serve", "--listen", f"127.0.0.1:{port}", "--db", str(tmp / "tapis.db"),
              "--key", str(tmp / "referee.key"),
-             "--max-tables-per-client", str(max_tables)]  # fmt: skip
+             "--max-tables-per-client", str(max_tables), "--event-loop", event_loop]  # fmt: skip
     if profile is not None:
         return [sys.executable, str(SCRIPT), CPROFILE_FLAG, str(profile), *serve]
     return [sys.executable, "-m", "tapis_cartes.clients.cli", *serve]
@@ -919,11 +923,13 @@ async def throughput_phase(args: argparse.Namespace, tmp: Path) -> Throughput:
     referee_port, echo_port = free_port(), free_port()
     referee_target, echo_target = f"127.0.0.1:{referee_port}", f"127.0.0.1:{echo_port}"
     referee = Child(
-        referee_cmd(tmp, referee_port, 10 * args.tables + 1000, profile), tmp / "referee.log"
+        referee_cmd(tmp, referee_port, 10 * args.tables + 1000, profile, args.event_loop),
+        tmp / "referee.log",
     )
     echo = None
     if not args.no_echo:
-        echo_cmd = [sys.executable, str(SCRIPT), "--echo-server", str(echo_port)]
+        echo_cmd = [sys.executable, str(SCRIPT), "--echo-server", str(echo_port),
+                    "--event-loop", args.event_loop]  # fmt: skip
         echo = Child(echo_cmd, tmp / "echo.log")
     try:
         await wait_serving(referee, referee_target)
@@ -1078,7 +1084,7 @@ async def memory_phase(args: argparse.Namespace, tmp: Path) -> Memory:
     n = args.idle_tables
     port = free_port()
     target = f"127.0.0.1:{port}"
-    child = Child(referee_cmd(tmp, port, n + 1000, None), tmp / "referee-idle.log")
+    child = Child(referee_cmd(tmp, port, n + 1000, None, args.event_loop), tmp / "referee-idle.log")
     try:
         await wait_serving(child, target)
         await asyncio.sleep(args.settle)
@@ -1225,7 +1231,8 @@ def run_all(args: argparse.Namespace) -> int:
     print(
         f"Python {platform.python_version()} ({platform.python_implementation()}), grpcio "
         f"{grpc.__version__}, {cpus} CPUs (client and servers unpinned, sharing them); "
-        f"Tapis engine: {engine}"
+        f"Tapis engine: {engine}; event loop of the referee and the echo server: "
+        f"{args.event_loop}"
     )
     channels = (
         "one channel (its own TCP connection) per table"
@@ -1518,11 +1525,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="run part 1's referee under cProfile and print its top N functions",
     )
+    parser.add_argument(
+        "--event-loop",
+        choices=("uvloop", "asyncio"),
+        default=default_event_loop(),
+        help="the event loop of the referee (`tapis serve --event-loop`) and of the echo"
+        " server, the same for both (default: the referee's own default)",
+    )
     parser.add_argument("--echo-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.play_seat = args.play_seat or args.only_play_seat
     if args.echo_server is not None:
-        asyncio.run(_echo_server(args.echo_server))
+        run_on(args.event_loop, _echo_server(args.echo_server))
         return 0
     if min(args.tables, args.rounds) < 1 or args.seconds <= 0:
         parser.error("--tables and --rounds must be >= 1 and --seconds > 0")

@@ -19,13 +19,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import importlib.util
 import json
 import logging
 import signal
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
@@ -41,6 +43,7 @@ from tapis_cartes.referee.server.limits import (
     DEFAULT_LIMITS,
     HEAD_SECONDS,
     Limits,
+    StreamCount,
     connection_bound,
 )
 from tapis_cartes.referee.server.service import RefereeServicer, add_referee_service
@@ -50,7 +53,15 @@ from tapis_cartes.referee.server.timesource import SYSTEM_TIME, TimeSource
 from tapis_cartes.referee.server.web import WebFront, bind, host_port
 from tapis_cartes.v1 import referee_pb2
 
-__all__ = ["Limits", "ListenError", "RunningServer", "create_server", "serve"]
+__all__ = [
+    "Limits",
+    "ListenError",
+    "RunningServer",
+    "create_server",
+    "default_event_loop",
+    "run_on",
+    "serve",
+]
 
 SERVICE = referee_pb2.DESCRIPTOR.services_by_name["RefereeService"].full_name
 REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
@@ -217,7 +228,8 @@ async def create_server(
         ("grpc.http2.min_ping_interval_without_data_ms", int(CLIENT_PING_SECONDS * 500)),
     ]
     host_port(address)  # a malformed address is named before gRPC sees it
-    server = grpc.aio.server(options=options, interceptors=[LenientRequests()])
+    streams = StreamCount(limits.max_streams_per_client)  # every stream of each client
+    server = grpc.aio.server(options=options, interceptors=[LenientRequests(streams)])
     try:
         port = server.add_insecure_port(address)
     except RuntimeError as exc:
@@ -241,7 +253,7 @@ async def create_server(
     try:
         private_key = load_or_create_private_key(key)
         referee = Referee(store, private_key, limits, time_source)
-        servicer = RefereeServicer(referee, limits)
+        servicer = RefereeServicer(referee, limits, streams)
         add_referee_service(servicer, server)
         health_servicer = _Health()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -373,6 +385,28 @@ class GcPauses:
         }
 
 
+T = TypeVar("T")
+
+
+def default_event_loop() -> str:
+    """The event loop `tapis serve` runs on unless told: uvloop's (libuv, in C: its loop,
+    handles and timers cost less of each submission than asyncio's own, in Python) where it
+    is installed (a dependency, but on Windows), else asyncio's."""
+    return "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
+
+
+def run_on(event_loop: str, main: Coroutine[Any, Any, T]) -> T:
+    """Run `main` to its end on a new event loop: "uvloop" (an ImportError when it is not
+    installed) or "asyncio"."""
+    factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    if event_loop == "uvloop":
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(main)
+
+
 async def serve(
     address: str,
     db: str | Path,
@@ -392,7 +426,14 @@ async def serve(
     gc.freeze()
     pauses = GcPauses()
     gc.callbacks.append(pauses)
-    print(f"tapis referee listening on {address.rsplit(':', 1)[0]}:{running.port}", flush=True)
+    kind = (
+        "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
+    )
+    print(
+        f"tapis referee listening on {address.rsplit(':', 1)[0]}:{running.port}"
+        f" (event loop: {kind})",
+        flush=True,
+    )
     if web is not None:
         print(f"tapis web front on http://{web.rsplit(':', 1)[0]}:{running.web_port}/", flush=True)
     stop = asyncio.Event()

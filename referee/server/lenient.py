@@ -23,11 +23,14 @@ hold one: the others are not walked.
 
 A method of one request is registered as a method of a stream of requests (`one_request`),
 the services' and the RefereeService's alike: a call that ends its side with no request is
-INVALID_ARGUMENT, not left without a status.
+INVALID_ARGUMENT, not left without a status, and so is one whose request has not come within
+REQUEST_SECONDS (a call half-sent holds its connection open). The streams of gRPC's own
+services count among their client's streams (`StreamCount`), as the RefereeService's do.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -38,12 +41,17 @@ from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from tapis_cartes.referee.engine.errors import quoted
+from tapis_cartes.referee.errors import TooMany
+from tapis_cartes.referee.server.limits import StreamCount, client_of
 from tapis_cartes.v1 import referee_pb2
 
 __all__ = [
+    "LATE_REQUEST",
     "NO_REQUEST",
+    "REQUEST_SECONDS",
     "LenientRequests",
     "Undecodable",
+    "first_request",
     "lenient",
     "narrowed_field",
     "one_request",
@@ -274,6 +282,23 @@ def _unary_in(behavior: Callable[..., Any]) -> Callable[..., Any]:
 
 NO_REQUEST = "the call's side ended with no request (a unary request is one message)"
 
+# Seconds a call's request (its first message: PlaySeat's `open`) may take to come after the
+# call began: a call left without it holds its connection (not idle, not closed) and a stream
+# of it, which half-sent calls by the thousand would keep from every other client.
+REQUEST_SECONDS = 10.0
+LATE_REQUEST = f"the call's request did not come within {REQUEST_SECONDS:g} s of the call"
+
+
+async def first_request(requests: AsyncIterator[Any]) -> Any:
+    """The first message of a call's requests (None when its side ended with none);
+    `TimeoutError` when it has not come within REQUEST_SECONDS."""
+    async with asyncio.timeout(REQUEST_SECONDS):
+        return await anext(aiter(requests), None)
+
+
+async def _late(context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request: {LATE_REQUEST}")
+
 
 async def _no_request(context: grpc.aio.ServicerContext[Any, Any]) -> None:
     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request: {NO_REQUEST}")
@@ -292,7 +317,10 @@ def one_request(
     if inspect.isasyncgenfunction(behavior):
 
         async def each(requests: AsyncIterator[Any], context: Any) -> Any:
-            request = await anext(aiter(requests), None)
+            try:
+                request = await first_request(requests)
+            except TimeoutError:
+                await _late(context)
             if request is None:
                 await refuse(context)
             async for response in behavior(request, context):
@@ -301,7 +329,10 @@ def one_request(
         return each
 
     async def one(requests: AsyncIterator[Any], context: Any) -> Any:
-        request = await anext(aiter(requests), None)
+        try:
+            request = await first_request(requests)
+        except TimeoutError:
+            await _late(context)
         if request is None:
             await refuse(context)
         result = behavior(request, context)
@@ -340,8 +371,46 @@ def _stream_in(behavior: Callable[..., Any]) -> Callable[..., Any]:
     return one
 
 
+def _counted(behavior: Callable[..., Any], streams: StreamCount) -> Callable[..., Any]:
+    """A method that streams its responses, holding one of its client's streams (`streams`)
+    while it runs: RESOURCE_EXHAUSTED past the client's limit. Same kind: a coroutine, or an
+    async generator of the responses."""
+
+    async def opened(context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        try:
+            return streams.open(client_of(context.peer()))
+        except TooMany as exc:
+            await context.abort(grpc.StatusCode[exc.grpc_status], str(exc))
+
+    if inspect.isasyncgenfunction(behavior):
+
+        async def each(requests: Any, context: Any) -> Any:
+            slot = await opened(context)
+            try:
+                async for response in behavior(requests, context):
+                    yield response
+            finally:
+                slot.release()
+
+        return each
+
+    async def one(requests: Any, context: Any) -> Any:
+        slot = await opened(context)
+        try:
+            result = behavior(requests, context)
+            return await result if inspect.isawaitable(result) else result
+        finally:
+            slot.release()
+
+    return one
+
+
 class LenientRequests(grpc.aio.ServerInterceptor):
-    """The interceptor (see the module's docstring)."""
+    """The interceptor (see the module's docstring); with `streams`, each stream of responses
+    of gRPC's own services (health Watch, reflection) counts among its client's streams."""
+
+    def __init__(self, streams: StreamCount | None = None) -> None:
+        self.streams = streams
 
     async def intercept_service(
         self,
@@ -366,8 +435,13 @@ class LenientRequests(grpc.aio.ServerInterceptor):
             return grpc.stream_unary_rpc_method_handler(unary, **kept)
         if handler.unary_stream is not None:
             streamed = one_request(_unary_in(handler.unary_stream))
+            if self.streams is not None:
+                streamed = _counted(streamed, self.streams)
             return grpc.stream_stream_rpc_method_handler(streamed, **kept)
         if handler.stream_unary is not None:
             return grpc.stream_unary_rpc_method_handler(_stream_in(handler.stream_unary), **kept)
         assert handler.stream_stream is not None
-        return grpc.stream_stream_rpc_method_handler(_stream_in(handler.stream_stream), **kept)
+        both = _stream_in(handler.stream_stream)
+        if self.streams is not None:
+            both = _counted(both, self.streams)
+        return grpc.stream_stream_rpc_method_handler(both, **kept)

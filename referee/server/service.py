@@ -51,7 +51,14 @@ from tapis_cartes.referee.errors import (
     Unavailable,
     name_fault,
 )
-from tapis_cartes.referee.server.lenient import NO_REQUEST, Undecodable, lenient, one_request
+from tapis_cartes.referee.server.lenient import (
+    LATE_REQUEST,
+    NO_REQUEST,
+    Undecodable,
+    first_request,
+    lenient,
+    one_request,
+)
 from tapis_cartes.referee.server.limits import (
     DEFAULT_LIMITS,
     MAX_ID,
@@ -60,10 +67,13 @@ from tapis_cartes.referee.server.limits import (
     MAX_OPTIONS,
     MAX_SEATS,
     Limits,
+    ReplayGate,
     Slot,
     StreamCount,
+    client_of,
 )
 from tapis_cartes.referee.server.tables import (
+    WATCH_CHUNK,
     ActionEvent,
     ClosedEvent,
     EndEvent,
@@ -226,9 +236,8 @@ def _token(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
 
 
 def _client(context: grpc.aio.ServicerContext[Any, Any]) -> str:
-    """How the referee counts a client: the peer's address without its port."""
-    peer = context.peer() or "unknown"
-    return peer.rsplit(":", 1)[0] if peer.count(":") >= 2 else peer
+    """How the referee counts a client (limits.py `client_of`)."""
+    return client_of(context.peer())
 
 
 # --- requests: decoded leniently, then checked against their bounds -----------------------
@@ -630,12 +639,19 @@ def event_message(
 class RefereeServicer:
     """`tapis.v1.RefereeService` over a `Referee` (registered by `add_referee_service`)."""
 
-    def __init__(self, referee: Referee, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self,
+        referee: Referee,
+        limits: Limits = DEFAULT_LIMITS,
+        streams: StreamCount | None = None,
+    ) -> None:
         self.referee = referee
         self.limits = limits
         self.public_key = public_bytes(referee.key.public_key())
-        # WatchTable and PlaySeat streams
-        self._streams = StreamCount(limits.max_streams_per_client)
+        # WatchTable and PlaySeat streams (and gRPC's own, when the server's interceptor
+        # counts them in the same `streams`)
+        self._streams = streams or StreamCount(limits.max_streams_per_client)
+        self.replays = ReplayGate()  # the streams sending a backlog at once
 
     def _check(self, request: object) -> None:
         """What every call checks first: the referee ready, the request within bounds."""
@@ -755,6 +771,7 @@ class RefereeServicer:
         self, request: pb.WatchTableRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.WatchTableResponse]:
         slot: Slot | None = None
+        backlog: _Backlog | None = None
         try:
             self._check(request)
             table = self.referee.get(request.table_id)
@@ -769,8 +786,11 @@ class RefereeServicer:
                 seat,
                 only_turns=request.only_turns,
                 hold=batched,
+                chunk=MAX_BATCH if batched else WATCH_CHUNK,
             )
+            backlog = _Backlog(self.replays, _client(context))
             async for batch in watched:
+                await backlog.sending(table, batch)
                 # Every message of a batch is built before the first is sent (awaited): a
                 # turn's view is the state the batch was decided on.
                 messages = (
@@ -783,6 +803,8 @@ class RefereeServicer:
         except Exception as exc:
             await _abort(context, exc, request)
         finally:
+            if backlog is not None:
+                backlog.release()
             if slot is not None:
                 slot.release()
 
@@ -798,7 +820,10 @@ class RefereeServicer:
             # The stream counts from its start, not from its `open`: else a client could hold
             # any number of calls that never open.
             slot = self._streams.open(_client(context))
-            first = await anext(aiter(requests), None)
+            try:
+                first = await first_request(requests)
+            except TimeoutError:
+                raise BadRequest(LATE_REQUEST, "open") from None
             if first is None:  # (a client that goes away cancels the call: not this)
                 raise BadRequest("the call's side ended before its first message, `open`", "open")
             check_request(first)
@@ -908,6 +933,42 @@ def _acknowledge(
 _HALF_CLOSE_WAIT = 1.0  # seconds a PlaySeat stream that ended waits for the client's side
 
 
+class _Backlog:
+    """A WatchTable stream's place at the referee's `ReplayGate`: taken while the stream is
+    more than a batch behind its table (a batch with no turn, whose last event is not the
+    table's last), given back once it has caught up, ends, or has held it HOLD_SECONDS (a
+    client that does not read its stream keeps a write waiting: its place goes to the next
+    stream, and the stream waits again for one at its next batch). (A PlaySeat stream, its
+    seat's, with its events in batches, waits for none: its seat's clock may run.)"""
+
+    HOLD_SECONDS = 2.0
+
+    def __init__(self, gate: ReplayGate, client: str) -> None:
+        self.gate = gate
+        self.client = client
+        self.held: asyncio.TimerHandle | None = None  # its place's time out, while held
+
+    async def sending(
+        self, table: Table, batch: Sequence[tuple[int, TableEventData] | Turn]
+    ) -> None:
+        """Before a batch is sent: wait for a place when it is a backlog's, or give the place
+        back. (A backlog's batch holds no turn: awaited before its messages are built, no view
+        is made on a state that changed meanwhile.)"""
+        last = batch[-1] if batch else None
+        behind = isinstance(last, tuple) and last[0] + 1 < table.durable_events
+        if behind and self.held is None:
+            await self.gate.take(self.client)
+            self.held = asyncio.get_running_loop().call_later(self.HOLD_SECONDS, self.release)
+        elif not behind:
+            self.release()
+
+    def release(self) -> None:
+        if self.held is not None:
+            self.held.cancel()
+            self.held = None
+            self.gate.give(self.client)
+
+
 class _SeatPlay:
     """One PlaySeat stream: the seat's held events and turns (`Referee.watch`, only_turns
     and hold, as WatchTable sends them) merged with the answers to its submissions (the
@@ -984,25 +1045,32 @@ class _SeatPlay:
 
     async def _watch(self) -> None:
         table, seat = self.table, self.seat
-        watched = self.servicer.referee.watch(table, self.start, seat, only_turns=True, hold=True)
+        watched = self.servicer.referee.watch(
+            table, self.start, seat, only_turns=True, hold=True, chunk=MAX_BATCH
+        )
         async for batch in watched:
-            if self.answering.locked():
-                # A submission is being answered: its acknowledgement goes first, with the
-                # events it caused (then not sent again here).
-                async with self.answering:
-                    pass
-            kept: list[tuple[int, TableEventData] | Turn] = []
-            for item in batch:
-                if isinstance(item, Turn):
-                    if item.action_index != self.turn_at:
-                        self.turn_at = item.action_index
-                        kept.append(item)
-                elif self._fresh(item[0]):
-                    kept.append(item)
-            for message in _batched(table, kept, seat, pb.PlaySeatResponse):
-                await self._send(message)
+            await self._sent(batch)
         async with self.answering:  # the answer to a last submission goes first
             pass
+
+    async def _sent(self, batch: list[tuple[int, TableEventData] | Turn]) -> None:
+        """Send a batch of the watch but what the stream sent already (an acknowledgement
+        carries the events its submission caused, and a turn is sent once)."""
+        if self.answering.locked():
+            # A submission is being answered: its acknowledgement goes first, with the
+            # events it caused (then not sent again here).
+            async with self.answering:
+                pass
+        kept: list[tuple[int, TableEventData] | Turn] = []
+        for item in batch:
+            if isinstance(item, Turn):
+                if item.action_index != self.turn_at:
+                    self.turn_at = item.action_index
+                    kept.append(item)
+            elif self._fresh(item[0]):
+                kept.append(item)
+        for message in _batched(self.table, kept, self.seat, pb.PlaySeatResponse):
+            await self._send(message)
 
     async def _read(self, requests: AsyncIterator[pb.PlaySeatRequest | Undecodable]) -> None:
         async for request in requests:

@@ -586,6 +586,10 @@ class Table:
         )
 
 
+# The events of one batch of `Referee.watch` at most (a backlog is sent in batches).
+WATCH_CHUNK = 64
+
+
 class Referee:
     """The tables of one referee, backed by a store, signing with one key."""
 
@@ -1379,6 +1383,7 @@ class Referee:
         idle: float = 15.0,
         only_turns: bool = False,
         hold: bool = False,
+        chunk: int = WATCH_CHUNK,
     ) -> AsyncIterator[list[tuple[int, TableEventData] | Turn]]:
         """The table's events from `start` on, waiting for new ones while the table lives,
         in batches: what is new at each wake-up, in order. For a seat, also a `Turn` each time
@@ -1388,7 +1393,9 @@ class Referee:
         turn valid: `Table.to_act_since`). With `only_turns`, a seat's events are passed over
         but the table's last one, or with `hold` held back until its turn or the table's end.
         A batch is yielded with nothing awaited since it was made: the caller builds its
-        messages (a turn's view) on the state it was decided on, before it awaits."""
+        messages (a turn's view) on the state it was decided on, before it awaits. A batch
+        holds `chunk` events at most (a backlog comes in batches: their messages are built
+        one batch at a time, not all of a long match's at once), its turn in the last."""
         if start > table.durable_events:
             raise OutOfRange(
                 f"from_event_index {start} is past the table's {table.durable_events} events"
@@ -1407,8 +1414,9 @@ class Referee:
             batch: list[tuple[int, TableEventData] | Turn] = []
             if index < durable:
                 if not only_turns or (hold and (turn or table.ended)):
-                    batch.extend((i, events[i]) for i in range(index, durable))
-                    index = durable
+                    upto = min(durable, index + chunk)
+                    batch.extend((i, events[i]) for i in range(index, upto))
+                    index = upto
                 elif not hold:
                     # The events are passed over; the last, when it ends the table, is sent.
                     index = durable

@@ -24,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tapis_cartes.records.codec import decode_record, encode_varint
 from tapis_cartes.records.signing import load_public_key
 from tapis_cartes.records.verify import verify_envelope
+from tapis_cartes.referee.server import lenient as lenient_module
 from tapis_cartes.referee.server import store as store_module
 from tapis_cartes.referee.server import tables
 from tapis_cartes.referee.server.app import ListenError, RunningServer, create_server
@@ -965,6 +966,108 @@ def test_streams_per_client_are_bounded(tmp_path: Path) -> None:
     run(body, tmp_path, max_streams_per_client=2)
 
 
+def test_grpc_own_streams_count_among_the_clients_streams(tmp_path: Path) -> None:
+    # Health Watch and reflection streams were not counted: one client held 18,000 of them
+    # (517 MB the referee kept after they closed).
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, channel: Any) -> None:
+        table_id, _ = await new_table(stub, "hearts", "", {}, 4)
+        health = health_pb2_grpc.HealthStub(channel)
+        watches = [health.Watch(health_pb2.HealthCheckRequest(service="")) for _ in range(2)]
+        for call in watches:
+            await call.read()  # open: its first status came
+        for refused in (
+            health.Watch(health_pb2.HealthCheckRequest(service="")),
+            stub.WatchTable(pb.WatchTableRequest(table_id=table_id)),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                async for _ in refused:
+                    pass
+            assert exc.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "streams open (limit 2)" in (exc.value.details() or "")
+        for call in watches:
+            call.cancel()
+        await asyncio.sleep(0.2)
+        third = stub.WatchTable(pb.WatchTableRequest(table_id=table_id))
+        assert (await third.read()).event.index == 0  # room again once they closed
+        third.cancel()
+
+    run(body, tmp_path, max_streams_per_client=2)
+
+
+def test_a_call_whose_request_does_not_come_is_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A call whose headers came but never its request held its connection (neither idle
+    # nor closed) and a stream: 4,096 such connections from one client left none for others.
+    monkeypatch.setattr(lenient_module, "REQUEST_SECONDS", 0.3)
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, channel: Any) -> None:
+        for method in ("GetTable", "WatchTable", "PlaySeat"):
+            call = channel.stream_stream(f"/tapis.v1.RefereeService/{method}")()
+            with pytest.raises(grpc.aio.AioRpcError) as exc:
+                await asyncio.wait_for(call.read(), 30)
+            assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT, method
+            assert "request did not come within" in (exc.value.details() or ""), method
+        health = channel.stream_stream("/grpc.health.v1.Health/Check")()
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            await asyncio.wait_for(health.read(), 30)
+        assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+    run(body, tmp_path)
+
+
+def test_a_backlog_comes_in_batches_and_few_streams_of_a_client_replay_at_once(
+    tmp_path: Path,
+) -> None:
+    # 256 spectator streams of one client, each from event 0 of a table of 10,099 events:
+    # every message of a stream's backlog was built at once (2.7 GB), and their writes took
+    # the event loop from every other table (a 2.5 s match took 130 s).
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, tokens = await new_table(stub, "dame-de-pique", "", {"end_threshold": 60}, 4)
+        await play_random(stub, table_id, tokens, random.Random(4))
+        table = server.referee.get(table_id)
+        total = table.durable_events
+        assert total > 4 * tables.WATCH_CHUNK
+        sizes = [len(batch) async for batch in server.referee.watch(table, 0)]
+        assert sum(sizes) == total and max(sizes) <= tables.WATCH_CHUNK
+
+        async def spectator() -> list[int]:
+            request = pb.WatchTableRequest(table_id=table_id)
+            return [m.event.index async for m in stub.WatchTable(request)]
+
+        seen = await asyncio.gather(*(spectator() for _ in range(6)))
+        assert all(indexes == list(range(total)) for indexes in seen)
+        assert server.servicer is not None and server.servicer.replays.most == 2
+
+    run(body, tmp_path)
+
+
+def test_a_stream_that_does_not_read_its_backlog_gives_its_place_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A stream whose client does not read keeps a write waiting, and would hold its place at
+    # the gate as long: a few such clients would keep every other backlog waiting.
+    from tapis_cartes.referee.server.limits import ReplayGate
+    from tapis_cartes.referee.server.service import _Backlog
+
+    monkeypatch.setattr(_Backlog, "HOLD_SECONDS", 0.05)
+    table = type("T", (), {"durable_events": 1000})()
+    behind = [(i, None) for i in range(64)]
+
+    async def main() -> None:
+        gate = ReplayGate(per_client=1, total=1)
+        stuck = _Backlog(gate, "a")
+        await stuck.sending(table, behind)  # takes the one place, then never sends again
+        other = _Backlog(gate, "b")
+        await asyncio.wait_for(other.sending(table, behind), 5)  # once the first's expired
+        assert stuck.held is None and other.held is not None
+        other.release()
+        await asyncio.wait_for(stuck.sending(table, behind), 5)  # its next batch waits again
+        stuck.release()
+
+    asyncio.run(main())
+
+
 def test_tapis_serve_refuses_a_second_referee_a_used_port_and_a_bad_address(
     tmp_path: Path,
 ) -> None:
@@ -999,6 +1102,46 @@ def test_tapis_serve_refuses_a_second_referee_a_used_port_and_a_bad_address(
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=60)
     assert first.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("given", "kind"), [((), "uvloop"), (("--event-loop", "asyncio"), "asyncio")]
+)
+def test_tapis_serve_plays_a_match_on_either_event_loop(
+    tmp_path: Path, given: tuple[str, ...], kind: str
+) -> None:
+    """uvloop's by default (a dependency), asyncio's when asked: the same referee on both,
+    a match played through to its record, which verifies; stopped cleanly by SIGTERM."""
+    root = Path(__file__).resolve().parents[2]
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tapis_cartes.clients.cli", "serve", "--listen",
+         f"127.0.0.1:{port}", *given],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )  # fmt: skip
+
+    async def play() -> Any:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = rpc.RefereeServiceStub(channel)
+            table_id, tokens = await new_table(stub, "dame-de-pique", "", {"end_threshold": 20}, 4)
+            await play_random(stub, table_id, tokens, random.Random(5))
+            reply = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+            return reply.envelope
+
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith(f"tapis referee listening on 127.0.0.1:{port}"), line
+        assert f"(event loop: {kind})" in line, line
+        envelope = asyncio.run(play())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err, err
+    key = load_public_key(tmp_path / "referee.key")
+    assert verify_envelope(envelope, [key]).ok
 
 
 @pytest.mark.parametrize(

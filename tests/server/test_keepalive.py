@@ -11,6 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tapis_cartes.referee.server import lenient
 from tapis_cartes.referee.server.limits import Limits
 from tapis_cartes.v1 import referee_pb2 as pb
 from tapis_cartes.v1 import referee_pb2_grpc as rpc
@@ -142,27 +143,45 @@ def test_client_pings_at_the_allowed_rate_keep_the_connection(tmp_path: Path) ->
     assert asyncio.run(asyncio.wait_for(main(), 60))
 
 
-def test_one_connection_holds_a_bounded_number_of_streams(tmp_path: Path) -> None:
+def test_one_connection_holds_a_bounded_number_of_streams(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Streams at once on one connection are bounded (the client's streams cap and 64 more),
-    whatever they are: 100 health Watch streams (which no cap of the referee counts) on one
-    channel with the cap at 2: 66 are answered, the others wait in the client's channel (as
-    HTTP/2 asks: the referee advertises the bound) and hold nothing in the referee."""
+    whatever they are: 100 calls whose request never comes (which no cap of streams counts:
+    they end when their request is late, here after 3 s) on one channel with the cap at 2:
+    66 are taken, and end first; the others wait in the client's channel (as HTTP/2 asks: the
+    referee advertises the bound) and hold nothing in the referee until then."""
+    monkeypatch.setattr(lenient, "REQUEST_SECONDS", 3.0)
 
     async def main() -> int:
         async with (
             referee(tmp_path, limits=Limits(max_streams_per_client=2)) as server,
             grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
         ):
-            watch = channel.unary_stream("/grpc.health.v1.Health/Watch")
-            calls = [watch(b"") for _ in range(100)]
+            # (the connection made first: calls started before its settings came, past the
+            # bound, are refused REFUSED_STREAM, as protocol.md says)
+            await rpc.RefereeServiceStub(channel).ListGames(pb.ListGamesRequest())
+            method = channel.stream_stream("/tapis.v1.RefereeService/GetTable")
+            calls = [method() for _ in range(100)]
             reads = [asyncio.ensure_future(c.read()) for c in calls]
-            done, _ = await asyncio.wait(reads, timeout=5)
+            done, _ = await asyncio.wait(reads, timeout=4.5)  # the others end at 6 s or later
             for call in calls:
                 call.cancel()
             await asyncio.gather(*reads, return_exceptions=True)
-            return len(done)
+            taken = 0
+            for read in done:
+                error = read.exception()
+                assert isinstance(error, grpc.aio.AioRpcError), error
+                # (one the channel started as the first ended, before the referee had them
+                # all closed, may be refused REFUSED_STREAM: UNAVAILABLE, nothing done)
+                assert error.code() in (INVALID, grpc.StatusCode.UNAVAILABLE), error
+                taken += error.code() == INVALID
+            return taken
 
     assert asyncio.run(asyncio.wait_for(main(), 60)) == 2 + 64
+
+
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
 
 @pytest.mark.parametrize("idle", [1.0, 3600.0], ids=["closed", "kept"])
