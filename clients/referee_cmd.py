@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import math
 import re
@@ -79,11 +80,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_hands=args.max_hands,
         max_actions=args.max_actions,
     )
+    event_loop = args.event_loop or default_event_loop()
+    if event_loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        _err("tapis serve: --event-loop uvloop: uvloop is not installed (or --event-loop asyncio)")
+        return 2
     try:
-        run_on(
-            args.event_loop or default_event_loop(),
-            serve(args.listen, args.db, args.key, limits, args.web),
-        )
+        run_on(event_loop, serve(args.listen, args.db, args.key, limits, args.web))
     except (OSError, TapisError) as exc:
         _err(f"tapis serve: {exc}")
         return 1

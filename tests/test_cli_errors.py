@@ -216,6 +216,16 @@ def test_serve_on_an_address_that_is_no_address(tmp_path: Path) -> None:
     assert not (tmp_path / "t.db").exists() and not (tmp_path / "k.key").exists()
 
 
+def test_serve_on_uvloop_where_it_is_not_installed(tmp_path: Path) -> None:
+    # (on Windows, uvloop is no dependency) a traceback of ImportError before.
+    hidden = "import sys\nsys.modules['uvloop'] = None  # as if not installed\n"
+    asked = tapis("serve", "--event-loop", "uvloop", "--listen", "127.0.0.1:0", "--db",
+                  tmp_path / "t.db", "--key", tmp_path / "k.key", setup=hidden)  # fmt: skip
+    no_traceback(asked)
+    assert asked.returncode == 2 and "uvloop is not installed" in asked.stderr, asked.stderr
+    assert not (tmp_path / "t.db").exists()
+
+
 # --- Ctrl-C ----------------------------------------------------------------------------------
 
 # The command blocks in the middle of its work (once it has said so), for the test to
