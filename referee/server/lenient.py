@@ -188,6 +188,28 @@ def _shown(kind: int, value: int) -> str:
     return str(value - (1 << 64))  # (an int32's varint: a signed 64-bit value)
 
 
+_narrow_in: dict[str, bool] = {}
+
+
+def _holds_narrow(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether a message type holds a field of 32 bits (`_NARROW`), in it or a message it
+    holds: a message that holds none is not walked."""
+    name = descriptor.full_name
+    known = _narrow_in.get(name)
+    if known is None:
+        known = any(
+            f.type in _NARROW
+            or (
+                f.type == FieldDescriptor.TYPE_MESSAGE
+                and f.message_type.full_name not in seen
+                and _holds_narrow(f.message_type, seen | {name})
+            )
+            for f in descriptor.fields
+        )
+        _narrow_in[name] = known
+    return known
+
+
 def narrowed_field(data: bytes, descriptor: Any, path: str = "") -> tuple[str, str] | None:
     """The first field of 32 bits (`_NARROW`) whose value in `data`, a message of type
     `descriptor` that decoded, does not fit it, in it or a message it holds: (its path,
@@ -207,7 +229,11 @@ def narrowed_field(data: bytes, descriptor: Any, path: str = "") -> tuple[str, s
                 length, i = _varint(data, i)
                 chunk, i = data[i : i + length], i + length
                 values = []
-                if field is not None and field.type == FieldDescriptor.TYPE_MESSAGE:
+                if (
+                    field is not None
+                    and field.type == FieldDescriptor.TYPE_MESSAGE
+                    and _holds_narrow(field.message_type)
+                ):
                     if field.is_repeated:
                         n = seen[number] = seen.get(number, -1) + 1
                         name = f"{name}[{n}]"
