@@ -1465,7 +1465,7 @@ def _retried(table: Table, seat: int, expected: int, action: int) -> int | None:
     actions = table.actions
     if not 0 <= expected < len(actions):
         return None
-    done = next((i for i in range(expected, len(actions)) if actions[i][0] == seat), None)
+    done = _first_action(table, seat, expected)
     if done is None or actions[done] != (seat, action) or table.acted_since(seat, done + 1):
         return None
     if done in table.timeouts:  # the referee's action on time: this one came too late
@@ -1486,11 +1486,16 @@ def _on_time(table: Table, action: int) -> str:
 def _made_on_time(table: Table, seat: int, expected: int) -> str | None:
     """What the referee made for `seat` on time when that is the seat's first action from
     `expected` on (a submission at `expected` came too late: `_on_time`); else None."""
-    actions = table.actions
-    done = next((i for i in range(max(0, expected), len(actions)) if actions[i][0] == seat), None)
+    done = _first_action(table, seat, expected)
     if done is None or done not in table.timeouts:
         return None
-    return _on_time(table, actions[done][1])
+    return _on_time(table, table.actions[done][1])
+
+
+def _first_action(table: Table, seat: int, expected: int) -> int | None:
+    """The index of the seat's first action from `expected` on; None if it made none."""
+    actions = table.actions
+    return next((i for i in range(max(0, expected), len(actions)) if actions[i][0] == seat), None)
 
 
 _RESIGN = encode(RESIGN)

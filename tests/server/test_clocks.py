@@ -232,6 +232,27 @@ def test_views_and_events_show_the_clocks(tmp_path: Path) -> None:
     timed(body, tmp_path, clock)
 
 
+async def nap_to_act(
+    stub: rpc.RefereeServiceStub, players: int, control: rpb.TimeControl
+) -> tuple[str, dict[int, str], int, pb.SeatView]:
+    """A timed Napoléon table: its id, tokens, the seat to act and that seat's view."""
+    table_id, tokens = await new_table(stub, "nap", "", {"deals": 2}, players, control)
+    seat = (await view(stub, table_id, 0, tokens[0])).to_act[0]
+    return table_id, tokens, seat, await view(stub, table_id, seat, tokens[seat])
+
+
+async def refused_late(
+    stub: rpc.RefereeServiceStub, table_id: str, token: str, v: pb.SeatView, action: int
+) -> grpc.aio.AioRpcError:
+    """The refusal of `action` submitted at the index of view `v` (it must be refused)."""
+    request = pb.SubmitActionRequest(
+        table_id=table_id, seat=v.seat, expected_action_index=v.action_index, action=action
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await stub.SubmitAction(request, metadata=auth(token))
+    return caught.value
+
+
 def test_an_action_that_comes_after_the_time_ran_out_finds_the_referee_acted(
     tmp_path: Path,
 ) -> None:
@@ -239,22 +260,11 @@ def test_an_action_that_comes_after_the_time_ran_out_finds_the_referee_acted(
     control = rpb.TimeControl(action_ms=1_000, policy=AUTOPLAY)
 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
-        table_id, tokens = await new_table(stub, "nap", "", {"deals": 2}, 4, control)
-        seat = (await view(stub, table_id, 0, tokens[0])).to_act[0]
-        v = await view(stub, table_id, seat, tokens[seat])
+        table_id, tokens, seat, v = await nap_to_act(stub, 4, control)
         clock.advance(1_001, ring=False)  # the alarm has not rung yet when the action comes
-        with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await stub.SubmitAction(
-                pb.SubmitActionRequest(
-                    table_id=table_id,
-                    seat=seat,
-                    expected_action_index=v.action_index,
-                    action=v.legal_actions[-1].action,
-                ),
-                metadata=auth(tokens[seat]),
-            )
-        assert caught.value.code() == grpc.StatusCode.ABORTED
-        assert "time ran out" in (caught.value.details() or "")
+        error = await refused_late(stub, table_id, tokens[seat], v, v.legal_actions[-1].action)
+        assert error.code() == grpc.StatusCode.ABORTED
+        assert "time ran out" in (error.details() or "")
         after = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
         assert after.action_index == v.action_index + 1
 
@@ -270,24 +280,13 @@ def test_a_late_action_equal_to_the_one_the_referee_made_on_time_is_not_acknowle
     control = rpb.TimeControl(action_ms=1_000, policy=AUTOPLAY)
 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
-        table_id, tokens = await new_table(stub, "nap", "", {"deals": 2}, 5, control)
-        seat = (await view(stub, table_id, 0, tokens[0])).to_act[0]
-        v = await view(stub, table_id, seat, tokens[seat])
+        table_id, tokens, seat, v = await nap_to_act(stub, 5, control)
         clock.advance(1_001)  # the referee plays for the seat
         await settle(server)
         for choice in v.legal_actions:
-            with pytest.raises(grpc.aio.AioRpcError) as caught:
-                await stub.SubmitAction(
-                    pb.SubmitActionRequest(
-                        table_id=table_id,
-                        seat=seat,
-                        expected_action_index=v.action_index,
-                        action=choice.action,
-                    ),
-                    metadata=auth(tokens[seat]),
-                )
-            assert caught.value.code() == grpc.StatusCode.ABORTED, choice.text
-            details = caught.value.details() or ""
+            error = await refused_late(stub, table_id, tokens[seat], v, choice.action)
+            assert error.code() == grpc.StatusCode.ABORTED, choice.text
+            details = error.details() or ""
             assert f"seat {seat}'s time ran out before this action came" in details, details
             assert "(CLOCK.AUTOPLAY)" in details, details
 
@@ -303,9 +302,7 @@ def test_a_resignation_after_the_time_ran_out_is_made_after_the_referees_action(
     control = rpb.TimeControl(action_ms=1_000, policy=AUTOPLAY)
 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
-        table_id, tokens = await new_table(stub, "nap", "", {"deals": 2}, 5, control)
-        seat = (await view(stub, table_id, 0, tokens[0])).to_act[0]
-        v = await view(stub, table_id, seat, tokens[seat])
+        table_id, tokens, seat, v = await nap_to_act(stub, 5, control)
         clock.advance(1_001, ring=False)  # the alarm has not rung yet when the call comes
         reply = await stub.Resign(
             pb.ResignRequest(table_id=table_id, seat=seat), metadata=auth(tokens[seat])
