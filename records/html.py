@@ -20,7 +20,7 @@ from importlib import resources
 from typing import Any
 
 from tapis_cartes.records.codec import decode_record, record_id, score_from_pb
-from tapis_cartes.records.render import fact_text, non_default_options
+from tapis_cartes.records.render import fact_text, named_seats, non_default_options
 from tapis_cartes.records.replay import BaseVisitor, replay
 from tapis_cartes.records.score import score_sheet
 from tapis_cartes.records.verify import Keys, verify_envelope, verify_record
@@ -145,14 +145,15 @@ class _PositionsVisitor(BaseVisitor[list[dict[str, Any]]]):
         assert current is not None
         units = self.units
         doc = self.hands[-1]
-        doc["describe"] = current.describe()
+        names = [seat.name for seat in self.rec.seats]
+        doc["describe"] = [named_seats(d, names) for d in current.describe()]
         doc["lines"] = [
             {
                 "seat": line.seat,
                 "kind": line.kind,
                 "delta": list(score_from_pb(units, line.delta)),
                 "rule": line.rule,
-                "note": line.note,
+                "note": named_seats(line.note, names),
                 "at": line.after_action,
             }
             for line in hand.lines
@@ -211,7 +212,7 @@ def record_data(env: pb.RecordEnvelope, keys: Keys = ()) -> dict[str, Any]:
         "outcome": {
             "finished": outcome.finished,
             "winners": list(outcome.winners),
-            "reason": outcome.reason,
+            "reason": named_seats(outcome.reason, [seat.name for seat in rec.seats]),
             "scores": [list(score_from_pb(units, s)) for s in outcome.scores],
         },
         "sheet": score_sheet(rec),

@@ -9,10 +9,13 @@ terminal.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from tapis_cartes.records.clocks import Clocks, TimeControl
 from tapis_cartes.records.codec import record_id, score_from_pb
 from tapis_cartes.records.replay import replay_record
-from tapis_cartes.records.score import score_sheet
+from tapis_cartes.records.score import score_sheet, seat_name
 from tapis_cartes.referee.engine import Match, find_game, make_rules
 from tapis_cartes.referee.engine.actions import PLAY, action_str
 from tapis_cartes.referee.engine.cards import card_str, mask_str
@@ -89,7 +92,7 @@ def render_record(
         lines.append("")
         lines.append(f"Hand {hand.number}, dealer {names[hand.dealer]}")
         if engine_hand is not None:
-            lines.extend("  " + d for d in engine_hand.describe())
+            lines.extend("  " + named_seats(d, names) for d in engine_hand.describe())
         for s, m in enumerate(hand.deal.hands):
             lines.append(f"  {names[s].ljust(width)}  {mask_str(m, order)}")
         if hand.deal.HasField("retourne"):
@@ -105,9 +108,11 @@ def render_record(
         def score_lines(at: int, by_action: dict[int, list[pb.ScoreLine]] = by_action) -> None:
             for line in by_action.pop(at, []):
                 delta = score_from_pb(units, line.delta)
-                parts = (f"{v:+d} {u}" for u, v in zip(units, delta, strict=True) if v)
+                parts = (
+                    f"{v:+d} {unit_word(u, v)}" for u, v in zip(units, delta, strict=True) if v
+                )
                 amount = " ".join(parts) or "0"
-                note = f" ({line.note})" if line.note else ""
+                note = f" ({named_seats(line.note, names)})" if line.note else ""
                 lines.append(f"      {names[line.seat]}: {line.kind} {amount}{note} [{line.rule}]")
 
         score_lines(0)
@@ -150,7 +155,7 @@ def render_record(
         for at in sorted(by_action):
             score_lines(at)
     if rec.outcome.rule:
-        lines.append(f"{rec.outcome.reason} [{rec.outcome.rule}]")
+        lines.append(f"{named_seats(rec.outcome.reason, names)} [{rec.outcome.rule}]")
     lines.append("")
     lines.append(score_sheet(rec))
     return "\n".join(lines)
@@ -166,3 +171,20 @@ def _clock(clocks: Clocks, seat: int, elapsed: int, timeout: bool) -> str:
     if timeout:
         parts.append("out of time")
     return f" ({', '.join(parts)})"
+
+
+# A seat as the engine's text names it ("seat 2", "seats 0, 2"): its number, or numbers.
+_SEATS = re.compile(r"\bseats? (\d+(?:, \d+)*)\b")
+
+
+def named_seats(text: str, names: Sequence[str]) -> str:
+    """The engine's text about a hand (its notes, `describe`, the outcome's reason) with the
+    seats it numbers ("seat 2", "seats 0, 2") said by their players' names, as every other
+    line of a record shown."""
+    return _SEATS.sub(lambda m: ", ".join(seat_name(names, int(n)) for n in m[1].split(", ")), text)
+
+
+def unit_word(unit: str, value: int) -> str:
+    """A unit as said of `value` of it: "jetons", but "1 jeton" (every unit's name is its
+    plural in "s")."""
+    return unit[:-1] if abs(value) == 1 and unit.endswith("s") else unit

@@ -340,27 +340,28 @@ def one_request(
     NO_REQUEST). (Registered as a method of one request, such a call would get no status at
     all: gRPC's own handler returns without one, and the call waits for the client to cancel
     it.) Same kind: a coroutine, or an async generator of the responses."""
-    if inspect.isasyncgenfunction(behavior):
 
-        async def each(requests: AsyncIterator[Any], context: Any) -> Any:
-            try:
-                request = await first_request(requests)
-            except TimeoutError:
-                await _late(context)
-            if request is None:
-                await refuse(context)
-            async for response in behavior(request, context):
-                yield response
-
-        return each
-
-    async def one(requests: AsyncIterator[Any], context: Any) -> Any:
+    async def opened(requests: AsyncIterator[Any], context: Any) -> Any:
+        """The call's request; the call ended (INVALID_ARGUMENT) when late or missing."""
         try:
             request = await first_request(requests)
         except TimeoutError:
             await _late(context)
         if request is None:
             await refuse(context)
+        return request
+
+    if inspect.isasyncgenfunction(behavior):
+
+        async def each(requests: AsyncIterator[Any], context: Any) -> Any:
+            request = await opened(requests, context)
+            async for response in behavior(request, context):
+                yield response
+
+        return each
+
+    async def one(requests: AsyncIterator[Any], context: Any) -> Any:
+        request = await opened(requests, context)
         result = behavior(request, context)
         return await result if inspect.isawaitable(result) else result
 

@@ -102,14 +102,14 @@ def test_golden_records_verify_and_show(name: str) -> None:
     # the seat's score after it.
     assert "  retourne " in text and "  talon " in text and " 12. " in text
     if name == "imperiale-001b":
-        assert "D: retourne +1 jetons (7S is an honour; now 1F 4J) [IMP-A.E1]" in text
+        assert "D: retourne +1 jeton (7S is an honour; now 1F 4J) [IMP-A.E1]" in text
         assert (
-            "D: effacement -3 jetons (seat 0 won an impériale; the retourne jeton is "
+            "D: effacement -3 jetons (E won an impériale; the retourne jeton is "
             "protected; now 1F 1J) [IMP-A.EFFACEMENT]"
         ) in text
         assert "E: cartes +3 jetons (9 tricks, 3 above 6; now 1F 5J) [IMP-A.E8]" in text
     else:
-        assert "E: imperiale-tombee +1 imperiales (trick 3: KH takes AH; now 1F 1J)" in text
+        assert "E: imperiale-tombee +1 imperiale (trick 3: KH takes AH; now 1F 1J)" in text
 
 
 # --- refusals ---------------------------------------------------------------------------------

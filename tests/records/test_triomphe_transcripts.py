@@ -88,14 +88,14 @@ def test_tr2_show() -> None:
     for expected in [
         "Hand 1, dealer B",
         "  trump diamonds (retourne 9D); order K Q J A 10 9 8 7",
-        "  teams: team 0 (seats 0, 1) v team 1 (seats 2, 3); team 0 deals, team 1 leads",
-        "  vole: team 1 (seats 2, 3) won the first 3 tricks; seat 2 continues: the vole is engaged",
+        "  teams: team 0 (A, B) v team 1 (C, D); team 0 deals, team 1 leads",
+        "  vole: team 1 (C, D) won the first 3 tricks; C continues: the vole is engaged",
         "  talon AS 10S 8S 7S JH 10H 9H 10D JC 8C 7C",
         "   1. C KS   D QD   A 8D   B 9S  -> D",
         "  C: vole continue",
         "   5. C 7H   D 8H   A KH   B AH  -> A",
-        "      C: vole-failed -2 points (vole engaged; trick 5 lost to seat 0) [TRI.VOLE]",
-        "      D: vole-failed -2 points (vole engaged; trick 5 lost to seat 0) [TRI.VOLE]",
+        "      C: vole-failed -2 points (vole engaged; trick 5 lost to A) [TRI.VOLE]",
+        "      D: vole-failed -2 points (vole engaged; trick 5 lost to A) [TRI.VOLE]",
         "start          2      2      1        1",
         "1      B       . = 2  . = 2  -2 = -1  -2 = -1",
     ]:
@@ -125,13 +125,13 @@ def test_as_qui_pille_show() -> None:
     text = render_record(decode_record(data), data)
     for expected in [
         "  trump hearts (retourne 9H); order A K Q J 10 9 8 7",
-        "  pillage by seat 1: shows the trump ace AH; takes 9H, discards 7D; takes 8H, "
+        "  pillage by Bob: shows the trump ace AH; takes 9H, discards 7D; takes 8H, "
         "discards 8C; turns 9S, not a trump",
         "  Bob: pille 7D",
-        "  pillage by seat 0: turned the trump ace; takes AS, discards 7C; leaves 7S",
+        "  pillage by Ann: turned the trump ace; takes AS, discards 7C; leaves 7S",
         "  Ann: pille stop",
-        "  vole: seat 0 won the first 3 tricks and stops",
-        "      Ann: vole-stop +1 points (stopped at 3 tricks to none) [TRI.VOLE]",
+        "  vole: Ann won the first 3 tricks and stops",
+        "      Ann: vole-stop +1 point (stopped at 3 tricks to none) [TRI.VOLE]",
     ]:
         assert expected in text.splitlines(), expected
 
