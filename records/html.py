@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
@@ -48,6 +49,16 @@ def page_asset(name: str) -> str:
     return (
         resources.files("tapis_cartes.records").joinpath("page", name).read_text(encoding="utf-8")
     )
+
+
+# A place of a page's template: `{{name}}`, or `/*{{name}}*/` in a style or a script.
+_PLACE = re.compile(r"/\*\{\{(\w+)\}\}\*/|\{\{(\w+)\}\}")
+
+
+def fill(template: str, values: dict[str, str]) -> str:
+    """`template` with each of its places replaced by its value, in one pass: a value is
+    never read again for places (a record's title or a player's name may hold `{{data}}`)."""
+    return _PLACE.sub(lambda m: values[m[1] or m[2]], template)
 
 
 def card_table() -> list[list[Any]]:
@@ -243,10 +254,12 @@ def _script_json(data: object) -> str:
 
 def replay_page(data: dict[str, Any], title: str = "Tapis replay") -> str:
     """The self-contained replay page of `replay_data`'s data."""
-    page = page_asset("replay.html")
-    return (
-        page.replace("{{title}}", html.escape(title))
-        .replace("/*{{css}}*/", page_asset("tapis.css"))
-        .replace("/*{{js}}*/", page_asset("tapis.js") + page_asset("replay.js"))
-        .replace("{{data}}", _script_json(data))
+    return fill(
+        page_asset("replay.html"),
+        {
+            "title": html.escape(title),
+            "css": page_asset("tapis.css"),
+            "js": page_asset("tapis.js") + page_asset("replay.js"),
+            "data": _script_json(data),
+        },
     )

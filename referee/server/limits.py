@@ -207,3 +207,36 @@ class ReplayGate:
         entry[1] -= 1
         if not entry[1]:
             del self._clients[client]
+
+
+class Backlog:
+    """A stream's place at the referee's `ReplayGate` (a WatchTable stream's, a web page's
+    live stream's): taken while the stream is more than a batch behind its table (`behind`:
+    tables.py `is_backlog`), given back once it has caught up, ends, or has held it
+    HOLD_SECONDS (a client that does not read its stream keeps a write waiting: its place
+    goes to the next stream, and the stream waits again for one at its next batch). (A
+    PlaySeat stream, its seat's, with its events in batches, waits for none: its seat's clock
+    may run.)"""
+
+    HOLD_SECONDS = 2.0
+
+    def __init__(self, gate: ReplayGate, client: str) -> None:
+        self.gate = gate
+        self.client = client
+        self.held: asyncio.TimerHandle | None = None  # its place's time out, while held
+
+    async def sending(self, behind: bool) -> None:
+        """Before a batch is sent: wait for a place when it is a backlog's (`behind`), or
+        give the place back. (A backlog's batch holds no turn: awaited before its messages
+        are built, no view is made on a state that changed meanwhile.)"""
+        if behind and self.held is None:
+            await self.gate.take(self.client)
+            self.held = asyncio.get_running_loop().call_later(self.HOLD_SECONDS, self.release)
+        elif not behind:
+            self.release()
+
+    def release(self) -> None:
+        if self.held is not None:
+            self.held.cancel()
+            self.held = None
+            self.gate.give(self.client)

@@ -66,8 +66,8 @@ from tapis_cartes.referee.server.limits import (
     MAX_OPTION_TEXT,
     MAX_OPTIONS,
     MAX_SEATS,
+    Backlog,
     Limits,
-    ReplayGate,
     Slot,
     StreamCount,
     client_of,
@@ -83,6 +83,7 @@ from tapis_cartes.referee.server.tables import (
     Table,
     TableEventData,
     Turn,
+    is_backlog,
 )
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
@@ -651,7 +652,7 @@ class RefereeServicer:
         # WatchTable and PlaySeat streams (and gRPC's own, when the server's interceptor
         # counts them in the same `streams`)
         self._streams = streams or StreamCount(limits.max_streams_per_client)
-        self.replays = ReplayGate()  # the streams sending a backlog at once
+        self.replays = referee.replays  # the streams sending a backlog at once (web's too)
 
     def _check(self, request: object) -> None:
         """What every call checks first: the referee ready, the request within bounds."""
@@ -771,7 +772,7 @@ class RefereeServicer:
         self, request: pb.WatchTableRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.WatchTableResponse]:
         slot: Slot | None = None
-        backlog: _Backlog | None = None
+        backlog: Backlog | None = None
         try:
             self._check(request)
             table = self.referee.get(request.table_id)
@@ -788,9 +789,9 @@ class RefereeServicer:
                 hold=batched,
                 chunk=MAX_BATCH if batched else WATCH_CHUNK,
             )
-            backlog = _Backlog(self.replays, _client(context))
+            backlog = Backlog(self.replays, _client(context))
             async for batch in watched:
-                await backlog.sending(table, batch)
+                await backlog.sending(is_backlog(table, batch))
                 # Every message of a batch is built before the first is sent (awaited): a
                 # turn's view is the state the batch was decided on.
                 messages = (
@@ -931,42 +932,6 @@ def _acknowledge(
 
 
 _HALF_CLOSE_WAIT = 1.0  # seconds a PlaySeat stream that ended waits for the client's side
-
-
-class _Backlog:
-    """A WatchTable stream's place at the referee's `ReplayGate`: taken while the stream is
-    more than a batch behind its table (a batch with no turn, whose last event is not the
-    table's last), given back once it has caught up, ends, or has held it HOLD_SECONDS (a
-    client that does not read its stream keeps a write waiting: its place goes to the next
-    stream, and the stream waits again for one at its next batch). (A PlaySeat stream, its
-    seat's, with its events in batches, waits for none: its seat's clock may run.)"""
-
-    HOLD_SECONDS = 2.0
-
-    def __init__(self, gate: ReplayGate, client: str) -> None:
-        self.gate = gate
-        self.client = client
-        self.held: asyncio.TimerHandle | None = None  # its place's time out, while held
-
-    async def sending(
-        self, table: Table, batch: Sequence[tuple[int, TableEventData] | Turn]
-    ) -> None:
-        """Before a batch is sent: wait for a place when it is a backlog's, or give the place
-        back. (A backlog's batch holds no turn: awaited before its messages are built, no view
-        is made on a state that changed meanwhile.)"""
-        last = batch[-1] if batch else None
-        behind = isinstance(last, tuple) and last[0] + 1 < table.durable_events
-        if behind and self.held is None:
-            await self.gate.take(self.client)
-            self.held = asyncio.get_running_loop().call_later(self.HOLD_SECONDS, self.release)
-        elif not behind:
-            self.release()
-
-    def release(self) -> None:
-        if self.held is not None:
-            self.held.cancel()
-            self.held = None
-            self.gate.give(self.client)
 
 
 class _SeatPlay:

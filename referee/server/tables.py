@@ -79,7 +79,7 @@ from tapis_cartes.referee.errors import (
     Unauthenticated,
     Unavailable,
 )
-from tapis_cartes.referee.server.limits import DEFAULT_LIMITS, Limits
+from tapis_cartes.referee.server.limits import DEFAULT_LIMITS, Limits, ReplayGate
 from tapis_cartes.referee.server.store import REQUEST_MEMORY, Request, Store, StoredTable
 from tapis_cartes.referee.server.timesource import SYSTEM_TIME, Alarm, TimeSource
 from tapis_cartes.v1 import record_pb2 as pb
@@ -590,6 +590,14 @@ class Table:
 WATCH_CHUNK = 64
 
 
+def is_backlog(table: Table, batch: Sequence[tuple[int, TableEventData] | Turn]) -> bool:
+    """Whether a batch of `Referee.watch` is a backlog's: more than a batch behind the table
+    (no turn last, and its last event not the table's last). Such a stream waits for a place
+    at the referee's `replays` gate (limits.py `Backlog`) before its messages are built."""
+    last = batch[-1] if batch else None
+    return isinstance(last, tuple) and last[0] + 1 < table.durable_events
+
+
 class Referee:
     """The tables of one referee, backed by a store, signing with one key."""
 
@@ -615,6 +623,8 @@ class Referee:
         self._token_key = _token_key(key)
         self._sweeper: asyncio.Task[None] | None = None
         self.ready = False  # every live table reloaded: the service answers
+        # the streams sending a backlog at once, of every front (gRPC's and the web's)
+        self.replays = ReplayGate()
 
     # -- start-up and shutdown ------------------------------------------------------------
 

@@ -49,7 +49,7 @@ from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from tapis_cartes.records.codec import encode_file
-from tapis_cartes.records.html import card_table, page_asset, replay_data, replay_page
+from tapis_cartes.records.html import card_table, fill, page_asset, replay_data, replay_page
 from tapis_cartes.referee.engine import find_game
 from tapis_cartes.referee.engine.cards import SUIT_SYMBOLS
 from tapis_cartes.referee.errors import (
@@ -63,12 +63,13 @@ from tapis_cartes.referee.errors import (
 from tapis_cartes.referee.server.limits import (
     DEFAULT_LIMITS,
     HEAD_SECONDS,
+    Backlog,
     Limits,
     Slot,
     StreamCount,
 )
 from tapis_cartes.referee.server.service import event_message, seat_view, table_status
-from tapis_cartes.referee.server.tables import Referee, Table, Turn
+from tapis_cartes.referee.server.tables import Referee, Table, Turn, is_backlog
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 
@@ -78,6 +79,16 @@ KEEPALIVE = 15.0  # seconds: a comment line on an idle stream, so proxies keep i
 MAX_ID = 64  # the longest table id (as the gRPC service's bound)
 _INDEX = re.compile(r"[0-9]{1,10}")  # an event index (Last-Event-ID, ?from=)
 PAGE_CACHE_BYTES = 32 << 20  # the built replay pages kept, in all (`_Pages`)
+# What every spectator of a table is sent alike is made once and shared by the streams
+# (`_Shared`): the last SHARED_EVENTS events' messages, in all, and each table's view for
+# SHARED_VIEW_SECONDS (a view holds the clocks' time left, which runs). Made for each stream,
+# 1000 live pages of one table took a match of 2 s to 290 s.
+SHARED_EVENTS = 4096
+SHARED_VIEW_SECONDS = 0.5
+# A live page caught up with its table is sent what is new at most this often (seconds), in
+# one write: the writes of a table's pages, not its events, then bound their cost (a match
+# played as fast as bots go makes hundreds of batches a second).
+LIVE_INTERVAL = 0.1
 # Sent with every response (the pages' own <meta> CSP stays: a page is not framed, whatever
 # its policy; `frame-ancestors` is honoured only in a header).
 SECURITY_HEADERS = [
@@ -217,14 +228,16 @@ class _Http(H11Protocol):
 
 class _Pages:
     """The built replay pages of the most recent finished tables, `limit` bytes in all (one
-    larger is served, not kept): a finished table's record never changes, so its page is built
-    once (on a thread: the loop goes on), however many ask for it, at once or later."""
+    larger is kept alone): a finished table's record never changes, so its page is built once
+    (on a thread: the loop goes on), however many ask for it, at once or later. One page is
+    built at a time: the page of a long match takes seconds and hundreds of MB to build."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.size = 0  # bytes of the pages kept
         self._pages: OrderedDict[tuple[str, str], bytes] = OrderedDict()  # the oldest first
         self._building: dict[tuple[str, str], asyncio.Future[bytes]] = {}
+        self._one = asyncio.Semaphore(1)  # (bound to the loop at its first wait)
 
     async def get(self, key: tuple[str, str], build: Callable[[], bytes]) -> bytes:
         """The page of `key` (table id, record id), built by `build` when not kept."""
@@ -234,23 +247,63 @@ class _Pages:
             return page
         building = self._building.get(key)
         if building is None:
-            building = self._building[key] = asyncio.ensure_future(asyncio.to_thread(build))
+            building = self._building[key] = asyncio.ensure_future(self._build(build))
             building.add_done_callback(lambda done: self._built(key, done))
         # shielded: a client gone does not cancel the build others wait for
         return await asyncio.shield(building)
+
+    async def _build(self, build: Callable[[], bytes]) -> bytes:
+        async with self._one:
+            return await asyncio.to_thread(build)
 
     def _built(self, key: tuple[str, str], done: asyncio.Future[bytes]) -> None:
         del self._building[key]
         if done.cancelled() or done.exception() is not None:
             return  # (its requests get the error; the next one builds again)
         page = done.result()
-        if len(page) > self.limit:
-            return
         self._pages[key] = page
         self.size += len(page)
-        while self.size > self.limit:
+        while self.size > self.limit and len(self._pages) > 1:
             _, dropped = self._pages.popitem(last=False)
             self.size -= len(dropped)
+
+
+class _Shared:
+    """The messages every spectator stream of a table is sent alike, made once: each event's
+    (by table and index: an event never changes), the last SHARED_EVENTS in all; and each
+    table's view, for SHARED_VIEW_SECONDS after it was made at the table's state (its events
+    so far and its status)."""
+
+    def __init__(self) -> None:
+        self._events: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._views: OrderedDict[str, tuple[tuple[int, str], float, bytes]] = OrderedDict()
+
+    def event(self, table: Table, index: int, event: Any) -> bytes:
+        key = (table.id, index)
+        said = self._events.get(key)
+        if said is None:
+            message = _json(event_message(table, index, event, None))  # the spectator's copy
+            said = self._events[key] = _sse("event", message, index + 1)
+            if len(self._events) > SHARED_EVENTS:
+                self._events.popitem(last=False)
+        return said
+
+    def view(self, table: Table) -> bytes | None:
+        kept = self._views.get(table.id)
+        if kept is None:
+            return None
+        state, made, said = kept
+        now = asyncio.get_running_loop().time()
+        fresh = now - made < SHARED_VIEW_SECONDS
+        return said if fresh and state == (table.durable_events, _status(table)) else None
+
+    def keep_view(self, table: Table, said: bytes) -> bytes:
+        state = (table.durable_events, _status(table))
+        self._views[table.id] = (state, asyncio.get_running_loop().time(), said)
+        self._views.move_to_end(table.id)
+        if len(self._views) > SHARED_EVENTS:
+            self._views.popitem(last=False)
+        return said
 
 
 class _Server(uvicorn.Server):
@@ -272,6 +325,7 @@ class WebFront:
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
         self._pages = _Pages(PAGE_CACHE_BYTES)
+        self._shared = _Shared()
         self.app = Starlette(
             routes=[
                 Route("/", self.index),
@@ -353,15 +407,14 @@ class WebFront:
                 f" &middot; {' &middot; '.join(links)}</li>"
             )
         body = "\n".join(rows) or "<li>no table yet</li>"
-        page = _asset("index.html").replace("/*{{css}}*/", page_asset("tapis.css"))
-        return HTMLResponse(page.replace("{{rows}}", body))
+        page = fill(_asset("index.html"), {"css": page_asset("tapis.css"), "rows": body})
+        return HTMLResponse(page)
 
     async def live(self, request: Request) -> Response:
         table = self._table(request)
-        page = _live_page()
         setup = {"table_id": table.id, "cards": card_table(), "suits": list(SUIT_SYMBOLS)}
         text = json.dumps(setup, ensure_ascii=False).replace("<", "\\u003c")
-        return HTMLResponse(page.replace("{{setup}}", text))
+        return HTMLResponse(fill(_asset("live.html"), {**_live_assets(), "setup": text}))
 
     async def replay(self, request: Request) -> Response:
         table = self._table(request)
@@ -395,8 +448,9 @@ class WebFront:
         start = int(given)
         if start > table.durable_events:  # as WatchTable: OUT_OF_RANGE (400)
             raise OutOfRange(f"event index {start} is past the table's {table.durable_events}")
-        slot = self._streams.open(request.client.host if request.client is not None else "")
-        stream = self._stream(table, start, slot)
+        client = request.client.host if request.client is not None else ""
+        slot = self._streams.open(client)
+        stream = self._stream(table, start, slot, Backlog(self.referee.replays, client))
         # A stream whose response never starts (its client gone at once) gives its place back
         # when it is collected.
         weakref.finalize(stream, slot.release)
@@ -406,23 +460,41 @@ class WebFront:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    async def _view(self, table: Table) -> dict[str, Any]:
-        """The spectator's view now (as GetView without a seat: committed state only)."""
+    async def _view(self, table: Table) -> bytes:
+        """The spectator's view now, as an event of the stream (as GetView without a seat:
+        committed state only); made once for every stream of the table (`_Shared`)."""
+        said = self._shared.view(table)
+        if said is not None:
+            return said
         async with table.lock:
-            view = table.match.view(None) if table.started else None
-            out = _json(seat_view(table, None, view))
-            out["table_status"] = _status(table)
-            return out
+            said = self._shared.view(table)  # made while this one waited
+            if said is None:
+                view = table.match.view(None) if table.started else None
+                out = _json(seat_view(table, None, view))
+                out["table_status"] = _status(table)
+                said = self._shared.keep_view(table, _sse("view", out))
+            return said
 
-    async def _stream(self, table: Table, start: int, slot: Slot) -> AsyncIterator[bytes]:
+    async def _stream(
+        self, table: Table, start: int, slot: Slot, backlog: Backlog
+    ) -> AsyncIterator[bytes]:
+        """The stream of one live page: its place at the referee's backlog gate (`backlog`,
+        as a WatchTable stream's) while it is more than a batch behind the table."""
         watch = self.referee.watch(table, start).__aiter__()
         closing = asyncio.ensure_future(self._closing.wait())
         pending: asyncio.Future[Any] | None = None
         try:
             yield _sse("table", table_info(table))
-            yield _sse("view", await self._view(table))
+            yield await self._view(table)
+            loop = asyncio.get_running_loop()
+            paced = 0.0  # when the next batch may be asked for (caught up: LIVE_INTERVAL on)
             while True:
                 if pending is None:
+                    wait = paced - loop.time()
+                    if wait > 0:  # what comes meanwhile is sent in one batch
+                        await asyncio.wait({closing}, timeout=wait)
+                        if closing.done():
+                            return
                     pending = asyncio.ensure_future(anext(watch, None))
                 done, _ = await asyncio.wait(
                     {pending, closing}, timeout=KEEPALIVE, return_when=asyncio.FIRST_COMPLETED
@@ -438,17 +510,21 @@ class WebFront:
                     yield _sse("table", table_info(table))
                     yield _sse("end", {"record_id": table.record_id})
                     return
+                behind = is_backlog(table, item)
+                await backlog.sending(behind)
+                paced = 0.0 if behind else loop.time() + LIVE_INTERVAL
                 # A spectator's batch holds events only; each message is made before the first
                 # is sent, on the state the batch was made on.
-                sent = [
-                    (index, _json(event_message(table, index, event, None)))  # its copy
-                    for index, event in (e for e in item if not isinstance(e, Turn))
-                ]
-                for index, message in sent:
-                    yield _sse("event", message, index + 1)
-                if sent and sent[-1][0] + 1 >= table.durable_events:
-                    yield _sse("view", await self._view(table))
+                # A batch is written at once: each write costs the stack its own work, and a
+                # table watched by a thousand pages makes as many writes per batch.
+                events = [e for e in item if not isinstance(e, Turn)]
+                sent = [self._shared.event(table, index, event) for index, event in events]
+                if events and events[-1][0] + 1 >= table.durable_events:
+                    sent.append(await self._view(table))
+                if sent:
+                    yield b"".join(sent)
         finally:
+            backlog.release()
             closing.cancel()
             if pending is not None:
                 pending.cancel()
@@ -464,9 +540,5 @@ def _asset(name: str) -> str:
     return resources.files("tapis_cartes.referee.server").joinpath("page", name).read_text("utf-8")
 
 
-def _live_page() -> str:
-    return (
-        _asset("live.html")
-        .replace("/*{{css}}*/", page_asset("tapis.css"))
-        .replace("/*{{js}}*/", page_asset("tapis.js") + _asset("live.js"))
-    )
+def _live_assets() -> dict[str, str]:
+    return {"css": page_asset("tapis.css"), "js": page_asset("tapis.js") + _asset("live.js")}

@@ -1047,22 +1047,19 @@ def test_a_stream_that_does_not_read_its_backlog_gives_its_place_back(
 ) -> None:
     # A stream whose client does not read keeps a write waiting, and would hold its place at
     # the gate as long: a few such clients would keep every other backlog waiting.
-    from tapis_cartes.referee.server.limits import ReplayGate
-    from tapis_cartes.referee.server.service import _Backlog
+    from tapis_cartes.referee.server.limits import Backlog, ReplayGate
 
-    monkeypatch.setattr(_Backlog, "HOLD_SECONDS", 0.05)
-    table = type("T", (), {"durable_events": 1000})()
-    behind = [(i, None) for i in range(64)]
+    monkeypatch.setattr(Backlog, "HOLD_SECONDS", 0.05)
 
     async def main() -> None:
         gate = ReplayGate(per_client=1, total=1)
-        stuck = _Backlog(gate, "a")
-        await stuck.sending(table, behind)  # takes the one place, then never sends again
-        other = _Backlog(gate, "b")
-        await asyncio.wait_for(other.sending(table, behind), 5)  # once the first's expired
+        stuck = Backlog(gate, "a")
+        await stuck.sending(True)  # takes the one place, then never sends again
+        other = Backlog(gate, "b")
+        await asyncio.wait_for(other.sending(True), 5)  # once the first's expired
         assert stuck.held is None and other.held is not None
         other.release()
-        await asyncio.wait_for(stuck.sending(table, behind), 5)  # its next batch waits again
+        await asyncio.wait_for(stuck.sending(True), 5)  # its next batch waits again
         stuck.release()
 
     asyncio.run(main())

@@ -10,12 +10,13 @@ import asyncio
 import contextlib
 import logging
 import random
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tapis_cartes.referee.server import web
+from tapis_cartes.referee.server import tables, web
 from tapis_cartes.referee.server.app import Limits
 from tests.server.util import new_table, play_random
 from tests.web.test_live import closed_by_server, web_referee
@@ -177,8 +178,51 @@ def test_a_finished_tables_replay_page_is_built_once(
     asyncio.run(main())
 
 
+def test_live_streams_share_each_message_and_take_turns_to_replay_a_backlog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Live pages of one client, each from event 0 of a long finished table: one of them at a
+    time sends its backlog (the referee's gate, as for WatchTable: 256 such streams took a
+    2-minute toll on every other match), and each event's message is made once for all."""
+    made: list[int] = []
+    event_message = web.event_message
+
+    def counted(table: Any, index: int, *args: Any) -> Any:
+        made.append(index)
+        return event_message(table, index, *args)
+
+    monkeypatch.setattr(web, "event_message", counted)
+
+    async def main() -> None:
+        async with web_referee(tmp_path) as (server, stub):
+            table_id, tokens = await new_table(stub, "hearts", "", {"end_threshold": 60}, 4)
+            await play_random(stub, table_id, tokens, random.Random(4))
+            total = server.referee.get(table_id).durable_events
+            assert total > 4 * tables.WATCH_CHUNK
+
+            async def live() -> list[int]:
+                path = f"/tables/{table_id}/events"
+                status, _, reader, writer = await request(server.web_port or 0, path)
+                assert status == 200
+                text = b""
+                while b"event: end\n" not in text:
+                    chunk = await asyncio.wait_for(reader.read(1 << 16), 60)
+                    assert chunk, "the stream ended before its end event"
+                    text += chunk
+                await close(writer)
+                return [int(i) - 1 for i in re.findall(rb"id: (\d+)\nevent: event\n", text)]
+
+            seen = await asyncio.gather(*(live() for _ in range(6)))
+            assert all(indexes == list(range(total)) for indexes in seen)
+            assert server.referee.replays.most == 1
+            assert sorted(made) == list(range(total))  # each event's message made once
+
+    asyncio.run(main())
+
+
 def test_replay_pages_kept_are_bounded_in_bytes() -> None:
-    """The most recently asked pages are kept, within the bound; one larger is not kept."""
+    """The most recently asked pages are kept, within the bound; one larger is kept alone
+    (the page of a long match, built again for each request, cost seconds each time)."""
     builds: list[str] = []
 
     def build(name: str, size: int) -> Any:
@@ -196,7 +240,9 @@ def test_replay_pages_kept_are_bounded_in_bytes() -> None:
         assert builds == ["a", "b", "c", "b"] and pages.size == 8
         for _ in range(2):
             await pages.get(("d", ""), build("d", 11))
-        assert builds[-2:] == ["d", "d"] and pages.size == 8
+        assert builds[-2:] == ["b", "d"] and pages.size == 11
+        await pages.get(("a", ""), build("a", 4))
+        assert builds[-1] == "a" and pages.size == 4
 
     asyncio.run(main())
 
@@ -272,3 +318,13 @@ def test_an_upgrade_is_answered_as_plain_http_and_not_logged(
     with caplog.at_level(logging.WARNING):
         asyncio.run(main())
     assert not [r for r in caplog.records if r.name.startswith("uvicorn")], caplog.text
+
+
+def test_a_title_that_holds_a_place_of_the_template_stays_text() -> None:
+    # `tapis record html '{{data}}.tapis'` put the page's whole data in its <title>: each
+    # place was replaced in turn, over the text replaced before.
+    from tapis_cartes.records.html import replay_page
+
+    page = replay_page({"records": []}, "{{data}} /*{{js}}*/ {{title}}")
+    assert "<title>{{data}} /*{{js}}*/ {{title}}</title>" in page
+    assert page.count('{"records":[]}') == 1

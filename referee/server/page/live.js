@@ -145,7 +145,8 @@
   source.addEventListener("event", (m) => onEvent(JSON.parse(m.data)));
   source.addEventListener("end", () => {
     source.close();
-    $("status").textContent = "table " + info.table_id + ": " + info.status + " (the match is over)";
+    const over = info.status === "finished" ? "the match is over" : "the table is closed";
+    $("status").textContent = "table " + info.table_id + ": " + info.status + " (" + over + ")";
   });
   source.addEventListener("error", () => {
     if (source.readyState === EventSource.CONNECTING) $("status").textContent = "reconnecting...";
