@@ -40,13 +40,12 @@ from tapis_cartes.clients.args import (
     text_arg,
 )
 from tapis_cartes.clients.progress import Progress
-from tapis_cartes.records.annotate import CommentError, annotate, parse_comment
+from tapis_cartes.records.annotate import CommentError, annotate_envelope, parse_comment
 from tapis_cartes.records.codec import (
     MAGIC,
     Provenance,
     atomic_write,
     build_record,
-    decode_record,
     encode_varint,
     envelope,
     file_chunks,
@@ -357,6 +356,33 @@ def _show_result(
         print(f"{where}: valid ({result.record_id[:16]}){_signature_note(result)}")
 
 
+class _Repeats:
+    """The records of a file refused with the same error as the one before each: counted, not
+    each said (`seen`), then said in one line (`close`, or when another result comes)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.error = ""  # the error of the last result said ("" for a valid one)
+        self.first = self.last = 0  # the repeats of it not said yet, by index
+
+    def seen(self, index: int | None, result: VerifyResult) -> bool:
+        """Whether `result` repeats the error said last (counted, not to be said)."""
+        error = "" if result.error is None else f"{result.error.code}: {result.error}"
+        if error and error == self.error and index is not None:
+            self.first = self.first or index
+            self.last = index
+            return True
+        self.close()
+        self.error = error
+        return False
+
+    def close(self) -> None:
+        if self.first:
+            many = f"records {self.first} to {self.last}" if self.last > self.first else ""
+            print(f"{self.path} ({many or f'record {self.first}'}): the same")
+        self.first = self.last = 0
+
+
 def _is_file_error(result: VerifyResult) -> bool:
     return result.error is not None and result.error.code.startswith("file:")
 
@@ -376,6 +402,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
             # first result is held back until a second shows (or the file ends).
             held: tuple[int | None, VerifyResult] | None = None
             several = False
+            # Records refused alike one after another (a file of a million empty records) are
+            # said once, then counted: "(records 2 to 1000000: the same)".
+            same = _Repeats(path)
             for _, index, result in found:
                 tally.count(result)
                 bar.update(tally.valid + tally.invalid)
@@ -383,12 +412,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
                     print(json_text(result_json(path, index, result)))
                     continue
                 if held is not None:
+                    same.seen(*held)
                     _show_result(path, *held, True, args.verbose)
                     held, several = None, True
-                if several:
-                    _show_result(path, index, result, True, args.verbose)
-                else:
+                if not several:
                     held = (index, result)
+                elif not same.seen(index, result):
+                    _show_result(path, index, result, True, args.verbose)
+            same.close()
             if held is not None:
                 _show_result(path, *held, False, args.verbose)
     except KeyboardInterrupt:
@@ -421,16 +452,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     loaded = _Loaded([args.record])
     status = 0
-    for n, (path, index, env) in enumerate(loaded):
-        if n:
-            print("\n" + "=" * 72 + "\n")
+    shown = 0  # records shown, each after a rule from the one before (one left out: none)
+    for path, index, env in loaded:
         try:
             rec, match = verified_match(env.record)  # nothing shown the rules did not make
             notes = env.annotations if env.HasField("annotations") else None
-            print(render_record(rec, env.record, notes, match))
+            text = render_record(rec, env.record, notes, match)
         except RecordError as exc:
             _refused(_where(path, index, len(loaded)), exc)
             status = 1
+            continue
+        if shown:
+            print("\n" + "=" * 72 + "\n")
+        print(text)
+        shown += 1
     return status
 
 
@@ -473,16 +508,10 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     out = []
     for path, index, env in loaded:
         try:
-            rec = decode_record(env.record)
-            previous = env.annotations if env.HasField("annotations") else None
-            notes = annotate(rec, comments, previous)
-        except TapisError as exc:  # RecordError, CommentOutOfRange
+            out.append(annotate_envelope(env, comments))
+        except TapisError as exc:  # RecordError, CommentError
             _err(f"{_where(path, index, len(loaded))}: {exc}")
             return exit_status(exc)
-        new = pb.RecordEnvelope()
-        new.CopyFrom(env)
-        new.annotations.CopyFrom(notes)
-        out.append(new)
     write_envelopes(args.output, out)
     actions = sum(len(e.annotations.actions) for e in out)
     closing_line(

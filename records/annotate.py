@@ -17,9 +17,10 @@ from collections.abc import Iterable, Sequence
 
 from tapis_cartes.records.codec import score_to_pb
 from tapis_cartes.records.replay import BaseVisitor, compare_record, replay
-from tapis_cartes.referee.engine import Hand
+from tapis_cartes.records.verify import verified_match
+from tapis_cartes.referee.engine import Hand, RecordError
 from tapis_cartes.referee.engine.errors import quoted
-from tapis_cartes.referee.engine.wire import MAX_COMMENT
+from tapis_cartes.referee.engine.wire import MAX_COMMENT, check_envelope_size
 from tapis_cartes.referee.errors import CommentError, CommentOutOfRange
 from tapis_cartes.v1 import record_pb2 as pb
 
@@ -29,6 +30,7 @@ __all__ = [
     "CommentError",
     "CommentOutOfRange",
     "annotate",
+    "annotate_envelope",
     "parse_comment",
 ]
 
@@ -62,6 +64,41 @@ def _check_length(hand: int, action: int, text: str) -> None:
         )
 
 
+def annotate_envelope(
+    env: pb.RecordEnvelope, comments: Iterable[Comment] = ()
+) -> pb.RecordEnvelope:
+    """`env` with its record's annotations made afresh (`annotate`), its comments kept and
+    `comments` added: what `tapis record annotate` writes. The record must verify first
+    (`RecordError`: as `tapis record verify` says, nothing is said of a record it refuses),
+    and the envelope made must be one every reader of records takes (`CommentError` naming
+    the action whose annotation would be too large: written, it would make the file unread)."""
+    rec, _ = verified_match(env.record)
+    previous = env.annotations if env.HasField("annotations") else None
+    new = pb.RecordEnvelope()
+    new.CopyFrom(env)
+    new.annotations.CopyFrom(annotate(rec, comments, previous))
+    try:
+        check_envelope_size(new.SerializeToString())
+    except RecordError as exc:
+        one = pb.RecordEnvelope(record=env.record)
+        for note in new.annotations.actions:  # the one too large
+            one.annotations.ClearField("actions")
+            one.annotations.actions.append(note)
+            try:
+                check_envelope_size(one.SerializeToString())
+            except RecordError as too_large:
+                raise CommentError(
+                    f"hand {note.hand}, action {note.action}: not annotated: its annotation, "
+                    f"with {len(note.legal)} legal actions and {len(note.comments)} comments, "
+                    f"would be refused by every reader of records ({too_large}): fewer "
+                    "comments on it"
+                ) from None
+        raise CommentError(
+            f"not annotated: every reader of records would refuse it ({exc})"
+        ) from None
+    return new
+
+
 def annotate(
     rec: pb.GameRecord,
     comments: Iterable[Comment] = (),
@@ -84,7 +121,7 @@ def annotate(
         _check_position(sizes, hand_no, action_no)
         kept.setdefault((hand_no, action_no), []).append(text)
     for hand_no, action_no in kept:
-        _check_position(sizes, hand_no, action_no)
+        _check_position(sizes, hand_no, action_no, "a comment the file holds")
     for note in notes.actions:
         note.comments.extend(kept.get((note.hand, note.action), ()))
     return notes
@@ -143,13 +180,15 @@ class _AnnotateVisitor(BaseVisitor[pb.Annotations]):
         return self.out
 
 
-def _check_position(sizes: Sequence[int], hand: int, action: int) -> None:
+def _check_position(sizes: Sequence[int], hand: int, action: int, what: str = "comment") -> None:
+    """`CommentOutOfRange` for a comment on a position the record does not have (`what`: a
+    comment given, or one the file holds already)."""
     if not 1 <= hand <= len(sizes):
         raise CommentOutOfRange(
-            f"comment on hand {hand}, action {action}: the record has {len(sizes)} "
+            f"{what} on hand {hand}, action {action}: the record has {len(sizes)} "
             f"hand{'s' if len(sizes) != 1 else ''}"
         )
     if not 1 <= action <= sizes[hand - 1]:
         raise CommentOutOfRange(
-            f"comment on hand {hand}, action {action}: hand {hand} has {sizes[hand - 1]} actions"
+            f"{what} on hand {hand}, action {action}: hand {hand} has {sizes[hand - 1]} actions"
         )

@@ -271,3 +271,26 @@ def test_a_file_of_a_million_empty_records_is_read_in_bounded_memory(tmp_path: P
         assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, done.stderr
         assert done.returncode == 1, (args, done.stderr)
         assert f"{path} (record 1): " in done.stderr, done.stderr
+
+
+def test_records_refused_alike_are_said_once_and_show_leaves_no_trace_of_them(
+    tmp_path: Path,
+) -> None:
+    """A million empty records printed a million lines of verify (108 MB) and two rules of
+    `show` for each (75 MB): a run of records refused alike is said once, then counted, and
+    `show` rules off only the records it shows."""
+    frames = DP1.read_bytes()[len(MAGIC) :]  # its one record, framed
+    path = tmp_path / "mixed.tapis"
+    path.write_bytes(MAGIC + b"\x00" * 5 + frames + b"\x00" * 2)
+    done = tapis("record", "verify", path)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"{path} (record 1): INVALID: the envelope holds no record")
+    assert lines[1] == f"{path} (records 2 to 5): the same"  # (record 6, valid: not said)
+    assert lines[2].startswith(f"{path} (record 7): INVALID") and lines[3] == (
+        f"{path} (record 8): the same"
+    )
+    assert "8 records, 1 valid, 7 invalid" in lines[4]
+    done = tapis("record", "show", path)
+    assert done.returncode == 1 and "=" * 72 not in done.stdout
+    assert done.stdout.startswith("Dame de Pique: ") and done.stderr.count("\n") == 7

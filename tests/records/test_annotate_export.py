@@ -546,3 +546,30 @@ def test_cli_export_transcript_and_reimport(tmp_path: Path) -> None:
     write_envelopes(two, read_envelopes(DP1) * 2)
     r = tapis("record", "export", two, "--format", "transcript")
     assert r.returncode == 1 and "a transcript holds one match" in r.stderr
+
+
+def test_annotate_says_nothing_of_a_record_verify_refuses_and_writes_nothing_unread(
+    tmp_path: Path,
+) -> None:
+    """`annotate` replayed a record and compared its scores only: a record with a changed
+    outcome rule, or an unknown field, was annotated (exit 0). And 800 comments on an action
+    of 286 legal actions made an annotation every reader refuses, written in place over the
+    only copy."""
+    env = read_envelopes(DP1)[0]
+    rec = decode_record(env.record)
+    rec.outcome.rule = "CLOCK.FORFEIT"
+    bad = tmp_path / "bad.tapis"
+    write_envelopes(bad, [pb.RecordEnvelope(record=rec.SerializeToString(deterministic=True))])
+    out = tmp_path / "a.tapis"
+    done = tapis("record", "annotate", bad, "-o", out)
+    assert done.returncode == 1 and "outcome.rule is 'CLOCK.FORFEIT'" in done.stderr, done.stderr
+    assert tapis("record", "verify", bad).returncode == 1 and not out.exists()
+    copy = tmp_path / "dp1.tapis"
+    copy.write_bytes(DP1.read_bytes())
+    comments = [arg for n in range(800) for arg in ("--comment", f"1:1:c{n}")]
+    done = tapis("record", "annotate", copy, "-o", copy, *comments)
+    assert done.returncode == 2, done.stderr
+    assert "hand 1, action 1: not annotated" in done.stderr and "fewer comments" in done.stderr
+    assert copy.read_bytes() == DP1.read_bytes()
+    assert tapis("record", "annotate", copy, "-o", out, *comments[:200]).returncode == 0
+    assert tapis("record", "show", out).returncode == 0
