@@ -146,7 +146,7 @@ class _PositionsVisitor(BaseVisitor[list[dict[str, Any]]]):
             # the alternatives, when few enough to read (not the exchange's hundreds of trios)
             legal=[action_str(x) for x in self.legal] if len(self.legal) <= MAX_LEGAL else [],
             choices=len(self.legal),
-            forced=note.forced if note is not None else self.legal == [action],
+            forced=self.legal == [action],  # the replay's (an annotation's is unsigned)
             comments=list(note.comments) if note is not None else [],
         )
         self.hands[-1]["positions"].append(position)

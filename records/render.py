@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from tapis_cartes.records.annotate import annotate
 from tapis_cartes.records.clocks import Clocks, TimeControl
 from tapis_cartes.records.codec import record_id, score_from_pb
 from tapis_cartes.records.replay import replay_record
@@ -86,6 +87,9 @@ def render_record(
         lines.append(f"source: {terminal_text(p.source)}{ref}")
     units = spec.units
     notes = {(a.hand, a.action): a for a in annotations.actions} if annotations is not None else {}
+    # Which actions were forced: the replay's, never the envelope's say (its annotations are
+    # outside the signature: anyone may mark any action forced). Their comments are shown.
+    forced_at = {(a.hand, a.action) for a in annotate(rec).actions if a.forced} if notes else set()
     for h, hand in enumerate(rec.hands):
         result = match.results[h] if h < len(match.results) else None
         engine_hand = result.hand if result else match.hand
@@ -123,7 +127,7 @@ def render_record(
         timeouts = set(hand.timeouts)
         for index, (seat, action) in enumerate(zip(hand.seats, hand.actions, strict=True), 1):
             note = notes.get((h + 1, index))
-            forced = " (forced)" if note is not None and note.forced else ""
+            forced = " (forced)" if (h + 1, index) in forced_at else ""
             if clocks is not None and index <= len(hand.elapsed_ms):
                 forced += _clock(clocks, seat, hand.elapsed_ms[index - 1], index in timeouts)
             if action & 7 != PLAY:

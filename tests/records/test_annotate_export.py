@@ -573,3 +573,28 @@ def test_annotate_says_nothing_of_a_record_verify_refuses_and_writes_nothing_unr
     assert copy.read_bytes() == DP1.read_bytes()
     assert tapis("record", "annotate", copy, "-o", out, *comments[:200]).returncode == 0
     assert tapis("record", "show", out).returncode == 0
+
+
+def test_show_and_the_replay_page_mark_as_forced_what_the_replay_says(tmp_path: Path) -> None:
+    """Annotations are outside the signature: an envelope marking every action forced (or
+    none) changes nothing `show` or the replay page say is forced; its comments are shown."""
+    env, rec = dp1()
+    genuine = pb.RecordEnvelope()
+    genuine.CopyFrom(env)
+    genuine.annotations.CopyFrom(annotate(rec, [(1, 2, "a note")]))
+    tampered = pb.RecordEnvelope()
+    tampered.CopyFrom(genuine)
+    for note in tampered.annotations.actions:
+        note.forced = not note.forced
+    for made in (genuine, tampered):
+        text = render_record(rec, made.record, made.annotations)
+        assert text.count("(forced)") == len(FORCED_DP1) and "# a note" in text
+        path = tmp_path / "t.tapis"
+        write_envelopes(path, [made])
+        page = tmp_path / "t.html"
+        assert tapis("record", "html", path, "-o", page).returncode == 0
+        found = re.search(r'id="tapis-data"[^>]*>(.*?)</script>', page.read_text(), re.S)
+        assert found is not None
+        data = json.loads(found[1])
+        forced = [p for h in data["records"][0]["hands"] for p in h["positions"] if p.get("forced")]
+        assert len(forced) == len(FORCED_DP1)
