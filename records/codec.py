@@ -451,6 +451,13 @@ def read_frames(f: BinaryIO, total: int | None, name: str = "input") -> Iterator
                 "truncated",
                 f"{name}: record {index} claims {size} bytes but {len(frame)} remain",
             )
+        if size == MAGIC[0] and frame.startswith(MAGIC[1:]):  # its length prefix the "T"
+            raise RecordFileError(
+                "bad-envelope",
+                f"{name}: a second file header ({MAGIC!r}) at byte {pos - 1}, where record "
+                f"{index} would begin: record files joined end to end (`cat`?); give them "
+                "as files of their own (every command takes several)",
+            )
         pos += size
         yield frame
 

@@ -294,3 +294,15 @@ def test_records_refused_alike_are_said_once_and_show_leaves_no_trace_of_them(
     done = tapis("record", "show", path)
     assert done.returncode == 1 and "=" * 72 not in done.stdout
     assert done.stdout.startswith("Dame de Pique: ") and done.stderr.count("\n") == 7
+
+
+def test_two_record_files_joined_are_said_so(tmp_path: Path) -> None:
+    """`cat a.tapis b.tapis`: the second file's header read as a record's length and bytes
+    gave "record 37 claims 57 bytes but 48 remain" and the like."""
+    joined = tmp_path / "joined.tapis"
+    joined.write_bytes(DP1.read_bytes() + N1.read_bytes())
+    at = len(DP1.read_bytes())
+    for command in ("verify", "show"):
+        done = tapis("record", command, joined)
+        assert done.returncode == 2, done.stderr
+        assert f"a second file header (b'TAPIS-RECORDS/1\\n') at byte {at}" in done.stderr
