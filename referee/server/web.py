@@ -17,8 +17,9 @@ second process, no thread); it reads the tables through the `Referee` and knows 
 A stream resumes from the browser's `Last-Event-ID` (the next event index), as `WatchTable`
 from `from_event_index`; one replaying a backlog waits its turn at the referee's gate, as a
 WatchTable stream does; one caught up is sent what is new at most every LIVE_INTERVAL, in one
-write, the messages shared by every page of the table (`_Shared`). Every input has a bound (a table id 64 characters, an event index 10
-digits, `max_streams_per_client` streams per client address (the socket's peer: proxy headers
+write, the messages shared by every page of the table (`_Shared`). Every input has a bound
+(a table id 64 characters, an event index 10 digits, `max_streams_per_client` streams per
+client address (the socket's peer: proxy headers
 such as `X-Forwarded-For` are not trusted), `max_connections` connections, each whole request,
 head and body, within `HEAD_SECONDS`); an error is one HTTP status (`http_status`) with a short
 text. Every response forbids framing and content sniffing and sends no referrer
