@@ -399,7 +399,8 @@ def test_a_record_with_its_clocks_tampered_and_re_signed_fails_verify(tmp_path: 
     assert shown.returncode == 0, shown.stderr
     assert "clocks: 2 s per action, 5 s per seat, forfeit" in shown.stdout
     assert "(2.0 s, 0:" in shown.stdout and "out of time)" in shown.stdout
-    assert f"seat {rec.outcome.resigned} lost on time [CLOCK.FORFEIT]" in shown.stdout
+    loser = rec.seats[rec.outcome.resigned].name  # (show names the seats)
+    assert f"\n{loser} lost on time [CLOCK.FORFEIT]" in shown.stdout
 
     def mutant(change: Any) -> rpb.RecordEnvelope:
         bad = rpb.GameRecord()
