@@ -8,7 +8,6 @@ see. Every error becomes a status code in one place, `_status_of`.
 from __future__ import annotations
 
 import asyncio
-import collections
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -654,7 +653,6 @@ class RefereeServicer:
         # counts them in the same `streams`)
         self._streams = streams or StreamCount(limits.max_streams_per_client)
         self.replays = referee.replays  # the streams sending a backlog at once (web's too)
-        self._spectated = _Spectated()
 
     def _check(self, request: object) -> None:
         """What every call checks first: the referee ready, the request within bounds."""
@@ -795,14 +793,10 @@ class RefereeServicer:
             async for batch in watched:
                 await backlog.sending(is_backlog(table, batch))
                 # Every message of a batch is built before the first is sent (awaited): a
-                # turn's view is the state the batch was decided on. A spectator's are made
-                # once for every spectator stream of the table given the same batch.
-                if seat is None:
-                    messages = self._spectated.messages(table, batch, batched)
-                elif batched:
-                    messages = _batched(table, batch, seat)
-                else:
-                    messages = _one_by_one(table, batch, seat)
+                # turn's view is the state the batch was decided on.
+                messages = (
+                    _batched(table, batch, seat) if batched else _one_by_one(table, batch, seat)
+                )
                 for message in messages:
                     yield message
         except asyncio.CancelledError:
@@ -886,36 +880,6 @@ def _one_by_one(
         event_message(table, index, event, seat, response.event)
         messages.append(response)
     return messages
-
-
-class _Spectated:
-    """The messages of spectators' WatchTable streams, made once for every stream given the
-    same batch of a table's events (by table, its first and last index, batched or not: the
-    events of an index never change), the last SHARED_BATCHES batches; the same message objects
-    are written on each stream (gRPC serializes each write, and nothing changes them). Made
-    for each stream, a thousand spectators of a table multiplied its work per event."""
-
-    SHARED_BATCHES = 1024
-
-    def __init__(self) -> None:
-        self._made: collections.OrderedDict[tuple[str, bool, int, int], list[Any]] = (
-            collections.OrderedDict()
-        )
-
-    def messages(
-        self, table: Table, batch: Sequence[tuple[int, TableEventData] | Turn], batched: bool
-    ) -> list[pb.WatchTableResponse]:
-        first, last = (batch[0], batch[-1]) if batch else (None, None)
-        if not isinstance(first, tuple) or not isinstance(last, tuple):  # (no turn: none)
-            return _batched(table, batch, None) if batched else _one_by_one(table, batch, None)
-        key = (table.id, batched, first[0], last[0])
-        made = self._made.get(key)
-        if made is None:
-            made = _batched(table, batch, None) if batched else _one_by_one(table, batch, None)
-            self._made[key] = made
-            if len(self._made) > self.SHARED_BATCHES:
-                self._made.popitem(last=False)
-        return made
 
 
 Batched = TypeVar("Batched", pb.WatchTableResponse, pb.PlaySeatResponse)
