@@ -87,6 +87,7 @@ PAGE_CACHE_BYTES = 32 << 20  # the built replay pages kept, in all (`_Pages`)
 # SHARED_VIEW_SECONDS (a view holds the clocks' time left, which runs). Made for each stream,
 # 1000 live pages of one table took a match of 2 s to 290 s.
 SHARED_EVENTS = 4096
+SHARED_VIEWS = 4096  # tables whose last view is kept
 SHARED_VIEW_SECONDS = 0.5
 # A live page caught up with its table is sent what is new at most this often (seconds), in
 # one write: the writes of a table's pages, not its events, then bound their cost (a match
@@ -296,17 +297,20 @@ class _Shared:
         if kept is None:
             return None
         state, made, said = kept
-        now = asyncio.get_running_loop().time()
-        fresh = now - made < SHARED_VIEW_SECONDS
-        return said if fresh and state == (table.durable_events, _status(table)) else None
+        fresh = asyncio.get_running_loop().time() - made < SHARED_VIEW_SECONDS
+        return said if fresh and state == _view_state(table) else None
 
     def keep_view(self, table: Table, said: bytes) -> bytes:
-        state = (table.durable_events, _status(table))
-        self._views[table.id] = (state, asyncio.get_running_loop().time(), said)
+        self._views[table.id] = (_view_state(table), asyncio.get_running_loop().time(), said)
         self._views.move_to_end(table.id)
-        if len(self._views) > SHARED_EVENTS:
+        if len(self._views) > SHARED_VIEWS:
             self._views.popitem(last=False)
         return said
+
+
+def _view_state(table: Table) -> tuple[int, str]:
+    """What a spectator's view was made at: the table's events so far and its status."""
+    return table.durable_events, _status(table)
 
 
 class _Server(uvicorn.Server):
