@@ -61,6 +61,7 @@ __all__ = [
     "file_chunks",
     "file_name",
     "hand_scores",
+    "no_records",
     "put_frames",
     "read_envelopes",
     "read_frames",
@@ -537,13 +538,15 @@ def _read_up_to(fd: int, size: int) -> bytes:
 
 
 def file_chunks(
-    path: str | Path, size: int, name: str | None = None
+    path: str | Path, size: int, name: str | None = None, empty: bool = False
 ) -> Iterator[tuple[int, tuple[bytes, ...]]]:
     """The envelope frames of a record file in chunks of at most `size` frames, each with the
     index (1-based) of its first record: the tasks of `verify` and `archive add`. When the
     file cannot be read to its end, `RecordFileError` (`unreadable`, `not-a-record-file`,
-    `truncated`) is raised after the chunks of the whole records before the damage. `name`:
-    the file as messages name it (default `str(Path(path))`)."""
+    `truncated`) is raised after the chunks of the whole records before the damage; and
+    (`no-records`) when it holds none, unless `empty`: a command given a file to read finds
+    nothing in a file header alone, and a `verify` that passed it would vouch for nothing.
+    `name`: the file as messages name it (default `str(Path(path))`)."""
     p = file_name(path) if name is None else name
     try:
         f, total = _open_record_file(path)
@@ -568,6 +571,13 @@ def file_chunks(
         f.close()
     if frames:
         yield first, tuple(frames)
+    elif first == 1 and not empty:
+        raise no_records(p)
+
+
+def no_records(name: str) -> RecordFileError:
+    """The error of a record file that holds no record (its header alone)."""
+    return RecordFileError("no-records", f"{name}: holds no records (a record file's header alone)")
 
 
 def read_envelopes(path: str | Path) -> list[pb.RecordEnvelope]:
@@ -577,7 +587,7 @@ def read_envelopes(path: str | Path) -> list[pb.RecordEnvelope]:
     name = file_name(path)
     return [
         parse_envelope(frame, name, index)
-        for first, frames in file_chunks(path, 1000, name)
+        for first, frames in file_chunks(path, 1000, name, empty=True)
         for index, frame in enumerate(frames, first)
     ]
 

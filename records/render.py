@@ -9,14 +9,11 @@ terminal.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-
 from tapis_cartes.records.annotate import annotate
 from tapis_cartes.records.clocks import Clocks, TimeControl
 from tapis_cartes.records.codec import record_id, score_from_pb
 from tapis_cartes.records.replay import replay_record
-from tapis_cartes.records.score import score_sheet, seat_name
+from tapis_cartes.records.score import named_seats, score_sheet
 from tapis_cartes.referee.engine import Match, find_game, make_rules
 from tapis_cartes.referee.engine.actions import PLAY, action_str
 from tapis_cartes.referee.engine.cards import card_str, mask_str
@@ -175,17 +172,6 @@ def _clock(clocks: Clocks, seat: int, elapsed: int, timeout: bool) -> str:
     if timeout:
         parts.append("out of time")
     return f" ({', '.join(parts)})"
-
-
-# A seat as the engine's text names it ("seat 2", "seats 0, 2"): its number, or numbers.
-_SEATS = re.compile(r"\bseats? (\d+(?:, \d+)*)\b")
-
-
-def named_seats(text: str, names: Sequence[str]) -> str:
-    """The engine's text about a hand (its notes, `describe`, the outcome's reason) with the
-    seats it numbers ("seat 2", "seats 0, 2") said by their players' names, as every other
-    line of a record shown."""
-    return _SEATS.sub(lambda m: ", ".join(seat_name(names, int(n)) for n in m[1].split(", ")), text)
 
 
 def unit_word(unit: str, value: int) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -31,6 +32,7 @@ __all__ = [
     "counted",
     "diff_text",
     "first_diff",
+    "named_seats",
     "replay_changed",
     "score_json",
     "score_sheet",
@@ -244,7 +246,7 @@ def result_line(rec: pb.GameRecord) -> str:
         return "The match is not finished."
     winners = ", ".join(seat_name(names, w) for w in out.winners)
     verb = "share the victory" if len(out.winners) > 1 else "wins"
-    reason = f" ({out.reason})" if out.reason else ""
+    reason = f" ({named_seats(out.reason, names)})" if out.reason else ""
     return f"{winners} {verb}{reason}."
 
 
@@ -260,6 +262,17 @@ def scores_text(
     return ", ".join(
         f"{seat_name(names, s)} {_fmt(units, tuple(score))}" for s, score in enumerate(scores)
     )
+
+
+# A seat as the engine's text names it ("seat 2", "seats 0, 2"): its number, or numbers.
+_SEATS = re.compile(r"\bseats? (\d+(?:, \d+)*)\b")
+
+
+def named_seats(text: str, names: Sequence[str]) -> str:
+    """The engine's text about a hand (its notes, `describe`, the outcome's reason) with the
+    seats it numbers ("seat 2", "seats 0, 2") said by their players' names, as every other
+    line of a record shown."""
+    return _SEATS.sub(lambda m: ", ".join(seat_name(names, int(n)) for n in m[1].split(", ")), text)
 
 
 def seat_name(names: Sequence[str], seat: int) -> str:

@@ -46,6 +46,7 @@ from tapis_cartes.records.codec import (
     file_chunks,
     file_name,
     iter_frames,
+    no_records,
     parse_envelope,
     record_id,
 )
@@ -355,9 +356,9 @@ def verify_data(
 ) -> Iterator[tuple[int | None, VerifyResult]]:
     """(index, result) per record of a record file's content, streamed; a problem of the file
     (codes `file:...`) is a result too, after the records before it: index None when the
-    whole file is not a record file, else the index of the record it hits. After an envelope
-    that does not parse the next records are still read (their framing is intact); after a
-    truncated frame nothing more can be."""
+    whole file is not a record file or holds none, else the index of the record it hits.
+    After an envelope that does not parse the next records are still read (their framing is
+    intact); after a truncated frame nothing more can be."""
     ring = keyring(keys)
     frames = iter_frames(data, name)
     index = 0
@@ -365,6 +366,8 @@ def verify_data(
         try:
             frame = next(frames)
         except StopIteration:
+            if index == 0:
+                yield None, _file_result(no_records(name))
             return
         except RecordFileError as exc:
             yield (index + 1 if exc.code == "truncated" else None), _file_result(exc)

@@ -306,3 +306,33 @@ def test_two_record_files_joined_are_said_so(tmp_path: Path) -> None:
         done = tapis("record", command, joined)
         assert done.returncode == 2, done.stderr
         assert f"a second file header (b'TAPIS-RECORDS/1\\n') at byte {at}" in done.stderr
+
+
+@pytest.mark.parametrize("command", [*READERS, "verify", "annotate", "archive add"])
+def test_a_file_of_no_records_is_said_so(tmp_path: Path, command: str) -> None:
+    """A record file's header alone: `show`, `score`, `export` and `html` printed nothing and
+    ended with 0, and `verify` said "0 records, 0 valid" with 0, vouching for nothing."""
+    empty = tmp_path / "empty.tapis"
+    write_envelopes(empty, [])
+    if command in READERS:
+        code, out, err = run(command, empty)
+    else:
+        more = {"verify": [], "annotate": ["-o", tmp_path / "a.tapis"]}
+        args = ["archive", "add", tmp_path / "a.db", empty, DP1]
+        if command != "archive add":
+            args = ["record", command, empty, *more[command]]
+        done = tapis(*args)
+        code, out, err = done.returncode, done.stdout, done.stderr
+    assert code == 2, (out, err)
+    assert f"{empty}: holds no records (a record file's header alone)" in err
+    assert not (tmp_path / "a.tapis").exists()
+    if command == "archive add":  # the other file's record is added
+        assert out.startswith("1 added"), out
+
+
+def test_verify_json_names_a_file_of_no_records() -> None:
+    from tapis_cartes.records.verify import verify_data
+
+    ((index, result),) = verify_data(MAGIC, "empty.tapis")
+    assert index is None and result.error is not None
+    assert result.error.code == "file:no-records"

@@ -401,6 +401,9 @@ def test_a_record_with_its_clocks_tampered_and_re_signed_fails_verify(tmp_path: 
     assert "(2.0 s, 0:" in shown.stdout and "out of time)" in shown.stdout
     loser = rec.seats[rec.outcome.resigned].name  # (show names the seats)
     assert f"\n{loser} lost on time [CLOCK.FORFEIT]" in shown.stdout
+    assert shown.stdout.endswith(f"({loser} lost on time).\n")  # the score sheet's last line
+    scored = tapis("record", "score", path)
+    assert scored.returncode == 0 and scored.stdout.endswith(f"({loser} lost on time).\n")
 
     def mutant(change: Any) -> rpb.RecordEnvelope:
         bad = rpb.GameRecord()
