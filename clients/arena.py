@@ -80,8 +80,10 @@ def play_match(
     """Play one match of `game` in this process, bots in every seat, and return its record
     (unsigned; its deals come from `seed`, revealed in the record: the same seed, the same
     deals). `bots`: a kind for every seat ("heuristic" or "random"), or one kind or `Bot` per
-    seat, in seat order; `names`: the seats' names; `played_at` (ISO 8601): now unless
-    given. `RulesError` for rules or options that do not hold."""
+    seat, in seat order; `names`: the seats' names; `played_at` (an RFC 3339 date-time): now
+    unless given. `RulesError` for rules or options that do not hold, `RecordError` for names
+    or a `played_at` that no record may hold (an empty name, a control character in one, a
+    date that is no RFC 3339 date-time)."""
     spec = find_game(game)
     opts = dict(options or {})
     if isinstance(bots, str):

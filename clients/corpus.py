@@ -20,7 +20,8 @@ from datetime import UTC, datetime, timedelta
 
 from tapis_cartes.clients.bots import Bot, RandomBot, make_bot
 from tapis_cartes.records.codec import Provenance, canonical_bytes, envelope
-from tapis_cartes.referee.engine import find_game, make_rules, new_match
+from tapis_cartes.records.strict import check_played_at, check_seat_name
+from tapis_cartes.referee.engine import RecordError, find_game, make_rules, new_match
 from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.referee.server.service import seat_view
 from tapis_cartes.referee.server.tables import Seat, Table, token_hash
@@ -42,7 +43,13 @@ def play_record(
     played_at: str = "",
 ) -> pb.RecordEnvelope:
     """Play one match with one bot per seat and return its record's envelope (unsigned);
-    `played_at` defaults to now."""
+    `played_at` (RFC 3339) defaults to now. `RecordError` for a name or date that no record
+    may hold, as verify says it (before the match is played)."""
+    if not names:
+        raise RecordError("seat-name", "no names given for the seats")
+    for i in range(len(bots)):
+        check_seat_name(names[i % len(names)], i)
+    check_played_at(played_at)
     played_at = played_at or datetime.now(UTC).isoformat(timespec="seconds")
     seed_bytes = hashlib.sha256(seed.encode()).digest()
     opts = dict(options or {})

@@ -29,6 +29,7 @@ import functools
 import operator
 import re
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from google.protobuf.message import Message
@@ -84,7 +85,9 @@ __all__ = [
     "actions_in_range",
     "check_content",
     "check_fields",
+    "check_played_at",
     "check_rules_fields",
+    "check_seat_name",
     "check_start",
     "content_holds",
     "decode_apart",
@@ -131,10 +134,46 @@ def _text(value: str, where: str, limit: int = MAX_TEXT, hand: int | None = None
         )
 
 
-def _seat_name(name: str, seat: int) -> None:
-    """`RecordError` `seat-name` for a name no referee or transcript gives a seat: empty, or
-    holding a control character (referee.proto, "Bounds"; the referee names a seat given
-    no name `seat N`, a transcript names every player)."""
+# `provenance.played_at`: empty (not known) or an RFC 3339 date-time (record.proto), as the
+# referee writes it and the archive's `--since`/`--until` read it (SQLite's `julianday`, after
+# `archive add` puts its letters in capitals: RFC 3339 allows "t" and "z").
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
+
+
+def check_played_at(text: str) -> None:
+    """`RecordError` `provenance` when `text` is neither empty nor an RFC 3339 date-time (a
+    leap second's 60 taken)."""
+    if not text:
+        return
+    well_formed = _RFC3339.fullmatch(text) is not None
+    if well_formed:
+        # A fraction cut to microseconds (Python's); a leap second read as the one before.
+        day, rest = text[:10], text[11:].upper()
+        clock, zone = rest[:8], rest[8:]
+        fraction = zone[: len(zone) - 6 if zone[-1] != "Z" else -1]
+        zone = zone[len(fraction) :]
+        try:
+            datetime.fromisoformat(
+                f"{day}T{clock[:6]}{min(int(clock[6:]), 59):02d}{fraction[:7]}"
+                f"{'+00:00' if zone == 'Z' else zone}"
+            )
+        except ValueError:
+            well_formed = False
+    if not well_formed:
+        raise RecordError(
+            "provenance",
+            f"provenance.played_at is neither empty nor an RFC 3339 date-time "
+            f"(2026-03-01T20:15:00Z, 2026-03-01T21:15:00+01:00): {quoted(text)}",
+        )
+
+
+def check_seat_name(name: str, seat: int) -> None:
+    """`RecordError` `text-length` for a name longer than `MAX_NAME`, `seat-name` for one no
+    referee or transcript gives a seat: empty, or holding a control character (referee.proto,
+    "Bounds"; the referee names a seat given no name `seat N`, a transcript names every
+    player)."""
+    if len(name) > MAX_NAME:  # the place is made into text only for a fault
+        _text(name, f"seats[{seat}].name", MAX_NAME)
     if not name:
         raise RecordError("seat-name", f"seats[{seat}].name is empty")
     control = control_character(name)
@@ -348,9 +387,7 @@ def check_fields(
     pack = match.pack
     teams = None if engine_only else [match.team_of(s) for s in range(players)]
     for s, seat in enumerate(() if seats_known and engine_only else rec.seats[:]):
-        if len(seat.name) > MAX_NAME:  # the place is made into text only for a fault
-            _text(seat.name, f"seats[{s}].name", MAX_NAME)
-        _seat_name(seat.name, s)
+        check_seat_name(seat.name, s)
         if teams is not None and seat.team != teams[s]:
             raise RecordError(
                 "seat-team",
@@ -386,6 +423,7 @@ def check_fields(
     _text(p.source, "provenance.source")
     _text(p.reference, "provenance.reference")
     _text(p.played_at, "provenance.played_at")
+    check_played_at(p.played_at)
     if not engine_only or rec.rules.HasField("time_control"):
         check_timing(rec, players)
     return hands

@@ -113,7 +113,7 @@ def _summary(rid: str, rec: pb.GameRecord, env_bytes: bytes, added_at: str) -> t
         to_json(list(rec.outcome.winners)),
         to_json(record_scores(rec)),
         rec.provenance.source,
-        rec.provenance.played_at,
+        rec.provenance.played_at.upper(),  # ("t" and "z", which RFC 3339 allows: SQLite's "T", "Z")
         added_at,
         env_bytes,
     )

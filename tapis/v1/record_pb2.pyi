@@ -649,7 +649,10 @@ class Provenance(_message.Message):
     reference: _builtins.str
     """Free text: the transcript's file name, the referee's table id."""
     played_at: _builtins.str
-    """When the match was played (RFC 3339), when known."""
+    """When the match was played, when known: an RFC 3339 date-time ("2026-03-01T20:15:00Z",
+    "2026-03-01T21:15:00+01:00"), or empty; verify refuses any other text (code
+    `provenance`).
+    """
     def __init__(
         self,
         *,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tapis_cartes.clients.corpus import make_corpus
-from tapis_cartes.records.codec import write_envelopes
+from tapis_cartes.records.codec import canonical_bytes, decode_record, envelope, write_envelopes
 from tapis_cartes.v1 import record_pb2 as pb
 from tests.commands import ROOT, tapis
 from tests.records.archives import archive_of, copy_of, rows
@@ -242,3 +242,33 @@ def test_another_programs_sqlite_file_is_left_as_it_is(
     assert "not a Tapis archive" in done.stderr and "invoices" in done.stderr, done.stderr
     assert other.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db", "r.tapis"]
+
+
+def test_every_date_a_record_may_hold_is_found_by_the_date_filters(tmp_path: Path) -> None:
+    """RFC 3339 allows "t" and "z", which SQLite's dates do not read: such a record was added,
+    then left out of every `--since`/`--until` without a word. A date played that is no
+    RFC 3339 date-time is refused by verify, and so by `archive add`."""
+    from tapis_cartes.clients.bots import RandomBot
+    from tapis_cartes.clients.corpus import play_record
+
+    def dated(seed: str, date: str) -> pb.RecordEnvelope:
+        return play_record("hearts", [RandomBot(seed)] * 4, seed, played_at=date)
+
+    dates = ["2026-03-01t10:00:00z", "2026-03-01T10:00:00.123456789+01:00", "2026-03-01T10:00:00Z"]
+    records = tmp_path / "dated.tapis"
+    write_envelopes(records, [dated(f"d{i}", d) for i, d in enumerate(dates)])
+    db = tmp_path / "dated.db"
+    done = tapis("archive", "add", db, records)
+    assert done.returncode == 0 and done.stdout.startswith("3 added"), done.stdout + done.stderr
+    found = tapis("archive", "query", db, "--json", "--since", "2026-03-01T08:00:00Z")
+    assert found.returncode == 0 and len(found.stdout.splitlines()) == 3, found.stdout
+    found = tapis("archive", "query", db, "--json", "--until", "2026-03-01T09:30:00Z")
+    assert len(found.stdout.splitlines()) == 1, found.stdout  # 09:00:00.123 UTC
+
+    bad = tmp_path / "bad.tapis"
+    rec = decode_record(dated("d9", "").record)
+    rec.provenance.played_at = "yesterday"  # (the library refuses to make it so)
+    write_envelopes(bad, [envelope(canonical_bytes(rec))])
+    done = tapis("archive", "add", db, bad)
+    assert done.returncode == 1 and done.stdout.startswith("0 added"), done.stdout + done.stderr
+    assert "provenance.played_at is neither empty nor an RFC 3339 date-time" in done.stderr

@@ -8,6 +8,7 @@ import io
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -221,3 +222,23 @@ def test_verify_checks_the_envelope_as_the_file_stores_it(
     copy = tmp_path / "copy.tapis"
     write_records(copy, [record])  # as it was read
     assert copy.read_bytes() == path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("given", "code"),
+    [
+        ({"names": ["Ann", "", "Cy", "Di"]}, "seat-name"),
+        ({"names": ["Ann\x1b[2J", "Bob", "Cy", "Di"]}, "seat-name"),
+        ({"names": ["n" * 65]}, "text-length"),
+        ({"names": []}, "seat-name"),
+        ({"played_at": "yesterday"}, "provenance"),
+    ],
+)
+def test_a_match_is_not_played_for_names_or_a_date_no_record_may_hold(
+    given: dict[str, Any], code: str
+) -> None:
+    """The library made records its own verify then refused (an empty name, a control
+    character, a date that is no date-time), or failed with ZeroDivisionError (no names)."""
+    with pytest.raises(RecordError) as caught:
+        play_match("hearts", seed="lib-names", **given)
+    assert caught.value.code == code
