@@ -149,6 +149,8 @@ class RunningServer:
         await self.health.set(SERVICE, health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
         self.referee.ready = False  # new calls: UNAVAILABLE
+        self.referee.stop_clocks()  # and no seat's time runs out while they are refused
+        self.referee.end_streams()  # (they would hold the shutdown for its whole grace)
         if self.web is not None:
             await self.web.stop()  # its event streams end, its requests under way finish
         await self.server.stop(grace)

@@ -277,6 +277,15 @@ class Table:
                     if not waiter.done():
                         waiter.set_result(None)
 
+    def wake_all(self) -> None:
+        """Wake every watcher of the table, whatever it waits for (the referee stopping)."""
+        waiters = [*(self._waiters or ()), *(w for ws in self._turn_waiters.values() for w in ws)]
+        self._waiters = None
+        self._turn_waiters.clear()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
     def settled(self) -> asyncio.Future[None]:
         """Done once no action is being stored (`writing` empty)."""
         future = asyncio.get_running_loop().create_future()
@@ -623,6 +632,10 @@ class Referee:
         self._token_key = _token_key(key)
         self._sweeper: asyncio.Task[None] | None = None
         self.ready = False  # every live table reloaded: the service answers
+        # Shutting down: no clock runs out while the referee answers no new move (`stop_clocks`).
+        self.clocks_stopped = False
+        self._clocks_stopped_at = 0.0
+        self.streams_ended = False  # shutting down: every stream ends (`end_streams`)
         # the streams sending a backlog at once, of every front (gRPC's and the web's)
         self.replays = ReplayGate()
 
@@ -664,17 +677,42 @@ class Referee:
         await self._publish(table)  # issues the record of a table finished without one
         self._run_clocks(table)  # the time the referee was down is not counted
 
+    def stop_clocks(self) -> None:
+        """The first step of a shutdown, as new calls are refused: no seat's time runs out
+        from now on (no alarm rings, none is set again by a change still under way). A
+        restart counts none of this time: a seat's clocks start again from its last action
+        (`_reload`)."""
+        if not self.clocks_stopped:
+            self._clocks_stopped_at = self.time_source.now()
+        self.clocks_stopped = True
+        for table in self.tables.values():
+            if table.alarm is not None:
+                table.alarm.cancel()
+                table.alarm = None
+
+    def end_streams(self) -> None:
+        """A step of a shutdown: every table's streams end now, UNAVAILABLE (their clients
+        resume from the next event index on the referee that comes back), rather than hold
+        the shutdown for its grace period (gRPC's server waits for every call under way)."""
+        self.streams_ended = True
+        for table in self.tables.values():
+            table.wake_all()
+
+    def _clock_now(self) -> float:
+        """The time on the clocks: the time source's, which stops with the clocks."""
+        now = self.time_source.now()
+        return min(now, self._clocks_stopped_at) if self.clocks_stopped else now
+
     async def close(self) -> None:
         """Stop expiring tables and let the changes under way finish (before the store
         closes)."""
         self.ready = False
+        self.stop_clocks()
         if self._sweeper is not None:
             self._sweeper.cancel()
         for table in self.tables.values():
             if table.expiry is not None:
                 table.expiry.cancel()
-            if table.alarm is not None:
-                table.alarm.cancel()
         await self.idle()
 
     async def idle(self) -> None:
@@ -1058,7 +1096,7 @@ class Referee:
             )
         if not table.started:
             raise NotReady("the table is waiting for players")
-        now = self.time_source.now()
+        now = self._clock_now()
         if table.overdue(seat, now):
             # The seat's time ran out before its action came: the referee acts for it.
             made = await self._time_out(table, seat)
@@ -1070,7 +1108,7 @@ class Referee:
                 )
             # A resignation, which names no index, holds after the referee's action on time
             # when that did not end the match (CLOCK.AUTOPLAY): made now, at the next index.
-            now = self.time_source.now()
+            now = self._clock_now()
         self._check_legal(table, seat, action)
         if _may_join(table, seat, action):
             return self._store_with_others(table, seat, action)
@@ -1162,6 +1200,9 @@ class Referee:
         self._set_alarm(table, first[0] - now)
 
     def _set_alarm(self, table: Table, delay_ms: float) -> None:
+        if self.clocks_stopped:
+            return
+
         def ring() -> None:
             self._spawn(self._alarm(table))
 
@@ -1171,7 +1212,7 @@ class Referee:
         """A clock ran out: the referee acts for the seat whose time ran out first (the
         policy of the table's time control), then the clocks go on."""
         async with table.lock:
-            if table.ended or table.finished or table.clocks is None:
+            if table.ended or table.finished or table.clocks is None or self.clocks_stopped:
                 return
             first = table.first_deadline()
             if first is None:
@@ -1182,10 +1223,9 @@ class Referee:
                 return
             try:
                 await self._time_out(table, seat)
-            except Unavailable as exc:  # the store failing: tried again in a second
-                log.error(
-                    "time out not stored", extra={"fields": {"table": table.id}}, exc_info=exc
-                )
+            except Unavailable as exc:  # the store failing (said there): tried again in a second
+                fields = {"table": table.id, "seat": seat, "error": str(exc)}
+                log.error("time out not stored", extra={"fields": fields})
                 self._set_alarm(table, 1000.0)
 
     async def _time_out(self, table: Table, seat: int) -> str:
@@ -1415,6 +1455,11 @@ class Referee:
         only_turns = only_turns and seat is not None
         events = table.events
         while True:
+            if self.streams_ended:
+                raise Unavailable(
+                    "the referee is stopping: open the stream again from event index "
+                    f"{index}, on the referee that comes back"
+                )
             durable = table.durable_events
             turn = (
                 seat is not None

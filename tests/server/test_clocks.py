@@ -17,7 +17,7 @@ import pytest
 from tapis_cartes.records.codec import canonical_bytes, decode_record, write_envelopes
 from tapis_cartes.records.signing import load_private_key, load_public_key, sign
 from tapis_cartes.records.verify import verify_envelope
-from tapis_cartes.referee.server.app import RunningServer
+from tapis_cartes.referee.server.app import RunningServer, create_server
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 from tapis_cartes.v1 import referee_pb2_grpc as rpc
@@ -350,6 +350,47 @@ def test_clocks_survive_a_restart(tmp_path: Path) -> None:
             assert sum(len(h.timeouts) for h in rec.hands) == 1
             elapsed = [e for h in rec.hands for e in h.elapsed_ms]
             assert all(e >= 1_500 for e in elapsed[:5])  # each thought 1.5 s or more
+
+    asyncio.run(main())
+
+
+def test_no_time_runs_out_while_the_referee_stops(tmp_path: Path) -> None:
+    """A stop waited up to its grace period for the streams open (which never end by
+    themselves), while the clocks ran and refused moves: seats lost on time. Now the clocks
+    stop and the streams end (UNAVAILABLE, to resume) as the stop begins."""
+    control = rpb.TimeControl(action_ms=2_000, policy=FORFEIT)
+
+    async def main() -> None:
+        clock = ManualTime()
+        rng = random.Random(3)
+        server = await create_server(
+            "127.0.0.1:0", tmp_path / "t.db", tmp_path / "k.key", time_source=clock
+        )
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = rpc.RefereeServiceStub(channel)
+            match = ("nap", "", {"deals": 2}, 4)
+            table_id, _ = await playing_table(stub, match, control, rng, clock, 3, 500)
+            before = (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).action_index
+            stream = stub.WatchTable(pb.WatchTableRequest(table_id=table_id))
+            await stream.read()  # (the stream is open)
+            stopping = asyncio.create_task(server.stop(60.0))
+            await asyncio.sleep(0.05)
+            clock.advance(10_000)  # past the seat's limit: no alarm rings
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                while await stream.read() is not grpc.aio.EOF:
+                    pass
+            assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert "the referee is stopping: open the stream again" in (
+                caught.value.details() or ""
+            )
+            await asyncio.wait_for(stopping, 10.0)  # not its 60 s of grace (a bound, not a time)
+        async with (
+            referee(tmp_path, time_source=ManualTime()) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            stub = rpc.RefereeServiceStub(channel)
+            got = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+            assert got.status == pb.TABLE_STATUS_PLAYING and got.action_index == before
 
     asyncio.run(main())
 
