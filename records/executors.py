@@ -117,6 +117,7 @@ class LocalPoolExecutor:
             return
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
 
         ctx = multiprocessing.get_context("spawn")
         pool = ProcessPoolExecutor(
@@ -165,6 +166,12 @@ class LocalPoolExecutor:
                     task = take()  # none of the pool's is done: the caller runs one
                     if task is not _NO_TASK:
                         yield task, fn(task)
+        except BrokenProcessPool:  # a worker killed (the out-of-memory killer, kill -9)
+            _stop_now(pool)
+            raise ExecutorError(
+                "a worker process ended abruptly (killed, or out of memory?): run the command "
+                "again (an archive keeps what was stored before, and a re-scoring goes on)"
+            ) from None
         except BaseException:  # Ctrl-C, a task's error, or the caller stopped (GeneratorExit)
             _stop_now(pool)
             raise

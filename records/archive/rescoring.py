@@ -52,8 +52,12 @@ def _run_for(db: sqlite_utils.Database, options: str, game: str) -> tuple[int, b
         ).fetchone()
         if row is not None:
             return int(row[0]), True
+        # A new id, above every run's and every result's: the id of a run removed (its
+        # command failed) is never given again, to results it may have left or not.
         cur = db.execute(
-            "INSERT INTO rescore_runs (options, game, started_at) VALUES (?, ?, ?)",
+            "INSERT INTO rescore_runs (run_id, options, game, started_at) VALUES (1 + max("
+            "coalesce((SELECT max(run_id) FROM rescore_runs), 0), "
+            "coalesce((SELECT max(run_id) FROM rescore_results), 0)), ?, ?, ?)",
             [options, game, now()],
         )
     assert cur.lastrowid is not None
@@ -61,10 +65,22 @@ def _run_for(db: sqlite_utils.Database, options: str, game: str) -> tuple[int, b
 
 
 def store_shard(db: sqlite_utils.Database, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Store `rescore_results` rows (of one or more shards), in one transaction, in the
-    order of their record ids: the order of the results' key, whose pages are then each
-    written once (the shards follow the rowids, in no order of record id)."""
-    with db.atomic():
+    """Store `rescore_results` rows (of one or more shards, of one run), in one transaction,
+    in the order of their record ids: the order of the results' key, whose pages are then
+    each written once (the shards follow the rowids, in no order of record id).
+    `ArchiveError` when the run was removed meanwhile."""
+    run_id = rows[0][0] if rows else None
+    with writing(db):
+        # The run is still there: the command that began it, failing before any result was
+        # stored, removes it (`_drop_if_empty`), maybe while another command continues it.
+        if (
+            run_id is not None
+            and not db.execute("SELECT 1 FROM rescore_runs WHERE run_id = ?", [run_id]).fetchone()
+        ):
+            raise ArchiveError(
+                f"re-scoring run {run_id} was removed meanwhile (the command that began it "
+                "failed before any result was stored): run this command again, for a new run"
+            )
         db.conn.executemany(
             "INSERT OR REPLACE INTO rescore_results (run_id, record_id, status, rule, detail, "
             "old_scores, new_scores, old_winners, new_winners, first_diff, old_finished, "
@@ -221,6 +237,7 @@ def rescore(
             close = getattr(results_of, "close", None)
             if close is not None:
                 close()  # stop the pool's workers now, not when collected
+        _check_complete(db, run_id, total, path)
         counts = summarize(db, run_id, finish=True)
         return RescoreSummary(
             run_id=run_id,
@@ -238,13 +255,33 @@ def rescore(
         db.close()
 
 
+def _check_complete(db: sqlite_utils.Database, run_id: int, total: int, path: str) -> None:
+    """`ArchiveError` when the run holds fewer results than the records selected when it
+    began (`total`): another command continuing it is not done, or a worker read a file that
+    lacks some (another copy of the archive at the same path, on another machine). The run
+    is then not finished."""
+    (done,) = db.execute(
+        "SELECT count(*) FROM rescore_results WHERE run_id = ?", [run_id]
+    ).fetchone()
+    if done < total:
+        raise ArchiveError(
+            f"{path}: re-scoring run {run_id} holds results for {done:,} of the {total:,} "
+            "records selected, and is left unfinished: another command continuing it may "
+            "still be storing the others (run this command again once it is done), or a "
+            "worker read a file that lacks them (each worker of a Dask cluster must see this "
+            "archive itself at this path, not a copy of it)"
+        )
+
+
 def _drop_if_empty(db: sqlite_utils.Database, run_id: int) -> None:
     """Remove a new run that failed before any of its results was stored: a failed command
     leaves no run behind. (One with results is kept: the same call continues it.)"""
-    try:
-        if db.execute("SELECT 1 FROM rescore_results WHERE run_id = ?", [run_id]).fetchone():
-            return
-    except sqlite3.Error:
-        pass  # no results can be read (the table dropped): none to keep
-    with contextlib.suppress(sqlite3.Error), db.atomic():  # a damaged archive: its error stands
+    # Under the write lock: another command continuing the run stores its results under it
+    # too, and finds the run gone (`store_shard`) or keeps it.
+    with contextlib.suppress(sqlite3.Error), writing(db):  # a damaged archive: its error stands
+        try:
+            if db.execute("SELECT 1 FROM rescore_results WHERE run_id = ?", [run_id]).fetchone():
+                return
+        except sqlite3.Error:
+            pass  # no results can be read (the table dropped): none to keep
         db.execute("DELETE FROM rescore_runs WHERE run_id = ?", [run_id])

@@ -43,6 +43,7 @@ __all__ = [
     "migrate",
     "now",
     "open_archive",
+    "read_text",
     "schema_version",
     "stored",
     "to_json",
@@ -226,6 +227,14 @@ def stored(
     return value
 
 
+def read_text(value: bytes) -> str:
+    """A TEXT value as read from the archive (the connections' `text_factory`): bytes that
+    are not UTF-8 (the file changed by another program: `x'ff' || ...` in sqlite3 makes
+    such text) read with U+FFFD in their place, so that the value is refused as the column's
+    checks say, naming the row, where SQLite's reading failed the whole command, unnamed."""
+    return value.decode("utf-8", "replace")
+
+
 def open_archive(
     path: str | Path, create: bool = True, writes: bool | None = None
 ) -> sqlite_utils.Database:
@@ -250,6 +259,7 @@ def open_archive(
     db = None
     try:
         db = sqlite_utils.Database(_read_only(p) if cannot_write else sqlite3.connect(p))
+        db.conn.text_factory = read_text
         tables = db.table_names()
         if tables and not set(tables) & set(_TABLES):  # another program's file: left as is
             shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
@@ -405,11 +415,17 @@ def migrate(db: sqlite_utils.Database, path: Path) -> None:
     transaction with the version it reaches: an interrupted migration leaves the archive at
     the last version it completed, and nothing is ever removed. `ArchiveError` for an archive
     of a newer Tapis."""
-    version = _known_version(db, path)
-    for target, step in MIGRATIONS[version:]:
-        with db.atomic():
-            step(db)
-            db.execute(f"PRAGMA user_version = {target}")
+    while _known_version(db, path) < SCHEMA_VERSION:
+        # Under the write lock taken first (`writing`): commands that open a new or older
+        # archive at once wait for each other, where a transaction that read the version
+        # first failed at its first write ("database is locked"); the version read again
+        # there (another may have made this step meanwhile).
+        with writing(db):
+            version = _known_version(db, path)
+            if version < SCHEMA_VERSION:
+                target, step = MIGRATIONS[version]
+                step(db)
+                db.execute(f"PRAGMA user_version = {target}")
 
 
 def _known_version(db: sqlite_utils.Database, path: Path) -> int:

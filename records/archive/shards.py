@@ -21,6 +21,7 @@ from tapis_cartes.records.archive.schema import (
     damaged,
     envelope_too_long,
     is_damage,
+    read_text,
     stored,
     to_json,
 )
@@ -74,6 +75,7 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
     args = [*params, shard.lo, shard.hi, shard.run_id]
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=30)
+        conn.text_factory = read_text  # (as open_archive's)
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE)  # (as open_archive's)
         try:
             rows = conn.execute(

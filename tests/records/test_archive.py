@@ -543,3 +543,50 @@ def test_the_archive_json_of_int_lists_is_json_itself(value: object) -> None:
     `json.dumps`, and anything else by `json.dumps`."""
     want = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
     assert to_json(value) == want
+
+
+class _Losing:
+    """An executor whose worker reads another file than the archive (a copy at the same
+    path, on another machine): the records of one shard are not there."""
+
+    def map_tasks(self, fn: Any, tasks: Any) -> Any:
+        for i, task in enumerate(tasks):
+            yield task, [] if i == 1 else fn(task)
+
+
+def test_a_run_some_records_of_which_no_worker_read_is_not_finished(
+    archive: Path, tmp_path: Path
+) -> None:
+    """Such a run was marked finished, exit 0, a third of its records never re-scored."""
+    from tapis_cartes.records.archive.schema import ArchiveError
+
+    db = copy_of(archive, tmp_path)
+    with pytest.raises(ArchiveError, match=rf"holds results for {N - 5} of the {N} records"):
+        rescoring.rescore(db, CHANGES, executor=_Losing(), shard_size=5)
+    assert rows(db, "SELECT finished_at FROM rescore_runs") == [(None,)]
+    summary = rescoring.rescore(db, CHANGES, executor=SerialExecutor(), shard_size=5)
+    assert (summary.run_id, summary.resumed, summary.total) == (1, N - 5, N)  # continued
+
+
+def test_a_run_removed_meanwhile_is_not_filled_nor_its_id_given_again(
+    archive: Path, tmp_path: Path
+) -> None:
+    """A command that failed before storing removed its run while another continued it: the
+    other filled a run that no longer was, whose id the next run took, with those results."""
+    from tapis_cartes.records.archive.schema import ArchiveError, open_archive
+
+    db = copy_of(archive, tmp_path)
+    first = rescoring.rescore(db, CHANGES, executor=SerialExecutor(), shard_size=5)
+    rows_ = rows(db, "SELECT * FROM rescore_results WHERE run_id = ?", first.run_id)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DELETE FROM rescore_runs")  # (its results left, as such a race left them)
+    conn.close()
+    archive_db = open_archive(db, create=False, writes=True)
+    try:
+        with pytest.raises(ArchiveError, match=f"run {first.run_id} was removed meanwhile"):
+            rescoring.store_shard(archive_db, rows_[:3])
+    finally:
+        archive_db.close()
+    again = rescoring.rescore(db, {"moon_mode": "add_to_others"}, executor=SerialExecutor())
+    assert again.run_id == first.run_id + 1 and again.resumed == 0

@@ -467,3 +467,26 @@ def test_what_tapis_never_makes_in_an_archive_is_refused_at_once(
         ["runs"],
     ):
         refused(tapis("archive", command[0], db, *command[1:]), named, "Tapis never makes")
+
+
+def test_text_that_is_not_utf8_is_named_in_its_row(archive: Path, tmp_path: Path) -> None:
+    """`x'ff' || ...` in sqlite3 makes TEXT of bytes that are not UTF-8: SQLite's reading
+    failed each command whole ("Could not decode to UTF-8 column ..."), without naming the
+    record; a re-scoring blamed its workers' file and could never finish."""
+    db = changed(
+        archive,
+        tmp_path,
+        "UPDATE records SET envelope = substr(envelope, 1, 100) || x'ff' || "
+        "substr(envelope, 102) WHERE rowid = 1",
+    )
+    rid = first_id(db)
+    assert rows(db, "SELECT typeof(envelope) FROM records WHERE rowid = 1") == [("text",)]
+    refused(tapis("archive", "show", db, rid), f"record {rid}", "not bytes")
+    done = tapis("archive", "export", db, "-o", tmp_path / "out.tapis")
+    assert done.returncode == 1 and f"record {rid}" in done.stderr, done.stderr
+    done = tapis("archive", "rescore", db, "--set", "end_threshold=50", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["finished"] and summary["refusals"] == {"record:decode": 1}, summary
+    bad_game = changed(archive, tmp_path, "UPDATE records SET game = x'68ff' WHERE rowid = 2")
+    refused(tapis("archive", "query", bad_game), "records.game of ")

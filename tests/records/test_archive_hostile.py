@@ -272,3 +272,22 @@ def test_every_date_a_record_may_hold_is_found_by_the_date_filters(tmp_path: Pat
     done = tapis("archive", "add", db, bad)
     assert done.returncode == 1 and done.stdout.startswith("0 added"), done.stdout + done.stderr
     assert "provenance.played_at is neither empty nor an RFC 3339 date-time" in done.stderr
+
+
+def test_commands_opening_a_new_archive_at_once_wait_for_each_other(tmp_path: Path) -> None:
+    """Each made the archive's tables in a transaction that read its version first, and
+    one of six at once failed "database is locked" at its first write."""
+    code = (
+        "import sys; from tapis_cartes.records.archive.schema import open_archive; "
+        "open_archive(sys.argv[1]).close()"
+    )
+    for round_ in range(4):
+        db = tmp_path / f"new{round_}.db"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", code, str(db)], stderr=subprocess.PIPE, cwd=ROOT
+            )
+            for _ in range(6)
+        ]
+        errors = [p.communicate(timeout=120)[1].decode() for p in procs]
+        assert [p.returncode for p in procs] == [0] * 6, errors

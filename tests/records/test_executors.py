@@ -282,3 +282,22 @@ def test_a_limit_past_any_count_is_refused_by_the_options(archive: Path) -> None
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 2
     assert "argument --limit: must be at most 9223372036854775807" in done.stderr
+
+
+def _killed_in_a_worker(job: tuple[int, int]) -> int:
+    """Job `n` of the caller `job[0]`: in a pool's worker, the worker is killed (as the
+    out-of-memory killer does) at the third job."""
+    caller, n = job
+    if os.getpid() != caller and n == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.05)  # (the caller leaves the pool jobs to run)
+    return n
+
+
+def test_a_worker_killed_is_said_so_not_a_traceback() -> None:
+    """A worker killed made `BrokenProcessPool` ("A child process terminated abruptly")
+    reach the command as a traceback."""
+    me = os.getpid()
+    with pytest.raises(ExecutorError, match="a worker process ended abruptly"):
+        for _ in LocalPoolExecutor(2).map_tasks(_killed_in_a_worker, [(me, 2)] * 6):
+            pass
