@@ -88,6 +88,8 @@ def parse_choice(text: str, legal: Sequence[pb.ActionChoice]) -> int:
         kind, rest = "pille", words
     else:
         kind, rest = "play", words
+    if kind in ("play", "pass", "pille"):  # cards as a person types them: "qs", "Q♡"
+        rest = [_card_word(w) for w in rest]
     value: object
     if kind == "pass":
         value = rest
@@ -531,3 +533,14 @@ async def run_bot(
             flush=True,
         )
         return 0
+
+
+# The symbols a person may type for a suit (the white ones, an emoji's presentation) as the
+# transcripts' cards write them (engine/cards.py `parse_card`, which takes nothing else).
+_SUIT_TYPED = str.maketrans({"♤": "♠", "♡": "♥", "♢": "♦", "♧": "♣", "\ufe0f": None})
+
+
+def _card_word(word: str) -> str:
+    """A card as a person types it, in the form of the transcripts: "qs" is "QS"; "stop"
+    (a pille's word) stays."""
+    return word if word.lower() == "stop" else word.upper().translate(_SUIT_TYPED)

@@ -228,11 +228,75 @@ def checked_record(got: pb.GetRecordResponse) -> pb.GetRecordResponse:
 # --- helpers -------------------------------------------------------------------------------
 
 
+def _seat_requests(seats: Sequence[tuple[str, bool]]) -> list[pb.SeatRequest]:
+    """`create_table`'s seats, each a (name, open) pair: else `RefereeError`
+    INVALID_ARGUMENT naming the seat, nothing sent."""
+    out = []
+    for i, seat in enumerate(seats):
+        if not (isinstance(seat, tuple | list) and len(seat) == 2):
+            raise RefereeError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"seats[{i}] is {quoted(seat)}, not a (name, open) pair: nothing was sent",
+            )
+        name, open_ = seat
+        if not isinstance(open_, bool):
+            raise RefereeError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"seats[{i}]'s open is {quoted(open_)}, not a bool: nothing was sent",
+            )
+        out.append(pb.SeatRequest(name=_text_argument(f"seats[{i}]'s name", name), open=open_))
+    return out
+
+
+def _argument(what: str, value: object, most: int = 2**32 - 1) -> int:
+    """`value`, a number of a request (a seat, an action, an index), once it is an int in
+    0..`most` (its field's range): else `RefereeError` INVALID_ARGUMENT, nothing sent (given
+    None, protobuf would send 0: action 0 is a card)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise RefereeError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"{what} is {quoted(value)} ({type(value).__name__}), not an int: nothing was sent",
+        )
+    if not 0 <= value <= most:
+        raise RefereeError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"{what} {quoted(value)} is out of 0..{most}: nothing was sent",
+        )
+    return value
+
+
+def _text_argument(what: str, value: object) -> str:
+    """`value`, a text of a request (a table id, a name), once it is a str: else
+    `RefereeError` INVALID_ARGUMENT, nothing sent."""
+    if not isinstance(value, str):
+        raise RefereeError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"{what} is {quoted(value)} ({type(value).__name__}), not text: nothing was sent",
+        )
+    return value
+
+
+_INDEX = 2**64 - 1  # an action or event index (uint64)
+
+
 def option_messages(options: Mapping[str, Option] | None) -> list[rpb.Option]:
     """`{"end_threshold": 50}` as the contract's `Option` messages; `RulesError` for an int
-    that no `int_value` holds (64 bits, signed)."""
+    that no `int_value` holds (64 bits, signed), a value that is not a bool, an int or text,
+    or options that are not a mapping of names to values."""
+    if options is not None and not isinstance(options, Mapping):
+        raise RulesError(
+            f"options are {type(options).__name__}, not a mapping of names to values", "options"
+        )
     out = []
     for key, value in (options or {}).items():
+        if not isinstance(key, str):
+            raise RulesError(f"option {quoted(key)}: an option's name is text", "options")
+        if not isinstance(value, bool | int | str):
+            raise RulesError(
+                f"option {key!r}: {quoted(value)} ({type(value).__name__}) is no option value "
+                "(a bool, an int or text)",
+                key,
+            )
         if isinstance(value, bool):
             out.append(rpb.Option(key=key, bool_value=value))
         elif isinstance(value, int):
@@ -358,10 +422,10 @@ class RefereeClient:
         request id (a new UUID unless given), so a lost connection is retried without making
         a second table. `time_control`: the table's clocks (none by default)."""
         request = pb.CreateTableRequest(
-            game=game,
-            ruleset=ruleset,
+            game=_text_argument("game", game),
+            ruleset=_text_argument("ruleset", ruleset),
             options=option_messages(options),
-            seats=[pb.SeatRequest(name=name, open=open_) for name, open_ in seats],
+            seats=_seat_requests(seats),
             request_id=request_id or uuid.uuid4().hex,
             time_control=time_control,
         )
@@ -380,10 +444,12 @@ class RefereeClient:
         """Take an open seat (`seat`, or the first open one); retried after a lost
         connection under the same request id (a new UUID unless given)."""
         request = pb.JoinTableRequest(
-            table_id=table_id, name=name, request_id=request_id or uuid.uuid4().hex
+            table_id=_text_argument("table_id", table_id),
+            name=_text_argument("name", name),
+            request_id=request_id or uuid.uuid4().hex,
         )
         if seat is not None:
-            request.seat = seat
+            request.seat = _argument("seat", seat)
         resp = await self._unary(
             "JoinTable", lambda: self.stub.JoinTable(request, timeout=self.timeout)
         )
@@ -394,14 +460,14 @@ class RefereeClient:
         return SeatHandle(self, table_id, seat, token)
 
     async def table(self, table_id: str) -> pb.GetTableResponse:
-        request = pb.GetTableRequest(table_id=table_id)
+        request = pb.GetTableRequest(table_id=_text_argument("table_id", table_id))
         return await self._unary(
             "GetTable", lambda: self.stub.GetTable(request, timeout=self.timeout)
         )
 
     async def spectate(self, table_id: str) -> pb.SeatView:
         """A spectator's view: public information only."""
-        request = pb.GetViewRequest(table_id=table_id)
+        request = pb.GetViewRequest(table_id=_text_argument("table_id", table_id))
         resp = await self._unary(
             "GetView", lambda: self.stub.GetView(request, timeout=self.timeout)
         )
@@ -409,7 +475,7 @@ class RefereeClient:
 
     async def record(self, table_id: str) -> pb.GetRecordResponse:
         """The signed record of a finished table (envelope, record id, referee's key)."""
-        request = pb.GetRecordRequest(table_id=table_id)
+        request = pb.GetRecordRequest(table_id=_text_argument("table_id", table_id))
         return checked_record(
             await self._unary(
                 "GetRecord", lambda: self.stub.GetRecord(request, timeout=self.timeout)
@@ -430,6 +496,10 @@ class RefereeClient:
         events come without gap or duplicate; after `retries` failures in a row without
         an event, the last error is raised. The iteration ends after the `match_ended`
         event. Breaking out of the loop cancels the stream."""
+        _text_argument("table_id", table_id)
+        _argument("from_index", from_index, _INDEX)
+        if seat is not None:
+            _argument("seat", seat)
         return self._events(table_id, from_index, seat, metadata)
 
     async def _events(
@@ -515,7 +585,11 @@ class SeatHandle:
     """One seat of one table, with its token: what the seat sees and does."""
 
     def __init__(self, client: RefereeClient, table_id: str, seat: int, token: str) -> None:
-        if not (token.isascii() and token.isprintable()):  # what a gRPC header may carry
+        _text_argument("table_id", table_id)
+        _argument("seat", seat)
+        if not (
+            _text_argument("token", token).isascii() and token.isprintable()
+        ):  # what a gRPC header may carry
             raise RefereeError(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"token {token[:40]!r}: a token is printable ASCII (as the referee makes them)",
@@ -558,7 +632,9 @@ class SeatHandle:
         `expected_index` (the seat's stream then brings its next turn). The response's
         `next_view`, when the seat must act again at once, is also the next turn of a `turns`
         iteration under way."""
+        _argument("action", action, _INDEX)
         if expected_index is not None:
+            _argument("expected_index", expected_index, _INDEX)
             return await self._submit(
                 pb.SubmitActionRequest(
                     table_id=self.table_id,
@@ -628,6 +704,7 @@ class SeatHandle:
         with batch_events: one message per turn)."""
         ahead: collections.deque[pb.SubmitActionResponse] = collections.deque()
         self._ahead = ahead
+        _argument("from_index", from_index, _INDEX)
         stream = self.client._stream(self.table_id, from_index, self.seat, self.metadata, held)
         next_index = from_index  # the next event to give
         given = -1  # the action index of the last turn given
@@ -677,7 +754,7 @@ class SeatHandle:
     def play(self, from_index: int = 0) -> SeatPlay:
         """The seat's match on one call (PlaySeat, when the referee offers it): iterate over
         its messages, `submit` on each turn; see `SeatPlay`."""
-        return SeatPlay(self, from_index)
+        return SeatPlay(self, _argument("from_index", from_index, _INDEX))
 
     async def table(self) -> pb.GetTableResponse:
         return await self.client.table(self.table_id)
@@ -709,6 +786,8 @@ class SeatPlay:
 
     async def submit(self, action: int, expected_index: int) -> None:
         """Send a submission (a code of the turn's legal_actions, at its action_index)."""
+        _argument("action", action, _INDEX)
+        _argument("expected_index", expected_index, _INDEX)
         h = self.handle
         request = pb.PlaySeatRequest(
             submit=pb.SubmitActionRequest(

@@ -239,7 +239,11 @@ def action_to_json(action: int) -> dict[str, Any]:
 
 
 def action_str(action: int) -> str:
-    """`play QS`, `pass 2H 5H AS`, `bid nap`: an action for a person."""
+    """`play QS`, `pass 2H 5H AS`, `bid nap`: an action for a person; `InvalidAction` for
+    an int of no kind of action, or a payload past its kind's."""
+    kind = action & 7
+    if action < 0 or kind >= _KINDS or action >> 3 >= _PAYLOAD_LIMIT[kind]:
+        raise InvalidAction(f"{quoted(action)} is not an action")
     ((key, value),) = action_to_json(action).items()
     if isinstance(value, list):
         value = " ".join(value) or "three cards"

@@ -99,11 +99,8 @@ _SUIT_INPUT = {
     "♥": HEARTS,
     "♦": DIAMONDS,
     "♣": CLUBS,
-    "♤": SPADES,
-    "♡": HEARTS,
-    "♢": DIAMONDS,
-    "♧": CLUBS,
 }
+_SYMBOLS: Final = "♠♥♦♣"
 _CARD_STR: Final = tuple(RANK_NAMES[c % 13] + SUIT_NAMES[c // 13] for c in range(52))
 
 
@@ -126,14 +123,16 @@ def card_str(c: int) -> str:
 
 
 def parse_card(text: object) -> int:
-    """Parse one card in any form TRANSCRIPT.md accepts; raise `InvalidAction` otherwise."""
+    """Parse one card in a form TRANSCRIPT.md accepts (rank then suit: `2`-`10`, `J`, `Q`,
+    `K`, `A`, or `T`, `V`, `D`, `R`; `S`, `H`, `D`, `C` or ♠ ♥ ♦ ♣, a symbol maybe in its
+    emoji presentation, ♥ followed by U+FE0F); raise `InvalidAction` otherwise: the contract
+    rejects anything else (lower case, spaces, other symbols), and a person's input is made
+    into this form by the program reading it (`tapis play`)."""
     if not isinstance(text, str):
         raise InvalidAction(f"a card must be a string such as 'QS', not {quoted(text)}")
-    s = text.strip().replace("\ufe0f", "")  # drop the emoji variation selector of ♥️
-    if len(s) < 2:
-        raise InvalidAction(f"{quoted(text)} is not a card (rank then suit, e.g. 'QS', '10H')")
-    suit = _SUIT_INPUT.get(s[-1].upper() if s[-1].isascii() else s[-1])
-    rank = _RANK_INPUT.get(s[:-1].upper())
+    s = text[:-1] if text.endswith("\ufe0f") and text[-2:-1] in _SYMBOLS else text
+    suit = _SUIT_INPUT.get(s[-1:])
+    rank = _RANK_INPUT.get(s[:-1])
     if suit is None or rank is None:
         raise InvalidAction(
             f"{quoted(text)} is not a card (rank then suit, e.g. 'QS', '10H', 'D♥')"
@@ -200,7 +199,10 @@ def cards_of(mask: int) -> list[int]:
 
 
 def mask_str(mask: int, order: RankOrder | None = None) -> str:
-    """Cards of a mask as text, by suit ♠ ♥ ♦ ♣ and, within a suit, strongest first."""
+    """Cards of a mask as text, by suit ♠ ♥ ♦ ♣ and, within a suit, strongest first;
+    `InvalidAction` for an int that is no set of cards (negative: its bits never end)."""
+    if not 0 <= mask < 1 << 52:
+        raise InvalidAction(f"{quoted(mask)} is not a set of cards (a mask of 52 bits)")
     strength = (order or R3).strength
     cs = sorted(iter_cards(mask), key=lambda c: (c // 13, -strength[c]))
     return " ".join(_CARD_STR[c] for c in cs)

@@ -63,7 +63,7 @@ from tapis_cartes.referee.engine.cards import (
     iter_cards,
     mask_str,
 )
-from tapis_cartes.referee.engine.errors import DealError, IllegalAction
+from tapis_cartes.referee.engine.errors import DealError, IllegalAction, RulesError
 from tapis_cartes.referee.engine.options import (
     DamePiqueOptions,
     DealerRotation,
@@ -391,6 +391,15 @@ class DamePiqueMatch(Match):
         self.add_to_others = opts.moon_mode is MoonMode.ADD_TO_OTHERS
         self.dealer_step = 1 if opts.dealer_rotation is DealerRotation.CLOCKWISE else -1
         self.end_threshold = opts.end_threshold
+        # DP.END: a match whose start holds a total at or above the threshold would be over
+        # before its first hand (as the other games refuse such a start).
+        for seat, score in enumerate(self.start_scores):
+            if score[0] >= self.end_threshold:
+                raise RulesError(
+                    f"seat {seat} starts with {score[0]} points, at or above the end_threshold "
+                    f"of {self.end_threshold}: the match would be over",
+                    key="end_threshold",
+                )
 
     def _new_hand(self, number: int, dealer: int, deal: Deal) -> Hand:
         return DamePiqueHand(self, number, dealer, deal)

@@ -89,6 +89,9 @@ def test_parse_choice() -> None:
     assert parse_choice("Play qs", legal) == encode(PLAY, qs)
     assert parse_choice("QS", legal) == encode(PLAY, qs)
     assert parse_choice("KH", legal) == encode(PLAY, parse_card("KH"))  # the referee refuses it
+    # A person's card, typed as it comes (the transcripts take the contract's forms only).
+    assert parse_choice("kh", legal) == parse_choice("K♡", legal) == encode(PLAY, parse_card("KH"))
+    assert parse_choice("pass qs as k♥️", []) == parse_choice("pass QS AS KH", [])
     three = mask_of(parse_card(c) for c in ("QS", "AS", "KH"))
     assert parse_choice("pass QS AS KH", []) == pass_action(three)
     assert parse_choice("QS KH AS", []) == pass_action(three)

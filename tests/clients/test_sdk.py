@@ -391,3 +391,46 @@ def test_create_and_join_are_retried_after_a_lost_reply_without_doing_them_twice
                 assert [v.seat for v in views] == [0, 1, 2, 3]
 
     asyncio.run(main())
+
+
+def test_arguments_of_the_wrong_kind_are_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    """`act(None)` sent action 0 (protobuf takes None for the default): a card, played if the
+    seat held it; other arguments failed inside protobuf, unnamed."""
+    from tapis_cartes.referee.errors import RulesError
+
+    async def main() -> None:
+        async with referee_and_client(tmp_path) as (_, client):
+            table = await client.create_table("hearts", options=SHORT, seats=SEATS)
+            dee = await client.join(table.table_id, name="Dee")
+            handles = [client.seat(table.table_id, i, table.tokens[i]) for i in range(3)] + [dee]
+            view = await handles[0].view()
+            for action, index, named in [
+                (None, view.action_index, "action is None (NoneType), not an int"),
+                (-1, view.action_index, "action -1 is out of 0.."),
+                ("play QS", view.action_index, "action is 'play QS' (str), not an int"),
+                (True, view.action_index, "action is True (bool), not an int"),
+                (view.legal_actions[0].action, -1, "expected_index -1 is out of 0.."),
+                (2**70, None, "action 1180591620717411303424 is out of 0.."),
+            ]:
+                with pytest.raises(RefereeError) as caught:
+                    await handles[0].act(action, expected_index=index)  # type: ignore[arg-type]
+                assert caught.value.status == grpc.StatusCode.INVALID_ARGUMENT
+                assert named in str(caught.value) and "nothing was sent" in str(caught.value)
+            assert (await handles[0].view()).action_index == view.action_index  # nothing done
+            for bad in [
+                lambda: client.seat(table.table_id, -1, table.tokens[0]),
+                lambda: client.seat(table.table_id, 0, None),
+                lambda: client.watch(table.table_id, from_index=-5),
+                lambda: handles[0].play(from_index=None),
+            ]:
+                with pytest.raises(RefereeError, match="nothing was sent"):
+                    bad()  # type: ignore[no-untyped-call]
+            for options in [[("end_threshold", 20)], {"end_threshold": {"a": 1}}, {"x": None}]:
+                with pytest.raises(RulesError):
+                    await client.create_table("hearts", options=options)  # type: ignore[arg-type]
+            with pytest.raises(RefereeError, match=r"seats\[0\] is 'A', not a \(name, open\)"):
+                await client.create_table("hearts", seats="ABCD")  # type: ignore[arg-type]
+            with pytest.raises(RefereeError, match=r"seats\[0\]'s name is 1 \(int\), not text"):
+                await client.create_table("hearts", seats=[(1, False)] * 4)  # type: ignore[list-item]
+
+    asyncio.run(main())

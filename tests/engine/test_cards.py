@@ -326,3 +326,23 @@ def test_deck_of_ranks_full_and_nested() -> None:
     assert p36 & FULL_DECK == p36
     assert mask_str(p32 & SUIT_MASK[CLUBS]) == "AC KC QC JC 10C 9C 8C 7C"
     assert deck_of_ranks([]) == 0
+
+
+@pytest.mark.parametrize(
+    "text", ["qs", "Qs", "5♧", "Q♡", " 5C", "5C ", "\u00a05C", "5C\u3000", "\t5C", "5\ufe0fC",
+             "QS\x85", "\u2003QS\x1c", "\ufe0fQS", "10\u2665\ufe0f\ufe0f"],
+)  # fmt: skip
+def test_a_card_in_a_form_the_contract_does_not_list_is_refused(text: str) -> None:
+    """TRANSCRIPT.md lists the forms of a card and rejects anything else: lower case, the
+    white suit symbols, spaces and controls around, a variation selector inside were
+    taken."""
+    with pytest.raises(InvalidAction, match="is not a card"):
+        parse_card(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "card"), [("QS", "QS"), ("TH", "10H"), ("VD", "JD"), ("D\u2665", "QH"),
+                       ("R\u2663\ufe0f", "KC"), ("10\u2666", "10D")],
+)  # fmt: skip
+def test_every_form_the_contract_lists_is_taken(text: str, card: str) -> None:
+    assert card_str(parse_card(text)) == card

@@ -395,3 +395,32 @@ def _vm_size_kb() -> int:
     ).stdout
     line = next(x for x in out.splitlines() if x.startswith("VmPeak:"))
     return int(line.split()[1])
+
+
+@pytest.mark.parametrize("value", [-1, -(2**70), 2**52, 2**200])
+def test_a_mask_that_is_no_set_of_cards_is_refused_when_shown(value: int) -> None:
+    """`mask_str(-1)` never returned (the bits of a negative int never end), growing; larger
+    masks were an IndexError."""
+    from tapis_cartes.referee.engine import InvalidAction, mask_str
+
+    with pytest.raises(InvalidAction, match="is not a set of cards"):
+        mask_str(value)
+
+
+@pytest.mark.parametrize("value", [-1, 7, 2**40, 2**70])
+def test_an_int_of_no_kind_of_action_is_refused_when_shown(value: int) -> None:
+    from tapis_cartes.referee.engine import InvalidAction, action_str
+
+    with pytest.raises(InvalidAction, match="is not an action"):
+        action_str(value)
+
+
+def test_a_dame_de_pique_start_at_its_threshold_is_refused() -> None:
+    """Such a match was played one hand, then won: the other games refuse a start that is
+    already the end (`TRI.END`, Napoléon's deals, L'Impériale's points)."""
+    from tapis_cartes.referee.engine import RulesError
+
+    rules = make_rules("hearts", None, {"end_threshold": 50}, 4)
+    new_match(rules, Start(1, ((49,), (0,), (0,), (0,))))  # below: a match to play
+    with pytest.raises(RulesError, match="at or above the end_threshold of 50"):
+        new_match(rules, Start(1, ((0,), (0,), (50,), (0,))))
