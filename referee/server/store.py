@@ -99,6 +99,38 @@ COLUMNS = (
 )
 
 
+# The store's schema version (SQLite's user_version): the schema above with COLUMNS. A store
+# of a newer Tapis (a higher version: columns or rules this one does not know) is refused; one
+# of an older Tapis (0: before versions were kept) is brought to this one.
+STORE_VERSION = 1
+_STORE_TABLES = frozenset({"tables", "seats", "actions", "requests"})
+
+
+def _check_kind(conn: sqlite3.Connection, path: str) -> None:
+    """`StoreError` for a file that is no store of this Tapis: another program's SQLite file,
+    none of whose tables is a store's (a Tapis archive: a store's tables would be added to
+    it), or a store of a newer Tapis."""
+    names = {
+        name
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        if not name.startswith("sqlite_")
+    }
+    other = sorted(names - _STORE_TABLES)
+    if names and not names & _STORE_TABLES:  # (a store's own file may hold a table more)
+        shown = ", ".join(other[:5]) + (", ..." if len(other) > 5 else "")
+        raise StoreError(
+            f"{path}: not a Tapis store (it has tables of another program: {shown}"
+            + ("; a Tapis archive?" if "records" in names else "")
+            + ")"
+        )
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version > STORE_VERSION:
+        raise StoreError(
+            f"{path}: store schema version {version} is newer than this Tapis knows "
+            f"({STORE_VERSION}): use a newer Tapis"
+        )
+
+
 def _ended(process: subprocess.Popen[bytes]) -> str:
     """How a child process that closed its pipe ended, for a person: waited for a moment
     (its pipe closes as it dies, a moment before it can be waited for)."""
@@ -176,6 +208,7 @@ class Store:
         try:
             conn = connect(self.path)
             try:
+                _check_kind(conn, self.path)  # (before anything is written to it)
                 conn.executescript(SCHEMA)
                 have = {
                     (t, row[1])
@@ -185,6 +218,7 @@ class Store:
                 for table, column, decl in COLUMNS:
                     if (table, column) not in have:
                         conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+                conn.execute(f"PRAGMA user_version = {STORE_VERSION}")
             finally:
                 conn.close()
         except sqlite3.Error as exc:

@@ -284,3 +284,34 @@ def test_a_referee_killed_mid_writes_leaves_its_store_whole_and_free(tmp_path: P
     kept = [i for (i,) in conn.execute("SELECT idx FROM actions ORDER BY idx")]
     conn.close()
     assert kept and kept == list(range(len(kept)))
+
+
+def test_a_store_of_a_newer_tapis_or_an_archive_is_refused_untouched(tmp_path: Path) -> None:
+    """A store of a newer schema (a column NOT NULL this Tapis does not fill) was served, every
+    move then INTERNAL; an archive given as the store had the store's tables added to it."""
+    from tapis_cartes.referee.errors import StoreError
+    from tapis_cartes.referee.server.store import STORE_VERSION
+
+    store = Store(tmp_path / "s.db")  # a store of this Tapis: its version written
+    store.close()
+    conn = sqlite3.connect(tmp_path / "s.db")
+    assert conn.execute("PRAGMA user_version").fetchone() == (STORE_VERSION,)
+    with conn:
+        conn.execute(f"PRAGMA user_version = {STORE_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match=f"store schema version {STORE_VERSION + 1} is newer"):
+        Store(tmp_path / "s.db")
+
+    archive = tmp_path / "games.db"
+    conn = sqlite3.connect(archive)
+    with conn:
+        conn.execute("CREATE TABLE records (record_id TEXT PRIMARY KEY)")
+    conn.close()
+    with pytest.raises(StoreError, match=r"not a Tapis store .*a Tapis archive"):
+        Store(archive)
+    conn = sqlite3.connect(archive)
+    assert [n for (n,) in conn.execute("SELECT name FROM sqlite_master")] == [
+        "records",
+        "sqlite_autoindex_records_1",
+    ]
+    conn.close()
