@@ -636,6 +636,7 @@ class Referee:
         self.clocks_stopped = False
         self._clocks_stopped_at = 0.0
         self.streams_ended = False  # shutting down: every stream ends (`end_streams`)
+        self._broken_said: set[str] = set()  # tables over found broken when asked for: logged
         # the streams sending a backlog at once, of every front (gRPC's and the web's)
         self.replays = ReplayGate()
 
@@ -778,6 +779,12 @@ class Referee:
                 table = self._restore(stored[0])
             except Exception as exc:
                 why = stored[0].closed_reason or f"it cannot be replayed ({_what(exc)})"
+                if not stored[0].closed_reason and table_id not in self._broken_said:
+                    # said once a table (a client asking again and again logs nothing more)
+                    if len(self._broken_said) >= MAX_BROKEN_SAID:
+                        self._broken_said.clear()
+                    self._broken_said.add(table_id)
+                    _log_broken(table_id, why, exc)
                 raise TableClosed(f"table {table_id} is broken: {why}") from None
             self.tables[table_id] = table
             self._keep_loaded(table)
@@ -804,9 +811,13 @@ class Referee:
             if table.closed is not None:
                 raise TableClosed(f"table {table.id} is {table.closed.status}: no record")
             if table.finished:
+                why = (
+                    "the referee's store failed; it tries again"
+                    if table.record_retry
+                    else "the match has just ended: it is being stored"
+                )
                 raise Unavailable(
-                    f"the record of table {table.id} is not stored yet (the referee's store "
-                    "failed; it tries again): retry"
+                    f"the record of table {table.id} is not stored yet ({why}): retry"
                 )
             raise NotReady(f"table {table.id} is not finished: no record yet")
         if table is not None and table.envelope is not None:
@@ -1666,6 +1677,11 @@ def _digest(doc: object) -> str:
 
 def _what(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {quoted(str(exc), 200)}"
+
+
+# The tables over found broken when asked for, remembered so as to log each once (then
+# forgotten all at once: a table is logged again after this many others).
+MAX_BROKEN_SAID = 4096
 
 
 def _log_broken(table_id: str, reason: str, exc: BaseException) -> None:

@@ -315,3 +315,46 @@ def test_a_store_of_a_newer_tapis_or_an_archive_is_refused_untouched(tmp_path: P
         "sqlite_autoindex_records_1",
     ]
     conn.close()
+
+
+def test_a_finished_table_found_broken_when_asked_for_is_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its stored actions no longer replay (the file changed): GetTable said so, and the
+    log said nothing; asked again and again, it is logged once."""
+    import grpc
+
+    from tapis_cartes.v1 import referee_pb2_grpc as rpc
+
+    from .util import referee
+
+    async def play(server: Any, stub: rpc.RefereeServiceStub, channel: Any) -> str:
+        table_id, tokens = await new_table(stub, "hearts", "", {"end_threshold": 1}, 4)
+        await play_random(stub, table_id, tokens, random.Random(1))
+        return table_id
+
+    table_id = run(play, tmp_path)
+    conn = sqlite3.connect(tmp_path / "t.db")
+    with conn:  # the first card of the first trick made another, not in the seat's hand
+        conn.execute(
+            "UPDATE actions SET action = (action + 8) % 416 WHERE table_id = ? AND idx = 12",
+            [table_id],
+        )
+    conn.close()
+
+    async def main() -> None:
+        async with (
+            referee(tmp_path) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            stub = rpc.RefereeServiceStub(channel)
+            for _ in range(3):
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+                assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+                assert "is broken: it cannot be replayed" in (caught.value.details() or "")
+
+    with caplog.at_level("ERROR"):
+        asyncio.run(main())
+    said = [r for r in caplog.records if r.getMessage() == "table broken"]
+    assert len(said) == 1, [r.getMessage() for r in caplog.records]
