@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
@@ -51,6 +53,7 @@ from tapis_cartes.referee.server.store import Store
 from tapis_cartes.referee.server.tables import Referee
 from tapis_cartes.referee.server.timesource import SYSTEM_TIME, TimeSource
 from tapis_cartes.referee.server.web import WebFront, bind, host_port
+from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2
 
 __all__ = [
@@ -169,6 +172,32 @@ class RunningServer:
         log.info("referee stopped", extra={"fields": fields})
 
 
+def _say_if_key_changed(store: Store, private_key: Ed25519PrivateKey, path: str | Path) -> None:
+    """Log a warning when the store's last record was signed by another key than `path`'s
+    (a key file lost and made anew, or replaced): the records signed before verify only
+    with the other key's public key, which the clients that hold it must be told about."""
+    envelope = store.last_record()
+    if envelope is None:
+        return
+    try:
+        previous = rpb.RecordEnvelope.FromString(envelope).key_id
+    except DecodeError:
+        return  # (said when that record is asked for)
+    now = key_id(private_key.public_key())
+    if previous and previous != now:
+        log.warning(
+            "signing key changed",
+            extra={
+                "fields": {
+                    "key": str(path),
+                    "key_id": now,
+                    "previous_key_id": previous,
+                    "note": "the records signed before verify with the previous key only",
+                }
+            },
+        )
+
+
 async def _calls_wound_up(timeout: float = 1.0) -> None:
     """gRPC's `Server.stop` cancels the calls still under way (a health watch, a table's
     stream) and returns before their tasks have ended: a loop that closes then cancels them
@@ -254,6 +283,7 @@ async def create_server(
         raise
     try:
         private_key = load_or_create_private_key(key)
+        _say_if_key_changed(store, private_key, key)
         referee = Referee(store, private_key, limits, time_source)
         servicer = RefereeServicer(referee, limits, streams)
         add_referee_service(servicer, server)

@@ -605,6 +605,17 @@ class Store:
             conn.close()
         return None if row is None else Request(row[0], row[1], row[2])
 
+    def last_record(self) -> bytes | None:
+        """The record (envelope bytes) of the table made last among those with one."""
+        conn = connect(self.path)
+        try:
+            row = conn.execute(
+                "SELECT record FROM tables WHERE record IS NOT NULL ORDER BY rowid DESC LIMIT 1"
+            ).fetchone()
+        finally:
+            conn.close()
+        return None if row is None else row[0]
+
     def count_finished(self) -> int:
         """Finished tables with their record (left on disk at start-up)."""
         conn = connect(self.path)

@@ -358,3 +358,27 @@ def test_a_finished_table_found_broken_when_asked_for_is_logged_once(
         asyncio.run(main())
     said = [r for r in caplog.records if r.getMessage() == "table broken"]
     assert len(said) == 1, [r.getMessage() for r in caplog.records]
+
+
+def test_a_signing_key_changed_between_runs_is_warned_of(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The key file lost and made anew: the referee served on, signing with the new key, and
+    only the key id of its "serving" line told of it."""
+
+    async def play(server: Any, stub: Any, channel: Any) -> None:
+        table_id, tokens = await new_table(stub, "hearts", "", {"end_threshold": 1}, 4)
+        await play_random(stub, table_id, tokens, random.Random(2))
+
+    async def nothing(server: Any, stub: Any, channel: Any) -> None:
+        return None
+
+    run(play, tmp_path)
+    with caplog.at_level("WARNING"):
+        run(nothing, tmp_path)  # the same key: nothing said
+    assert not [r for r in caplog.records if r.getMessage() == "signing key changed"]
+    (tmp_path / "k.key").unlink()
+    with caplog.at_level("WARNING"):
+        run(nothing, tmp_path)
+    (said,) = [r for r in caplog.records if r.getMessage() == "signing key changed"]
+    assert said.levelname == "WARNING"
