@@ -98,6 +98,16 @@ class DuplicateKeys(dict[str, Any]):
     key: str
 
 
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words: "an array", "null", "a string"..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    kinds = ((str, "a string"), (int, "a number"), (float, "a number"), (list, "an array"))
+    return next((word for kind, word in kinds if isinstance(value, kind)), "an object")
+
+
 def json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """`json.loads`'s `object_pairs_hook`: a plain dict, or a `DuplicateKeys` when a key
     repeats (the place is not known here, so it is named later by the walk)."""
@@ -201,14 +211,15 @@ def load_transcript(path: str | Path) -> dict[str, Any]:
         doc = json.loads(text, object_pairs_hook=json_object)
     except json.JSONDecodeError as exc:
         raise TranscriptError(
-            f"{p}: not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+            f"{p}: not valid JSON: {exc.msg.removesuffix(' at')} at line {exc.lineno}, "
+            f"column {exc.colno}"
         ) from None
     except RecursionError:
         raise TranscriptError(f"{p}: not a transcript: JSON nested too deep") from None
     except ValueError:  # Python reads no integer of more than 4300 digits
         raise TranscriptError(f"{p}: not a transcript: a number of more than 4300 digits") from None
     if not isinstance(doc, dict):
-        raise TranscriptError(f"{p}: a transcript is a JSON object, not {type(doc).__name__}")
+        raise TranscriptError(f"{p}: a transcript is a JSON object, not {json_kind(doc)}")
     return doc
 
 

@@ -281,4 +281,12 @@ def test_load_transcript_errors(tmp_path: Path) -> None:
     arr.write_text("[]")
     with pytest.raises(TranscriptError) as exc:
         load_transcript(arr)
-    assert "a transcript is a JSON object, not list" in str(exc.value)
+    assert "a transcript is a JSON object, not an array" in str(exc.value)  # (JSON's words)
+    for text, said in [("null", "not null"), ('"x"', "not a string"), ("4", "not a number")]:
+        arr.write_text(text)
+        with pytest.raises(TranscriptError, match=said):
+            load_transcript(arr)
+    arr.write_text('{"a": "x\x01"}')
+    with pytest.raises(TranscriptError) as exc:
+        load_transcript(arr)
+    assert str(exc.value).endswith("Invalid control character at line 1, column 9")  # one "at"
