@@ -183,9 +183,9 @@ def cmd_add(args: argparse.Namespace) -> int:
         _err(f"{name} (record {index}): not signed by a trusted key: {error}")
     _unlisted(untrusted - len(report.untrusted), "not signed by a trusted key")
     duplicates = counted(report.duplicates, "duplicate")
-    counts = f"{report.added} added, {duplicates}, {refused} refused"
+    counts = f"{report.added:,} added, {duplicates}, {refused:,} refused"
     if keys:
-        counts += f", {untrusted} not signed by a trusted key"
+        counts += f", {untrusted:,} not signed by a trusted key"
     _say(counts)
     seen = report.added + report.duplicates + refused + untrusted
     rate = seen / elapsed if elapsed > 0 else 0.0
