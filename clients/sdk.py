@@ -371,6 +371,17 @@ class RefereeClient:
             self._channel = None
             self._stub = None
 
+    def _closed_under_call(self) -> RefereeError | None:
+        """For a call cancelled under way: `RefereeError` CANCELLED when this client was
+        closed meanwhile (gRPC cancels its calls: the tasks that made them were not), else
+        None (the task's own cancellation, which goes on)."""
+        task = asyncio.current_task()
+        if self._channel is None and (task is None or not task.cancelling()):
+            return RefereeError(
+                grpc.StatusCode.CANCELLED, "the client was closed while this call was under way"
+            )
+        return None
+
     @property
     def stub(self) -> referee_pb2_grpc.RefereeServiceAsyncStub:
         if self._stub is None:
@@ -395,6 +406,10 @@ class RefereeClient:
             try:
                 self.calls[method] += 1
                 return await call()
+            except asyncio.CancelledError:
+                if (closed := self._closed_under_call()) is None:
+                    raise
+                raise closed from None
             except grpc.aio.AioRpcError as exc:
                 if failures.failed() > self.retries or not (retry and exc.code() in _LOST):
                     raise failures.given_up(exc) from exc
@@ -557,6 +572,10 @@ class RefereeClient:
                 # start past the end of a finished table ends this way too.
                 if failures.failed() > _CLEAN_END_RETRIES:
                     return
+            except asyncio.CancelledError:
+                if (closed := self._closed_under_call()) is None:
+                    raise
+                raise closed from None
             except grpc.aio.AioRpcError as exc:
                 if failures.failed() > self.retries or exc.code() not in _RESUMABLE:
                     raise failures.given_up(exc) from exc
@@ -841,6 +860,10 @@ class SeatPlay:
                     if self._call is None:
                         self._call = await self._open()
                     message = await self._call.read()
+                except asyncio.CancelledError:
+                    if (closed := c._closed_under_call()) is None:
+                        raise
+                    raise closed from None
                 except grpc.aio.AioRpcError as exc:
                     if failures.failed() > c.retries or exc.code() not in _RESUMABLE:
                         raise failures.given_up(exc) from exc

@@ -434,3 +434,35 @@ def test_arguments_of_the_wrong_kind_are_refused_before_anything_is_sent(tmp_pat
                 await client.create_table("hearts", seats=[(1, False)] * 4)  # type: ignore[list-item]
 
     asyncio.run(main())
+
+
+def test_a_client_closed_under_its_calls_ends_them_with_a_referee_error(tmp_path: Path) -> None:
+    """The tasks iterating a watch, or waiting for a turn, raised asyncio.CancelledError
+    (gRPC's, for calls the closed channel cancelled) though nobody cancelled them."""
+
+    async def main() -> None:
+        async with referee(tmp_path) as server:
+            client = RefereeClient(f"127.0.0.1:{server.port}")
+            await client.__aenter__()
+            table = await client.create_table("hearts", options=SHORT, seats=SEATS)
+            seen: list[pb.TableEvent] = []
+
+            async def watch() -> None:
+                async for event in client.watch(table.table_id):
+                    seen.append(event)
+
+            async def turns() -> None:
+                async for _ in client.seat(table.table_id, 0, table.tokens[0]).turns():
+                    pass
+
+            tasks = [asyncio.create_task(watch()), asyncio.create_task(turns())]
+            while not seen:
+                await asyncio.sleep(0.01)
+            await client.close()
+            for task in tasks:
+                with pytest.raises(RefereeError) as caught:
+                    await task
+                assert caught.value.status == grpc.StatusCode.CANCELLED
+                assert "the client was closed" in str(caught.value)
+
+    asyncio.run(main())
