@@ -323,10 +323,30 @@ class DaskExecutor:
                 dashboard_address=":0",  # any free port: never clashes
             )
             return Client(cluster), cluster
-        try:
-            return Client(self.scheduler, timeout=self.timeout), None
-        except (OSError, TimeoutError, ValueError) as exc:  # ValueError: a malformed address
-            raise ExecutorError(f"no Dask scheduler answers at {self.scheduler}: {exc}") from None
+        # Connected in a thread waited for `timeout` (and a moment; a daemon, left behind
+        # when it never returns): a listener that never answers held Client's own timeout for
+        # ever; and whatever the connection fails with (an HTTP server's reply read as Dask's
+        # messages asked for exabytes) is said as such.
+        import threading
+
+        got: list[Any] = []
+
+        def connect() -> None:
+            try:
+                got.append(Client(self.scheduler, timeout=self.timeout))
+            except BaseException as exc:  # (said by the caller)
+                got.append(exc)
+
+        thread = threading.Thread(target=connect, name="tapis-dask-connect", daemon=True)
+        thread.start()
+        thread.join(self.timeout + 5.0)
+        if not got:
+            reason = f"no answer in {self.timeout + 5.0:g} s"
+        elif not isinstance(got[0], BaseException):
+            return got[0], None
+        else:  # OSError, a malformed address (ValueError), a peer that is not Dask's
+            reason = f"{type(got[0]).__name__}: {quoted(str(got[0]), 200)}"
+        raise ExecutorError(f"no Dask scheduler answers at {self.scheduler}: {reason}")
 
     def map_tasks(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
         from distributed import as_completed

@@ -301,3 +301,39 @@ def test_a_worker_killed_is_said_so_not_a_traceback() -> None:
     with pytest.raises(ExecutorError, match="a worker process ended abruptly"):
         for _ in LocalPoolExecutor(2).map_tasks(_killed_in_a_worker, [(me, 2)] * 6):
             pass
+
+
+@pytest.mark.parametrize("reply", [b"", b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"])
+def test_a_peer_that_is_no_dask_scheduler_is_said_so_in_bounded_time(reply: bytes) -> None:
+    """A listener that never answered held the command for ever (Client's own timeout did
+    not end it); an HTTP server's reply, read as Dask's messages, failed with a traceback
+    (numpy asked for exabytes)."""
+    pytest.importorskip("distributed")
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    kept: list[socket.socket] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                kept.append(conn)
+                conn.recv(65536)
+                if reply:
+                    conn.sendall(reply * 64)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        with pytest.raises(
+            ExecutorError, match=f"no Dask scheduler answers at tcp://127.0.0.1:{port}"
+        ):
+            list(DaskExecutor(f"tcp://127.0.0.1:{port}", 1, timeout=2.0).map_tasks(abs, [1]))
+    finally:
+        listener.close()
+        for conn in kept:
+            conn.close()
