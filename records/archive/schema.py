@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -88,7 +89,7 @@ def writing(db: sqlite_utils.Database) -> Iterator[None]:
     another command writing the archive is waited for (the busy timeout), where a deferred
     transaction that reads first would fail at its first write ("database is locked": SQLite
     cannot wait there without breaking what the read saw)."""
-    db.conn.execute("BEGIN IMMEDIATE")
+    _begin_immediate(db.conn)
     try:
         yield
         db.conn.execute("COMMIT")
@@ -96,6 +97,29 @@ def writing(db: sqlite_utils.Database) -> Iterator[None]:
         if db.conn.in_transaction:
             db.conn.execute("ROLLBACK")
         raise
+
+
+# How long a command waits for another writing the archive (SQLite's busy timeout), and the
+# slices it waits in when it takes the write lock: between them, Python runs its signal
+# handlers (a Ctrl-C while SQLite waits in C took effect only when the wait ended).
+BUSY_SECONDS, BUSY_SLICE_MS = 30.0, 200
+
+
+def _begin_immediate(conn: sqlite3.Connection) -> None:
+    """BEGIN IMMEDIATE, waiting up to `BUSY_SECONDS` for the write lock in slices."""
+    deadline = time.monotonic() + BUSY_SECONDS
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_SLICE_MS}")
+    try:
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                busy = getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
+                if not busy or time.monotonic() >= deadline:
+                    raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
 
 
 def now() -> str:
@@ -273,7 +297,7 @@ def open_archive(
         db.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE)
         if not cannot_write:
             db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA busy_timeout=30000")
+        db.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
         _check_objects(db, p)  # (before a migration writes: a trigger would run)
         if not cannot_write:
             migrate(db, p)

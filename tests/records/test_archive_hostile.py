@@ -291,3 +291,30 @@ def test_commands_opening_a_new_archive_at_once_wait_for_each_other(tmp_path: Pa
         ]
         errors = [p.communicate(timeout=120)[1].decode() for p in procs]
         assert [p.returncode for p in procs] == [0] * 6, errors
+
+
+def test_a_command_waiting_for_the_write_lock_stops_at_ctrl_c(
+    archive: Path, corpus: list[pb.RecordEnvelope], tmp_path: Path
+) -> None:
+    """SQLite waited for another writer in C, where Python's signal handlers do not run: a
+    Ctrl-C took effect only when the 30 s wait ended."""
+    import signal
+
+    db = copy_of(archive, tmp_path)
+    records = tmp_path / "more.tapis"
+    write_envelopes(records, corpus[:2])
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another program writing, for as long as it likes
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tapis_cartes.clients.cli", "archive", "add", str(db),
+             str(records)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(3.0)  # (started, and waiting)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)  # (not the 30 s of the wait)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert proc.returncode == 130 and "Traceback" not in err, err
