@@ -237,15 +237,15 @@ def summary_text(s: RescoreSummary, elapsed: float) -> str:
     lines = [
         f"run {s.run_id} ({opts}{', game ' + s.game if s.game else ''}): "
         + counted(s.total, "record"),
-        f"  scored:          {s.scored}",
-        f"  not replayable:  {s.not_replayable}"
+        f"  scored:          {s.scored:,}",
+        f"  not replayable:  {s.not_replayable:,}"
         + (
             " (" + ", ".join(f"{rule or '?'}: {n}" for rule, n in s.refusals.items()) + ")"
             if s.refusals
             else ""
         ),
-        f"  scores changed:  {s.scores_changed}",
-        f"  winners changed: {s.winners_changed}",
+        f"  scores changed:  {s.scores_changed:,}",
+        f"  winners changed: {s.winners_changed:,}",
     ]
     if s.no_longer_finished:
         lines.append(f"  no longer finished: {s.no_longer_finished} (the match now goes on)")
@@ -274,15 +274,16 @@ def runs_text(runs: Sequence[Mapping[str, Any]]) -> str:
             stored = counted(r.get("stored", 0), "result")
             lines.append(
                 f"run {r['run_id']} ({_opts(r['options'])}{game}): started {r['started_at']}, "
-                f"interrupted; {stored} stored (the same command continues it)"
+                f"unfinished (interrupted, or under way); {stored} stored (the same command "
+                "continues it)"
             )
             continue
         state = f"finished {r['finished_at']}"
         lines.append(
             f"run {r['run_id']} ({_opts(r['options'])}{game}): started {r['started_at']}, "
-            f"{state}; {counted(r['total'], 'record')}, {r['scored']} scored, "
-            f"{r['not_replayable']} not replayable, {r['scores_changed']} scores changed, "
-            f"{r['winners_changed']} winners changed, {r['no_longer_finished']} no longer "
-            f"finished, {r['now_finished']} now finished"
+            f"{state}; {counted(r['total'], 'record')}, {r['scored']:,} scored, "
+            f"{r['not_replayable']:,} not replayable, {r['scores_changed']:,} scores changed, "
+            f"{r['winners_changed']:,} winners changed, {r['no_longer_finished']:,} no longer "
+            f"finished, {r['now_finished']:,} now finished"
         )
     return "\n".join(lines) or "no re-scoring runs"

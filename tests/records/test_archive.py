@@ -119,7 +119,7 @@ def test_a_file_of_many_bad_records_is_counted_whole_and_listed_in_part(
     db = tmp_path / "a.db"
     done = tapis("archive", "add", db, path)
     assert done.returncode == 1, done.stderr
-    assert done.stdout.splitlines()[0] == "1 added, 0 duplicates, 1500 refused"
+    assert done.stdout.splitlines()[0] == "1 added, 0 duplicates, 1,500 refused"
     lines = done.stderr.splitlines()
     assert sum("refused:" in line for line in lines) == 1000
     assert f"{path} (record 1000): refused:" in done.stderr
@@ -423,9 +423,11 @@ def test_interrupted_rescore_continues(
     ((partial,),) = rows(db, "SELECT count(*) FROM rescore_results WHERE run_id = ?", run_id)
     assert 0 < partial < N
     listed = tapis("archive", "runs", db)  # the results stored so far, not the counts (none)
-    assert f"interrupted; {partial} results stored (the same command continues it)" in (
-        listed.stdout
-    ), listed.stdout
+    said = (
+        f"unfinished (interrupted, or under way); {partial} results stored (the same command "
+        "continues it)"
+    )
+    assert said in listed.stdout, listed.stdout
     (run,) = [json.loads(line) for line in tapis("archive", "runs", db, "--json").stdout.split()]
     assert run["stored"] == partial
 
