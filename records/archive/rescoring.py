@@ -170,7 +170,15 @@ def check_changes(
                     f"({g!r}, {ruleset!r}, {count}) are no rule set of Tapis: {own} (was the "
                     "file changed by another program?)"
                 ) from None
-            raise ArchiveError(f"{g} ({ruleset}): {exc}") from None
+            hint = (
+                "--game chooses the records of one game"
+                if game is None
+                else "an option of one ruleset cannot be changed where records of another "
+                "are chosen too"
+            )
+            raise ArchiveError(
+                f"{g} ({ruleset}): {exc}. The archive holds records of this rule set: {hint}"
+            ) from None
 
 
 def rescore(
