@@ -55,6 +55,7 @@ from tapis_cartes.v1 import record_pb2 as pb
 __all__ = [
     "FORMAT",
     "MAX_BRACKETS",
+    "MAX_COMMAS",
     "MAX_TRANSCRIPT",
     "DuplicateKeys",
     "import_transcript",
@@ -70,6 +71,10 @@ MAX_TRANSCRIPT = 64 << 20  # bytes: a larger file is not a transcript
 # match the referee allows (1000 hands, 100,000 actions) has a few hundred thousand. A file of
 # tens of millions of tiny lists would take a minute to read and check.
 MAX_BRACKETS = 1_000_000
+# Commas (the values of its lists and objects, and any in its texts): such a match has about
+# 300,000 (two an action, 51 a deck). Read, every value is a Python object: a file of 13
+# million cards in one list ("QS", "QS", ...: 62 MB) took 1.1 GB to refuse.
+MAX_COMMAS = 2_000_000
 _TOP_KEYS = {"format", "game", "ruleset", "options", "players", "start", "hands"}
 _INT64 = 1 << 63  # every integer of a transcript fits a record's 64-bit fields
 _INT64_LOW = -_INT64
@@ -201,6 +206,11 @@ def load_transcript(path: str | Path) -> dict[str, Any]:
             raise TranscriptError(
                 f"{p}: {brackets:,} brackets ('[' and '{{'), more than {MAX_BRACKETS:,}: not a"
                 " transcript"
+            )
+        commas = text.count(",")
+        if commas > MAX_COMMAS:
+            raise TranscriptError(
+                f"{p}: {commas:,} commas (its values), more than {MAX_COMMAS:,}: not a transcript"
             )
     except OSError as exc:
         raise TranscriptError(f"{p}: cannot read: {exc.strerror or exc}") from None

@@ -290,3 +290,14 @@ def test_load_transcript_errors(tmp_path: Path) -> None:
     with pytest.raises(TranscriptError) as exc:
         load_transcript(arr)
     assert str(exc.value).endswith("Invalid control character at line 1, column 9")  # one "at"
+
+
+def test_a_transcript_of_millions_of_values_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """Each value read is a Python object: 62 MB of cards in one list took 1.1 GB to
+    refuse. A match the referee allows has about 300,000 commas."""
+    from tapis_cartes.records.transcript import MAX_COMMAS
+
+    big = tmp_path / "big.json"
+    big.write_text('{"hands": [' + ",".join(["0"] * (MAX_COMMAS + 2)) + "]}")
+    with pytest.raises(TranscriptError, match=f"{MAX_COMMAS + 1:,} commas"):
+        load_transcript(big)
