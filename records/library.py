@@ -44,6 +44,7 @@ from tapis_cartes.records.verify import Keys, VerifyResult, verify_frame
 from tapis_cartes.referee.engine import RecordError, RulesError, find_game
 from tapis_cartes.referee.engine.actions import action_str
 from tapis_cartes.referee.engine.cards import mask_str
+from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.referee.errors import RecordFileError
 from tapis_cartes.v1 import record_pb2 as pb
@@ -144,8 +145,10 @@ class Record:
     source: str  # "referee", "transcript", ...
     played_at: str  # ISO 8601, as recorded ("" when unknown)
     key_id: str  # the id of the key that signed it ("" when unsigned)
-    message: pb.GameRecord = field(repr=False)  # the record itself (record.proto)
-    envelope: pb.RecordEnvelope = field(repr=False)  # its bytes, signature and key id
+    # The record itself (record.proto), and its envelope (its bytes, signature and key id):
+    # to read (protobuf messages can be changed; every method reads `frame`, as stored).
+    message: pb.GameRecord = field(repr=False)
+    envelope: pb.RecordEnvelope = field(repr=False)
     frame: bytes = field(repr=False)  # the envelope's bytes, as stored in a record file
 
     @classmethod
@@ -184,9 +187,16 @@ class Record:
         )
 
     @functools.cached_property
+    def _own(self) -> tuple[pb.RecordEnvelope, pb.GameRecord]:
+        """The envelope and record as the record's bytes (`frame`) hold them, which is what
+        every method reads: `message` and `envelope` are messages a caller may change."""
+        env = pb.RecordEnvelope.FromString(self.frame)
+        return env, decode_record(env.record)
+
+    @functools.cached_property
     def hands(self) -> tuple[Hand, ...]:
         """Every hand, with its plays by seat, score lines and scores after it."""
-        rec, names, units = self.message, self.players, self.units
+        rec, names, units = self._own[1], self.players, self.units
         out = []
         for hand, rows in zip(rec.hands, hand_plays(rec), strict=False):
             plays = tuple(
@@ -229,11 +239,11 @@ class Record:
 
     def score_sheet(self) -> str:
         """The score sheet, as `tapis record score` prints it."""
-        return score_sheet(self.message)
+        return score_sheet(self._own[1])
 
     def score_json(self) -> dict[str, Any]:
         """The scores as TRANSCRIPT.md's JSON ("Scores"), as `tapis record score --json`."""
-        return score_json(self.message)
+        return score_json(self._own[1])
 
     def rescore(self, changes: Mapping[str, Option] | None = None, **more: Option) -> Rescored:
         """The same deals and actions under the record's options changed by `changes` and
@@ -241,11 +251,20 @@ class Record:
         ends: old and new scores, winners, finish, the first score line that differs.
         Never raises for a record the new options refuse (`status` "not-replayable", with
         the rule or option that refuses it)."""
-        return rescore_record(self.id, self.message, {**(changes or {}), **more})
+        given = {**(changes or {}), **more}
+        for key, value in given.items():
+            if not isinstance(value, bool | int | str):
+                raise RulesError(
+                    f"option {key!r}: {quoted(value)} ({type(value).__name__}) is no option "
+                    "value (a bool, an int or text)",
+                    key,
+                )
+        return rescore_record(self.id, self._own[1], given)
 
     def show(self) -> str:
         """The match for a person, as `tapis record show` prints it."""
-        return render_record(self.message, self.envelope.record, self.envelope.annotations)
+        env, rec = self._own
+        return render_record(rec, env.record, env.annotations)
 
 
 def read_records(source: str | os.PathLike[str] | BinaryIO) -> Iterator[Record]:

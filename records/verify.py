@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from tapis_cartes.records.clocks import AUTOPLAY_RULE, FORFEIT_RULE
 from tapis_cartes.records.codec import (
@@ -97,7 +97,9 @@ __all__ = [
 # not given; signed but no key given to check it; not signed; signature or key id malformed.
 SIGNATURE_STATES = ("valid", "invalid", "unknown-key", "unchecked", "none", "malformed")
 
-Keys = Sequence[Ed25519PublicKey | TrustedKey]
+Keys = Sequence[
+    Ed25519PublicKey | Ed25519PrivateKey | TrustedKey
+]  # (a private key: its public one)
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,16 @@ class VerifyResult:
 def keyring(keys: Keys) -> dict[str, TrustedKey]:
     """The keys by key id; a key given twice keeps the first label it was given."""
     ring: dict[str, TrustedKey] = {}
+    if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
+        raise TypeError(f"keys are public keys (a list of them), not {type(keys).__name__}")
     for k in keys:
+        if isinstance(k, Ed25519PrivateKey):  # (what a referee's key file holds)
+            k = k.public_key()
+        if not isinstance(k, TrustedKey | Ed25519PublicKey):
+            raise TypeError(
+                f"a key is an Ed25519 public key (records.signing: load_public_key), "
+                f"not {type(k).__name__}"
+            )
         tk = k if isinstance(k, TrustedKey) else TrustedKey.from_key(k)
         have = ring.get(tk.key_id)
         if have is None or (have.label is None and tk.label is not None):

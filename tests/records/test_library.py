@@ -23,7 +23,7 @@ from tapis_cartes.records import (
 from tapis_cartes.records.codec import MAGIC, write_envelopes, write_frames
 from tapis_cartes.records.research import play_rows
 from tapis_cartes.referee.catalog import games, games_catalog
-from tapis_cartes.referee.engine import make_rules
+from tapis_cartes.referee.engine import RulesError, make_rules
 from tapis_cartes.v1 import record_pb2 as pb
 
 PLAYED_AT = "2026-01-01T00:00:00+00:00"
@@ -242,3 +242,28 @@ def test_a_match_is_not_played_for_names_or_a_date_no_record_may_hold(
     with pytest.raises(RecordError) as caught:
         play_match("hearts", seed="lib-names", **given)
     assert caught.value.code == code
+
+
+def test_a_record_reads_its_own_bytes_whatever_its_messages_become(tmp_path: Path) -> None:
+    """`message` is a protobuf message a caller may change: `score_sheet` then printed the
+    change while `players` and `verify` did not."""
+    from tapis_cartes.records.signing import load_or_create_private_key, sign
+
+    record = play_match("hearts", seed="lib-own", options={"end_threshold": 30})
+    sheet, shown = record.score_sheet(), record.show()
+    fresh = record.envelope.record
+    record.message.seats[0].name = "Mallory"
+    record.envelope.Clear()
+    assert (record.score_sheet(), record.show()) == (sheet, shown)
+    assert "Mallory" not in sheet and record.verify().ok
+
+    key = load_or_create_private_key(tmp_path / "k.key")  # a private key, as the CLI's --key
+    path = tmp_path / "signed.tapis"
+    write_envelopes(path, [sign(fresh, key)])
+    (signed,) = read_records(path)
+    assert signed.verify(keys=[key]).ok
+    for keys in ("abc", None, [b"raw"]):
+        with pytest.raises(TypeError, match="public key"):
+            signed.verify(keys=keys)  # type: ignore[arg-type]
+    with pytest.raises(RulesError, match=r"'moon_mode': .* is no option value"):
+        record.rescore(moon_mode={"a": 1})  # type: ignore[arg-type]
