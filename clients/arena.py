@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from tapis_cartes.clients.bots import Bot, make_bot
 from tapis_cartes.clients.corpus import NAMES, play_record
 from tapis_cartes.records.library import Record
-from tapis_cartes.referee.engine import find_game, make_rules, new_match
+from tapis_cartes.referee.engine import RulesError, find_game, make_rules, new_match
+from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option
 from tapis_cartes.referee.server.service import seat_view
 from tapis_cartes.referee.server.tables import Seat, Table, token_hash
@@ -85,9 +86,16 @@ def play_match(
     or a `played_at` that no record may hold (an empty name, a control character in one, a
     date that is no RFC 3339 date-time)."""
     spec = find_game(game)
+    if not isinstance(seed, str):
+        raise RulesError(f"seed is {quoted(seed)} ({type(seed).__name__}), not text", "seed")
     opts = dict(options or {})
+    players = make_rules(spec.name, ruleset or None, opts).players
     if isinstance(bots, str):
-        bots = [bots] * make_rules(spec.name, ruleset or None, opts).players
+        bots = [bots] * players
+    if names is NAMES and players > len(NAMES):  # the default names, as many as the seats
+        names = [*NAMES, *(f"Player {i + 1}" for i in range(len(NAMES), players))]
+    elif len(names) < players:
+        raise RulesError(f"{len(names)} names for {players} seats", "names")
     seats = [
         make_bot(b, spec.name, ruleset, i, opts) if isinstance(b, str) else b
         for i, b in enumerate(bots)

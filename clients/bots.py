@@ -34,7 +34,7 @@ from tapis_cartes.referee.engine.actions import (
     pass_action,
 )
 from tapis_cartes.referee.engine.cards import HEARTS, R1, R3, SPADES, RankOrder, parse_card
-from tapis_cartes.referee.engine.errors import RulesError
+from tapis_cartes.referee.engine.errors import RulesError, quoted
 from tapis_cartes.referee.engine.registry import find_game
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
@@ -482,12 +482,14 @@ def make_bot(
     seed: int | None = None,
     options: Mapping[str, object] | None = None,
 ) -> Bot:
-    """A bot by kind: "random" or "heuristic"."""
+    """A bot by kind: "random" or "heuristic", for `game`; `RulesError` for another kind or
+    a game Tapis does not have."""
+    game = find_game(game).name  # (RulesError: no such game)
     if kind == "random":
         return RandomBot(seed)
     if kind == "heuristic":
         return HeuristicBot(game, ruleset, options)
-    raise ValueError(f"unknown bot kind {kind!r}; expected random or heuristic")
+    raise RulesError(f"unknown bot kind {quoted(kind)}; expected random or heuristic", "bots")
 
 
 # --- playing a seat ------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -267,3 +268,21 @@ def test_a_record_reads_its_own_bytes_whatever_its_messages_become(tmp_path: Pat
             signed.verify(keys=keys)  # type: ignore[arg-type]
     with pytest.raises(RulesError, match=r"'moon_mode': .* is no option value"):
         record.rescore(moon_mode={"a": 1})  # type: ignore[arg-type]
+
+
+def test_play_match_says_what_is_wrong_with_what_it_is_given() -> None:
+    """Eight Napoléon seats were named with the seven default names, the first twice; a seed
+    that is not text, a bot kind or game unknown, were errors from deep inside (or none)."""
+    from tapis_cartes.clients import make_bot
+
+    eight = play_match("nap", options={"players": 8}, bots="random", seed="lib-8")
+    assert len(set(eight.players)) == 8 and eight.verify().ok
+    for given, said in [
+        ({"seed": 5}, "seed is 5 (int), not text"),
+        ({"names": ["Ann", "Bob"]}, "2 names for 4 seats"),
+        ({"bots": ["genius"] * 4}, "unknown bot kind 'genius'"),
+    ]:
+        with pytest.raises(RulesError, match=re.escape(said)):
+            play_match("hearts", **given)
+    with pytest.raises(RulesError, match="unknown game 'bridge'"):
+        make_bot("random", "bridge")
