@@ -196,8 +196,9 @@ def test_a_start_hand_number_out_of_range_is_refused(number: int) -> None:
 def test_start_scores_are_bounded_and_shaped() -> None:
     rules = make_rules("hearts")
     edge = START_SCORE_MAX
-    m = new_match(rules, Start(START_HAND_MAX, ((edge,), (-edge,), (0,), (1,))))
-    assert m.hand_number == START_HAND_MAX and m.scores[0] == (edge,)
+    # (a total at the threshold, 100, would end the match before it begins: DP.END)
+    m = new_match(rules, Start(START_HAND_MAX, ((-edge,), (-edge,), (0,), (99,))))
+    assert m.hand_number == START_HAND_MAX and m.scores[0] == (-edge,)
     refused = [
         ((edge + 1,), (0,), (0,), (0,)),
         ((0,), (0,), (0,), (-(2**63),)),
