@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -72,6 +73,7 @@ from tapis_cartes.referee.server.limits import (
     StreamCount,
     client_of,
 )
+from tapis_cartes.referee.server.store import store_unreadable
 from tapis_cartes.referee.server.tables import (
     WATCH_CHUNK,
     ActionEvent,
@@ -188,6 +190,8 @@ async def _abort(
 ) -> None:
     """End the call with the status of `exc` (about `request`); an unexpected one (a bug) is
     logged."""
+    if isinstance(exc, sqlite3.Error):  # (the store's reads: a write's is Unavailable already)
+        exc = store_unreadable(exc)
     if _grpc_status(exc) is None:
         log.error(
             "call failed",

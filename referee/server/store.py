@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tapis_cartes.referee.errors import StoreError, StoreLocked
+from tapis_cartes.referee.errors import StoreError, StoreLocked, Unavailable
 from tapis_cartes.referee.server.writer import connect, frame, take_frames, write_all
 
 log = logging.getLogger("tapis.store")
@@ -129,6 +129,14 @@ def _check_kind(conn: sqlite3.Connection, path: str) -> None:
             f"{path}: store schema version {version} is newer than this Tapis knows "
             f"({STORE_VERSION}): use a newer Tapis"
         )
+
+
+def store_unreadable(exc: sqlite3.Error) -> Unavailable:
+    """What a call answers when the store cannot be read (its file gone, the disk failing):
+    not the client's doing, nor a bug; logged (an operator's matter), without a traceback."""
+    error = f"{type(exc).__name__}: {exc}"
+    log.error("store unreadable", extra={"fields": {"error": error}})
+    return Unavailable(f"the referee cannot read its store now ({error}): retry")
 
 
 def _ended(process: subprocess.Popen[bytes]) -> str:

@@ -35,6 +35,7 @@ import html
 import json
 import re
 import socket
+import sqlite3
 import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
@@ -72,6 +73,7 @@ from tapis_cartes.referee.server.limits import (
     StreamCount,
 )
 from tapis_cartes.referee.server.service import event_message, seat_view, table_status
+from tapis_cartes.referee.server.store import store_unreadable
 from tapis_cartes.referee.server.tables import Referee, Table, Turn, is_backlog
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
@@ -341,7 +343,7 @@ class WebFront:
                 Route("/tables/{table_id}/replay", self.replay),
                 Route("/tables/{table_id}/record.tapis", self.record),
             ],
-            exception_handlers={TapisError: self._error},
+            exception_handlers={TapisError: self._error, sqlite3.Error: self._error},
         )
         # No redirect to the path without its trailing slash (404): its address would be built
         # from the request's Host header.
@@ -385,6 +387,8 @@ class WebFront:
     # -- pages ------------------------------------------------------------------------------
 
     async def _error(self, request: Request, exc: Exception) -> Response:
+        if isinstance(exc, sqlite3.Error):  # the store cannot be read: 503, as gRPC's UNAVAILABLE
+            exc = store_unreadable(exc)
         assert isinstance(exc, TapisError)
         return PlainTextResponse(str(exc) + "\n", status_code=http_status(exc))
 

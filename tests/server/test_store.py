@@ -382,3 +382,33 @@ def test_a_signing_key_changed_between_runs_is_warned_of(
         run(nothing, tmp_path)
     (said,) = [r for r in caplog.records if r.getMessage() == "signing key changed"]
     assert said.levelname == "WARNING"
+
+
+def test_a_store_that_cannot_be_read_is_unavailable_not_internal(tmp_path: Path) -> None:
+    """The store's folder removed under a running referee: its reads (a CreateTable's request
+    id looked up) failed with INTERNAL, an error logged as a bug."""
+    import shutil
+
+    import grpc
+
+    from tapis_cartes.v1 import referee_pb2_grpc as rpc
+
+    from .util import referee
+
+    folder = tmp_path / "store"
+    folder.mkdir()
+    request = pb.CreateTableRequest(
+        game="hearts", seats=[pb.SeatRequest(name=f"P{i}") for i in range(4)], request_id="r1"
+    )
+
+    async def main() -> None:
+        async with (
+            referee(folder) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            shutil.rmtree(folder)
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await rpc.RefereeServiceStub(channel).CreateTable(request)
+            assert caught.value.code() == grpc.StatusCode.UNAVAILABLE, caught.value.details()
+
+    asyncio.run(main())
