@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import signal
 import threading
@@ -327,8 +328,6 @@ class DaskExecutor:
         # when it never returns): a listener that never answers held Client's own timeout for
         # ever; and whatever the connection fails with (an HTTP server's reply read as Dask's
         # messages asked for exabytes) is said as such.
-        import threading
-
         got: list[Any] = []
 
         def connect() -> None:
@@ -349,7 +348,7 @@ class DaskExecutor:
         raise ExecutorError(f"no Dask scheduler answers at {self.scheduler}: {reason}")
 
     def map_tasks(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:
-        from distributed import as_completed
+        from distributed import wait as dask_wait
 
         client, cluster = self._client(_at_most_tasks(self.workers, tasks))
         try:
@@ -361,23 +360,38 @@ class DaskExecutor:
                 ) from None
             threads = max(1, sum(client.nthreads().values()))
             todo = iter(tasks)
-            of: dict[str, T] = {}
-            pending = as_completed(with_results=True)
-            for task in todo:
-                fut = client.submit(fn, task, pure=False)
-                of[fut.key] = task
-                pending.add(fut)
-                if len(of) >= 2 * threads:
-                    break
-            for fut, result in pending:
-                task = of.pop(fut.key)
-                fut.release()
-                nxt = next(todo, None)
-                if nxt is not None:
-                    new = client.submit(fn, nxt, pure=False)
-                    of[new.key] = nxt
-                    pending.add(new)
-                yield task, result
+            running: dict[Any, T] = {}  # future: task
+
+            def submit(task: T) -> None:
+                running[client.submit(fn, task, pure=False)] = task
+
+            for task in itertools.islice(todo, 2 * threads):
+                submit(task)
+            # Waited for a second at a time: a cluster that lost every worker (and none came
+            # back within `timeout`) fails the job, where it waited for ever without a word.
+            lost_since: float | None = None
+            while running:
+                try:
+                    done, _ = dask_wait(list(running), timeout=1.0, return_when="FIRST_COMPLETED")
+                except TimeoutError:
+                    if client.nthreads():
+                        lost_since = None
+                    else:
+                        lost_since = lost_since or time.monotonic()
+                        if time.monotonic() - lost_since > self.timeout:
+                            raise ExecutorError(
+                                f"the Dask cluster at {self.scheduler} has had no worker for "
+                                f"{self.timeout:g} s: the work under way was not done"
+                            ) from None
+                    continue
+                for fut in done:
+                    task = running.pop(fut)
+                    result = fut.result()  # (a task's error, raised)
+                    fut.release()
+                    nxt = next(todo, _NO_TASK)
+                    if nxt is not _NO_TASK:
+                        submit(nxt)
+                    yield task, result
         finally:
             client.close()
             if cluster is not None:

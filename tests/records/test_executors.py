@@ -337,3 +337,19 @@ def test_a_peer_that_is_no_dask_scheduler_is_said_so_in_bounded_time(reply: byte
         listener.close()
         for conn in kept:
             conn.close()
+
+
+def test_a_dask_cluster_that_lost_every_worker_fails_the_job() -> None:
+    """The job waited for ever, without a word, for a worker to come back."""
+    pytest.importorskip("distributed")
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster:
+        jobs = DaskExecutor(cluster.scheduler_address, 1, timeout=3.0).map_tasks(
+            time.sleep, [0.2] * 50
+        )
+        next(jobs)  # (working)
+        cluster.scale(0)
+        with pytest.raises(ExecutorError, match="has had no worker for 3 s"):
+            for _ in jobs:
+                pass
