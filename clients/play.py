@@ -488,7 +488,7 @@ async def run_bot(
     `as_json`, one JSON object)."""
     async with RefereeClient(address) as client:
         if join:
-            handle = await client.join(table_id, seat, name or f"{kind} bot")
+            handle = await client.join(table_id, seat, name)  # (empty: the seat keeps its name)
         else:
             assert seat is not None and token is not None
             handle = client.seat(table_id, seat, token)

@@ -470,7 +470,12 @@ def add_referee_parsers(sub: Any) -> None:
     p.add_argument("--seat", type=int, metavar="N", help="a seat taken at creation ...")
     p.add_argument("--token", metavar="T", help="... with its token")
     p.add_argument("--join", action="store_true", help="take an open seat (--seat: that one)")
-    p.add_argument("--name", default="", type=text_arg, help="the name to join with")
+    p.add_argument(
+        "--name",
+        default="",
+        type=text_arg,
+        help="the name to join with (default: the name the seat was given)",
+    )
     p.add_argument("--kind", choices=("heuristic", "random"), default="heuristic")
     p.add_argument("--seed", type=int, metavar="N", help="seed of a random bot")
     p.add_argument("--json", action="store_true", help="the result as one JSON object")

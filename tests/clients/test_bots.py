@@ -111,15 +111,21 @@ def test_sdk_bots_make_one_call_per_move(
     asyncio.run(main())
 
 
-def test_tapis_bot_joins_a_table_and_plays_it_to_the_end(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["Robot", None])
+def test_tapis_bot_joins_a_table_and_plays_it_to_the_end(tmp_path: Path, name: str | None) -> None:
+    """Without --name, the seat keeps the name its table gave it (it was "heuristic bot" for
+    every bot, four players of one name)."""
+    want = name or "Dee"
+    given = ["--name", name] if name else []
+
     async def main() -> None:
         async with referee_and_client(tmp_path) as (server, client):
-            seats = [("Ann", False), ("Bob", False), ("Cid", False), ("", True)]
+            seats = [("Ann", False), ("Bob", False), ("Cid", False), ("Dee", True)]
             table = await client.create_table("hearts", options={"end_threshold": 20}, seats=seats)
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "tapis_cartes.clients.cli", "bot",
                 "--address", f"127.0.0.1:{server.port}", "--table", table.table_id,
-                "--join", "--name", "Robot", "--kind", "random", "--seed", "5", "--json",
+                "--join", *given, "--kind", "random", "--seed", "5", "--json",
                 cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             )  # fmt: skip
@@ -129,13 +135,13 @@ def test_tapis_bot_joins_a_table_and_plays_it_to_the_end(tmp_path: Path) -> None
             assert process.returncode == 0, err.decode()
             got = json.loads(out.decode())
             assert got["table_id"] == table.table_id and got["seat"] == 3
-            assert got["name"] == "Robot" and got["kind"] == "random"
+            assert got["name"] == want and got["kind"] == "random"
             assert got["record_id"] == results[0].record_id and got["actions"] > 0
-            assert set(got["scores"]) == {"Ann", "Bob", "Cid", "Robot"}
+            assert set(got["scores"]) == {"Ann", "Bob", "Cid", want}
             assert set(got["winners"]) <= set(got["scores"]) and got["winners"]
-            assert got["won"] == ("Robot" in got["winners"])
+            assert got["won"] == (want in got["winners"])
             info = await client.table(table.table_id)
-            assert info.seats[3].name == "Robot"
+            assert info.seats[3].name == want
 
     asyncio.run(main())
 
