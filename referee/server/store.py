@@ -593,47 +593,38 @@ class Store:
 
     def load_record(self, table_id: str) -> bytes | None:
         """The stored record (envelope bytes) of a finished table, without replaying it."""
-        conn = connect(self.path)
-        try:
-            row = conn.execute("SELECT record FROM tables WHERE id = ?", (table_id,)).fetchone()
-        finally:
-            conn.close()
+        row = self._one("SELECT record FROM tables WHERE id = ?", (table_id,))
         return None if row is None else row[0]
 
     def find_request(self, client: str, request_id: str) -> Request | None:
         """The request a client made with this id, remembered for `REQUEST_MEMORY`."""
-        conn = connect(self.path)
-        try:
-            row = conn.execute(
-                "SELECT digest, table_id, seat FROM requests"
-                " WHERE client = ? AND request_id = ? AND created >= ?",
-                (client, request_id, time.time() - REQUEST_MEMORY),
-            ).fetchone()
-        finally:
-            conn.close()
+        row = self._one(
+            "SELECT digest, table_id, seat FROM requests"
+            " WHERE client = ? AND request_id = ? AND created >= ?",
+            (client, request_id, time.time() - REQUEST_MEMORY),
+        )
         return None if row is None else Request(row[0], row[1], row[2])
 
     def last_record(self) -> bytes | None:
         """The record (envelope bytes) of the table made last among those with one."""
-        conn = connect(self.path)
-        try:
-            row = conn.execute(
-                "SELECT record FROM tables WHERE record IS NOT NULL ORDER BY rowid DESC LIMIT 1"
-            ).fetchone()
-        finally:
-            conn.close()
+        row = self._one(
+            "SELECT record FROM tables WHERE record IS NOT NULL ORDER BY rowid DESC LIMIT 1"
+        )
         return None if row is None else row[0]
 
     def count_finished(self) -> int:
         """Finished tables with their record (left on disk at start-up)."""
+        row = self._one("SELECT count(*) FROM tables WHERE finished = 1 AND record IS NOT NULL")
+        return int(row[0]) if row is not None else 0
+
+    def _one(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+        """The first row of a query of the store (a connection of its own, as each read)."""
         conn = connect(self.path)
         try:
-            row = conn.execute(
-                "SELECT count(*) FROM tables WHERE finished = 1 AND record IS NOT NULL"
-            ).fetchone()
+            row: tuple[Any, ...] | None = conn.execute(sql, params).fetchone()
+            return row
         finally:
             conn.close()
-        return int(row[0])
 
 
 def _lock(path: str, wait: float) -> int:
