@@ -125,15 +125,17 @@ def peak_kb(path: Path, tmp_path: Path) -> tuple[int, str]:
     return int(last.split()[1]), done.stdout + "\n".join(lines)
 
 
-BIG = 3_000_000  # small integers: 6 MB of JSON, a list of 24 MB once read
+# small integers, just under the commas a transcript may hold (`MAX_COMMAS`, 2,000,000):
+# 3.8 MB of JSON, a list of 15 MB once read
+BIG = 1_900_000
 BULK = [
     ("an unknown key", lambda t: t[:-1] + ', "hands2": [0' + ",1" * BIG + "]}",
      "transcript: unknown key 'hands2'"),
     ("a long talon", lambda t: t.replace('"deal": {"hands": ', '"deal": {"talon": ['
-     + "1," * BIG + f'{2**70}], "hands": ', 1), "hands[0].deal.talon[3000000]: "),
+     + "1," * BIG + f'{2**70}], "hands": ', 1), f"hands[0].deal.talon[{BIG}]: "),
     ("many actions", lambda t: t.replace('"actions": [', '"actions": ['
      + '{"seat": 0, "play": "2C"}, ' * (BIG // 10) + '{"seat": 0, "seat": 1}, ', 1),
-     "hands[0].actions[300000]: duplicate key 'seat'"),
+     f"hands[0].actions[{BIG // 10}]: duplicate key 'seat'"),
 ]  # fmt: skip
 
 
@@ -150,7 +152,7 @@ def test_memory_stays_near_the_size_of_the_json(
     assert "imported" in text, text
     path = tmp_path / "big.json"
     path.write_text(make(n1_text()))
-    assert path.stat().st_size > 6_000_000
+    assert path.stat().st_size > 3_500_000
     peak, text = peak_kb(path, tmp_path)
     assert text.startswith(f"{path}: {message}"), text
     assert "Traceback" not in text
