@@ -137,34 +137,28 @@ def _text(value: str, where: str, limit: int = MAX_TEXT, hand: int | None = None
 # `provenance.played_at`: empty (not known) or an RFC 3339 date-time (record.proto), as the
 # referee writes it and the archive's `--since`/`--until` read it (SQLite's `julianday`, after
 # `archive add` puts its letters in capitals: RFC 3339 allows "t" and "z").
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
+_RFC3339 = re.compile(
+    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}):(\d{2})(?:\.\d{1,9})?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
+)
 
 
 def check_played_at(text: str) -> None:
-    """`RecordError` `provenance` when `text` is neither empty nor an RFC 3339 date-time (a
-    leap second's 60 taken)."""
+    """`RecordError` `provenance` when `text` is neither empty nor an RFC 3339 date-time (its
+    form by `_RFC3339`, its day and time by Python's calendar; a leap second's 60 taken)."""
     if not text:
         return
-    well_formed = _RFC3339.fullmatch(text) is not None
-    if well_formed:
-        # A fraction cut to microseconds (Python's); a leap second read as the one before.
-        day, rest = text[:10], text[11:].upper()
-        clock, zone = rest[:8], rest[8:]
-        fraction = zone[: len(zone) - 6 if zone[-1] != "Z" else -1]
-        zone = zone[len(fraction) :]
+    m = _RFC3339.fullmatch(text)
+    if m is not None:
         try:
-            datetime.fromisoformat(
-                f"{day}T{clock[:6]}{min(int(clock[6:]), 59):02d}{fraction[:7]}"
-                f"{'+00:00' if zone == 'Z' else zone}"
-            )
+            datetime.fromisoformat(f"{m[1]}T{m[2]}:{min(int(m[3]), 59):02d}")
+            return
         except ValueError:
-            well_formed = False
-    if not well_formed:
-        raise RecordError(
-            "provenance",
-            f"provenance.played_at is neither empty nor an RFC 3339 date-time "
-            f"(2026-03-01T20:15:00Z, 2026-03-01T21:15:00+01:00): {quoted(text)}",
-        )
+            pass
+    raise RecordError(
+        "provenance",
+        f"provenance.played_at is neither empty nor an RFC 3339 date-time "
+        f"(2026-03-01T20:15:00Z, 2026-03-01T21:15:00+01:00): {quoted(text)}",
+    )
 
 
 def check_seat_name(name: str, seat: int) -> None:
