@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import itertools
 import os
 import signal
@@ -333,18 +334,26 @@ class DaskExecutor:
         def connect() -> None:
             try:
                 got.append(Client(self.scheduler, timeout=self.timeout))
-            except BaseException as exc:  # (said by the caller)
-                got.append(exc)
+            except BaseException as exc:  # (said by the caller, as text)
+                got.append(f"{type(exc).__name__}: {quoted(str(exc), 200)}")
+            else:
+                return
+            # The Client that failed is left in reference cycles (its traceback's frames),
+            # and its finalizer stops its event loop under a lock every Dask loop takes to
+            # start: collected later, in whatever thread the collector ran, it could block
+            # a cluster starting meanwhile (Dask's "IO loop" start gives up after 10 s).
+            # Collected here, in this thread, now.
+            gc.collect()
 
         thread = threading.Thread(target=connect, name="tapis-dask-connect", daemon=True)
         thread.start()
         thread.join(self.timeout + 5.0)
         if not got:
             reason = f"no answer in {self.timeout + 5.0:g} s"
-        elif not isinstance(got[0], BaseException):
+        elif not isinstance(got[0], str):
             return got[0], None
         else:  # OSError, a malformed address (ValueError), a peer that is not Dask's
-            reason = f"{type(got[0]).__name__}: {quoted(str(got[0]), 200)}"
+            reason = got[0]
         raise ExecutorError(f"no Dask scheduler answers at {self.scheduler}: {reason}")
 
     def map_tasks(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[tuple[T, R]]:

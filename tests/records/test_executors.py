@@ -6,6 +6,7 @@ it has tasks."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import signal
@@ -333,10 +334,22 @@ def test_a_peer_that_is_no_dask_scheduler_is_said_so_in_bounded_time(reply: byte
             ExecutorError, match=f"no Dask scheduler answers at tcp://127.0.0.1:{port}"
         ):
             list(DaskExecutor(f"tcp://127.0.0.1:{port}", 1, timeout=2.0).map_tasks(abs, [1]))
+        if reply:
+            # The Client that failed is gone already, not left to the collector: collected
+            # later in a Dask loop's thread, its finalizer blocked another loop's start
+            # (a LocalCluster made next failed "assert loop is not None" after 10 s).
+            from distributed import Client
+
+            assert not [o for o in gc.get_objects() if isinstance(o, Client)]
     finally:
         listener.close()
         for conn in kept:
             conn.close()
+        # The connection left behind (the silent listener's) ends now that it is closed:
+        # waited for, so that nothing of this test runs into the next one.
+        for thread in threading.enumerate():
+            if thread.name == "tapis-dask-connect":
+                thread.join(60)
 
 
 def test_a_dask_cluster_that_lost_every_worker_fails_the_job() -> None:
