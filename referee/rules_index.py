@@ -105,7 +105,8 @@ RULES: tuple[Rule, ...] = tuple(
         ("CLOCK.FORFEIT", "At a timed table under the forfeit policy, a seat whose time runs "
          "out loses the match: the referee resigns for it."),
         ("CLOCK.AUTOPLAY", "At a timed table under the autoplay policy, the referee makes the "
-         "action of a seat whose time runs out: its legal action with the smallest code."),
+         "action of a seat whose time runs out: the choice that binds it to nothing, its "
+         "legal action with the smallest code but an offer to concede (a pillage: stop)."),
     )
     + _rules(
         "imperiale",

@@ -36,7 +36,17 @@ from typing import Any, ClassVar, Final, NamedTuple, NoReturn
 from librt.vecs import append, vec
 from mypy_extensions import i64, mypyc_attr
 
-from tapis_cartes.referee.engine.actions import KIND_NAMES, PLAY, RESIGN, action_error, action_str
+from tapis_cartes.referee.engine.actions import (
+    ABANDON,
+    KIND_NAMES,
+    PILLE,
+    PILLE_STOP,
+    PLAY,
+    RESIGN,
+    action_error,
+    action_str,
+    encode,
+)
 from tapis_cartes.referee.engine.cards import (
     R3,
     RankOrder,
@@ -815,6 +825,11 @@ class HandResult:
         return self.hand.tricks
 
 
+# The choices CLOCK.AUTOPLAY makes otherwise than by the smallest code (`Match.default_action`).
+_ABANDON_OFFER: Final = encode(ABANDON, 0)
+_PILLAGE_STOP: Final = encode(PILLE, PILLE_STOP)
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Match(ABC):
     """The hands of one game until it is won."""
@@ -969,11 +984,19 @@ class Match(ABC):
 
     def default_action(self, seat: int) -> int:
         """CLOCK.AUTOPLAY: the action a referee makes for a seat whose time ran out under
-        the autoplay policy: its legal action with the smallest code (a pass in an auction,
-        its lowest card by id in play, the lowest cards in an exchange); -1 when it may not
-        act. A resignation is never a seat's legal action, so never its default."""
+        the autoplay policy: the choice that binds the seat to nothing. Its legal action
+        with the smallest code (a pass in an auction, its lowest card by id in play, the
+        lowest cards in an exchange, `stop` before a vole, `accept` of an offer to concede),
+        but never an offer to concede the coup (TRI.ABANDON: its code is below most cards'),
+        and `stop` when the seat may rob the talon (TRI.PILLE); -1 when it may not act. A
+        resignation is never a seat's legal action, so never its default."""
         legal = self.legal_actions(seat)
-        return legal[0] if legal else -1
+        if _PILLAGE_STOP in legal:
+            return _PILLAGE_STOP
+        for action in legal:
+            if action != _ABANDON_OFFER:
+                return action
+        return -1
 
     def refusal(self, seat: int, action: int) -> TapisError | None:
         """The exception `step(seat, action)` would raise, or None when `step` would accept

@@ -49,7 +49,6 @@ from tapis_cartes.referee.errors import (
     Stale,
     TapisError,
     Unauthenticated,
-    Unavailable,
     name_fault,
 )
 from tapis_cartes.referee.server.lenient import (
@@ -419,6 +418,7 @@ def seat_view(
         out.seat = seat
     if view is None:
         out.phase = "waiting"
+        _add_clocks(out, table)  # (every seat's whole budget: no clock runs yet)
         return out
     out.hand_number = view.hand_number
     out.dealer = view.dealer
@@ -436,6 +436,12 @@ def seat_view(
         if seat is not None:
             _add_choices(out, table.legal(seat))
     _merge_facts(out, view)
+    _add_clocks(out, table)
+    return out
+
+
+def _add_clocks(out: pb.SeatView, table: Table) -> None:
+    """Every seat's clock, at a timed table (none at another)."""
     add_clock = out.clocks.add
     for s, remaining, running, left in table.clock_view():
         clock = add_clock(seat=s, running=running)
@@ -443,7 +449,6 @@ def seat_view(
             clock.remaining_ms = remaining
         if left is not None:
             clock.action_left_ms = left
-    return out
 
 
 def turn_message(table: Table, seat: int) -> pb.WatchTableResponse | None:
@@ -661,7 +666,7 @@ class RefereeServicer:
     def _check(self, request: object) -> None:
         """What every call checks first: the referee ready, the request within bounds."""
         if not self.referee.ready:
-            raise Unavailable("the referee is starting (reloading its tables) or stopping")
+            raise self.referee.not_ready()
         check_request(request)
 
     def _seat_for(

@@ -53,7 +53,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from tapis_cartes.records.clocks import FORFEIT, Clocks, TimeControl, Timing
+from tapis_cartes.records.clocks import FORFEIT, Clocks, TimeControl, Timing, forfeit_reason
 from tapis_cartes.records.codec import Provenance, build_record, canonical_bytes, record_id
 from tapis_cartes.records.dealing import (
     ALGORITHM,
@@ -65,7 +65,7 @@ from tapis_cartes.records.dealing import (
 from tapis_cartes.records.signing import sign
 from tapis_cartes.referee.engine import Event, Match, Rules, TapisError, make_rules, new_match
 from tapis_cartes.referee.engine.actions import RESIGN, action_str, encode
-from tapis_cartes.referee.engine.base import HandsChanged
+from tapis_cartes.referee.engine.base import HandsChanged, MatchOver
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.errors import (
     BadRequest,
@@ -459,7 +459,15 @@ class Table:
         if hands is None:
             hands = tuple(hand.held) if hand is not None else (0,) * len(self.seats)
         self.events.append(ActionEvent(index, seat, action, hands, elapsed, timeout, remaining))
-        self.events.extend(e for e in engine_events if not isinstance(e, HandsChanged))
+        forfeit = timeout and action == encode(RESIGN)
+        for event in engine_events:
+            if isinstance(event, HandsChanged):
+                continue
+            if forfeit and isinstance(event, MatchOver):
+                # CLOCK.FORFEIT: the engine (clock-free) resigned for the seat; the seat lost
+                # on time, as the record's outcome and the end event say.
+                event = MatchOver(event.winners, forfeit_reason(seat))
+            self.events.append(event)
         self.deal_until_playable()
         if not self.finished and len(self.actions) >= self.limits.max_actions:
             self.stopped = _stopped(len(self.actions), self.limits.max_actions, "actions")
@@ -653,6 +661,12 @@ class Referee:
         self._sweeper = asyncio.get_running_loop().create_task(self._forget_requests())
         self.ready = True
         return len(self.tables)
+
+    def not_ready(self) -> Unavailable:
+        """The refusal of a call while the referee is not ready: starting or stopping."""
+        if self.clocks_stopped:
+            return Unavailable("the referee is stopping: try again on the referee that comes back")
+        return Unavailable("the referee is starting (reloading its tables): try again shortly")
 
     async def _forget_requests(self, every: float = 3600.0) -> None:
         """Forget the request ids older than `REQUEST_MEMORY`, once an hour."""
@@ -1111,6 +1125,11 @@ class Referee:
         if table.overdue(seat, now):
             # The seat's time ran out before its action came: the referee acts for it.
             made = await self._time_out(table, seat)
+            if table.finished and not table.stopped:
+                # The referee's action on time ended the match (CLOCK.FORFEIT): refused as any
+                # submission once the match is over (above), not ABORTED, which would send
+                # the seat to wait for a turn that never comes.
+                self._check_legal(table, seat, action)
             if not any_index or table.finished or table.closed is not None:
                 raise Stale(
                     f"seat {seat}'s time ran out before this action came: {made}; the table"

@@ -62,7 +62,6 @@ from tapis_cartes.referee.errors import (
     NotFound,
     OutOfRange,
     TapisError,
-    Unavailable,
 )
 from tapis_cartes.referee.server.limits import (
     DEFAULT_LIMITS,
@@ -394,7 +393,7 @@ class WebFront:
 
     def _table(self, request: Request) -> Table:
         if not self.referee.ready:
-            raise Unavailable("the referee is starting (reloading its tables) or stopping")
+            raise self.referee.not_ready()
         table_id = request.path_params["table_id"]
         if len(table_id) > MAX_ID:
             raise NotFound(f"no table {table_id[:16]!r}...")

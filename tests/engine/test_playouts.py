@@ -22,7 +22,15 @@ from typing import Any
 import pytest
 
 from tapis_cartes.referee.engine import GAMES, Deal, make_rules
-from tapis_cartes.referee.engine.actions import BID, PLAY, RESIGN, encode
+from tapis_cartes.referee.engine.actions import (
+    ABANDON,
+    BID,
+    PILLE,
+    PILLE_STOP,
+    PLAY,
+    RESIGN,
+    encode,
+)
 from tapis_cartes.referee.engine.cards import iter_cards
 from tapis_cartes.referee.engine.errors import RulesError
 from tapis_cartes.referee.engine.options import choices, int_range
@@ -112,9 +120,15 @@ def play_out(
                 legal = m.legal_actions(seat)
                 assert legal == sorted(set(legal)), (seat, legal)
                 assert bool(legal) == (seat in to_act), (seat, to_act, legal)
-                # CLOCK.AUTOPLAY: the default action is the smallest legal one, never a
-                # resignation, and -1 for a seat that may not act.
-                assert m.default_action(seat) == (legal[0] if legal else -1)
+                # CLOCK.AUTOPLAY: the default action is the smallest legal one but an offer
+                # to concede (a pillage's stop first), never a resignation, and -1 for a
+                # seat that may not act.
+                default = m.default_action(seat)
+                if encode(PILLE, PILLE_STOP) in legal:
+                    assert default == encode(PILLE, PILLE_STOP)
+                else:
+                    chosen = [a for a in legal if a != encode(ABANDON, 0)]
+                    assert default == (chosen[0] if chosen else -1)
             if steps % REFUSAL_EVERY == 0:
                 check_refusals(played, rng)
             if steps == resign_at:

@@ -474,6 +474,23 @@ def test_abandon_accepted_before_the_first_card() -> None:
     assert totals(m) == [0, 1]
 
 
+def test_autoplay_never_offers_to_concede_nor_robs_the_talon() -> None:
+    """CLOCK.AUTOPLAY made the smallest code, and an offer to concede is below most cards: a
+    seat out of time gave up its coup, the other accepting for its own seat (a referee's
+    probe saw every autoplayed coup end so). The seat plays its lowest card; answering an
+    offer it accepts (+1 for its side, binding it to no vole); robbing the talon, it stops."""
+    m = two_player(FAIL_DEAL)
+    legal = m.legal_actions(0)
+    assert legal[0] == act("abandon offer") and legal[1] & 7 == PLAY
+    assert m.default_action(0) == legal[1]
+    run(m, [(0, "abandon offer")])
+    assert m.default_action(1) == act("abandon accept")
+    p = pille_match()
+    assert act("pille stop") in p.legal_actions(1)
+    assert p.default_action(1) == act("pille stop")
+    assert p.default_action(0) == -1
+
+
 def test_abandon_by_the_second_side_leaves_its_card_unplayed() -> None:
     m = two_player(FAIL_DEAL)
     run(m, [(0, "KH")])

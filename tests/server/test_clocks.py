@@ -136,19 +136,55 @@ def test_a_seat_that_stops_answering_loses_on_time(
         assert rec.outcome.finished and rec.outcome.rule == "CLOCK.FORFEIT"
         assert rec.outcome.resigned in waiting
         assert rec.outcome.reason == f"seat {rec.outcome.resigned} lost on time"
-        # The stream's end says what the record says (it said "resigned").
-        ended = [
-            r.event.match_ended
+        # The stream's end, and the note before it, say what the record says (both said
+        # "resigned", then the note alone).
+        ends = [
+            r.event.match_ended.reason
+            if r.event.WhichOneof("event") == "match_ended"
+            else r.event.note.text
             async for r in stub.WatchTable(pb.WatchTableRequest(table_id=table_id))
             if r.event.WhichOneof("event") == "match_ended"
+            or (r.event.WhichOneof("event") == "note" and r.event.note.kind == "match-over")
         ]
-        assert [e.reason for e in ended] == [rec.outcome.reason]
+        assert ends == [rec.outcome.reason] * 2
         last = rec.hands[-1]
         assert list(last.timeouts) == [len(last.actions)]
         assert last.actions[-1] == 6  # a resignation
         assert last.elapsed_ms[-1] == 2000
         elapsed = [e for h in rec.hands for e in h.elapsed_ms]
         assert len(elapsed) == before + 1 and all(0 <= e <= 2000 for e in elapsed)
+
+    timed(body, tmp_path, clock)
+
+
+def test_the_late_move_of_a_seat_that_lost_on_time_finds_the_match_over(tmp_path: Path) -> None:
+    """A seat's own move, come after its time ran out but before the referee's alarm rang,
+    made the referee resign for it, then was refused ABORTED (a stale index: "wait for your
+    turn") where every submission once the match is over is FAILED_PRECONDITION match-over
+    (protocol.md section 7), as it was when the alarm rang first."""
+    clock = ManualTime()
+    control = rpb.TimeControl(action_ms=2000, policy=FORFEIT)
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
+        rng = random.Random("late")
+        match = MATCHES[0]
+        table_id, tokens = await playing_table(stub, match, control, rng, clock, 3, 300)
+        v = await view(stub, table_id, 0, tokens[0])
+        seat = v.to_act[0]
+        mine = await view(stub, table_id, seat, tokens[seat])
+        clock.advance(2001, ring=False)  # the time is out; the alarm has not rung
+        request = pb.SubmitActionRequest(
+            table_id=table_id,
+            seat=seat,
+            expected_action_index=mine.action_index,
+            action=mine.legal_actions[0].action,
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.SubmitAction(request, metadata=auth(tokens[seat]))
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION, err.value.details()
+        assert "the match is already over" in (err.value.details() or "")
+        rec = decode_record((await signed_record(stub, table_id)).envelope.record)
+        assert rec.outcome.rule == "CLOCK.FORFEIT" and rec.outcome.resigned == seat
 
     timed(body, tmp_path, clock)
 
@@ -198,6 +234,18 @@ def test_views_and_events_show_the_clocks(tmp_path: Path) -> None:
                               policy=FORFEIT)  # fmt: skip
 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> None:
+        # A table waiting for a player: every seat's whole budget, no clock running (its
+        # view had no clocks).
+        seats = [pb.SeatRequest(name="A"), pb.SeatRequest(name="B", open=True)]
+        created = await stub.CreateTable(
+            pb.CreateTableRequest(game="triomphe", seats=seats, time_control=control)
+        )
+        waiting = await view(stub, created.table_id, 0, created.tokens[0].token)
+        assert waiting.status == pb.TABLE_STATUS_WAITING
+        assert [(c.seat, c.remaining_ms, c.running) for c in waiting.clocks] == [
+            (0, 60_000, False),
+            (1, 60_000, False),
+        ]
         table_id, tokens = await new_table(stub, "napoleon", "", {"deals": 2}, 4, control)
         v = await view(stub, table_id, 0, tokens[0])
         assert [c.seat for c in v.clocks] == [0, 1, 2, 3]
