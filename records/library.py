@@ -40,7 +40,7 @@ from tapis_cartes.records.render import render_record
 from tapis_cartes.records.rescore import Rescored, rescore_record
 from tapis_cartes.records.research import hand_plays
 from tapis_cartes.records.score import result_line, score_json, score_sheet
-from tapis_cartes.records.verify import Keys, VerifyResult, verify_frame
+from tapis_cartes.records.verify import Keys, VerifyResult, verified_match, verify_frame
 from tapis_cartes.referee.engine import RecordError, RulesError, find_game
 from tapis_cartes.referee.engine.actions import action_str
 from tapis_cartes.referee.engine.cards import mask_str
@@ -194,9 +194,16 @@ class Record:
         return env, decode_record(env.record)
 
     @functools.cached_property
+    def _verified(self) -> pb.GameRecord:
+        """The record once its content verifies (as `tapis record score` and `show` verify it
+        first, the signature apart): `RecordError` at its first fault, as `verify` reports
+        it. Nothing the methods below give is taken from the record as it comes."""
+        return verified_match(self._own[0].record)[0]
+
+    @functools.cached_property
     def hands(self) -> tuple[Hand, ...]:
         """Every hand, with its plays by seat, score lines and scores after it."""
-        rec, names, units = self._own[1], self.players, self.units
+        rec, names, units = self._verified, self.players, self.units
         out = []
         for hand, rows in zip(rec.hands, hand_plays(rec), strict=False):
             plays = tuple(
@@ -238,19 +245,22 @@ class Record:
         return verify_frame(self.frame, keys)
 
     def score_sheet(self) -> str:
-        """The score sheet, as `tapis record score` prints it."""
-        return score_sheet(self._own[1])
+        """The score sheet, as `tapis record score` prints it (`RecordError` for a record
+        that does not verify, as there)."""
+        return score_sheet(self._verified)
 
     def score_json(self) -> dict[str, Any]:
-        """The scores as TRANSCRIPT.md's JSON ("Scores"), as `tapis record score --json`."""
-        return score_json(self._own[1])
+        """The scores as TRANSCRIPT.md's JSON ("Scores"), as `tapis record score --json`
+        (`RecordError` for a record that does not verify)."""
+        return score_json(self._verified)
 
     def rescore(self, changes: Mapping[str, Option] | None = None, **more: Option) -> Rescored:
         """The same deals and actions under the record's options changed by `changes` and
         `more` (`rescore(moon_mode="subtract_self")`), hand by hand, to where the match now
         ends: old and new scores, winners, finish, the first score line that differs.
         Never raises for a record the new options refuse (`status` "not-replayable", with
-        the rule or option that refuses it)."""
+        the rule or option that refuses it); `RecordError` for a record that does not
+        verify under its own (its old scores would be taken as they come)."""
         given = {**(changes or {}), **more}
         for key, value in given.items():
             if not isinstance(value, bool | int | str):
@@ -259,7 +269,7 @@ class Record:
                     "value (a bool, an int or text)",
                     key,
                 )
-        return rescore_record(self.id, self._own[1], given)
+        return rescore_record(self.id, self._verified, given)
 
     def show(self) -> str:
         """The match for a person, as `tapis record show` prints it."""

@@ -21,7 +21,7 @@ from tapis_cartes.records import (
     read_records,
     write_records,
 )
-from tapis_cartes.records.codec import MAGIC, write_envelopes, write_frames
+from tapis_cartes.records.codec import MAGIC, canonical_bytes, write_envelopes, write_frames
 from tapis_cartes.records.research import play_rows
 from tapis_cartes.referee.catalog import games, games_catalog
 from tapis_cartes.referee.engine import RulesError, make_rules
@@ -286,3 +286,28 @@ def test_play_match_says_what_is_wrong_with_what_it_is_given() -> None:
             play_match("hearts", **given)
     with pytest.raises(RulesError, match="unknown game 'bridge'"):
         make_bot("random", "bridge")
+
+
+def test_a_record_whose_content_does_not_verify_gives_no_score() -> None:
+    """`score_sheet`, `score_json` and `rescore` took the record's scores as they came: a
+    final score raised by 100 printed "total 113" and rescored "ok", where `tapis record
+    score` refuses the file; a score line of a seat out of range was an IndexError from
+    `hands`."""
+    played = play_match("hearts", options={"end_threshold": 26}, bots="random", seed="lib-bad")
+    rec = pb.GameRecord.FromString(pb.RecordEnvelope.FromString(played.frame).record)
+    raised = pb.GameRecord()
+    raised.CopyFrom(rec)
+    raised.outcome.scores[0].points += 100
+    stray = pb.GameRecord()
+    stray.CopyFrom(rec)
+    stray.hands[0].lines[0].seat = 9
+    for changed in (raised, stray):
+        bad = Record.from_envelope(pb.RecordEnvelope(record=canonical_bytes(changed)))
+        error = bad.verify().error
+        assert error is not None
+        calls = [bad.score_sheet, bad.score_json, bad.rescore, bad.show, lambda r=bad: r.hands]
+        for call in calls:
+            with pytest.raises(RecordError) as exc:
+                call()
+            assert exc.value.code == error.code, (call, exc.value)
+    assert Record.from_envelope(pb.RecordEnvelope(record=canonical_bytes(rec))).score_sheet()
