@@ -29,7 +29,7 @@ import functools
 import operator
 import re
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf.message import Message
@@ -83,6 +83,7 @@ from tapis_cartes.v1 import record_pb2 as pb
 __all__ = [
     "SEED_SIZE",
     "actions_in_range",
+    "bound_key",
     "check_content",
     "check_fields",
     "check_played_at",
@@ -94,6 +95,7 @@ __all__ = [
     "decode_canonical",
     "first_difference",
     "hand_fields",
+    "played_at_key",
     "rebuild_record",
 ]
 
@@ -135,25 +137,54 @@ def _text(value: str, where: str, limit: int = MAX_TEXT, hand: int | None = None
 
 
 # `provenance.played_at`: empty (not known) or an RFC 3339 date-time (record.proto), as the
-# referee writes it and the archive's `--since`/`--until` read it (SQLite's `julianday`, after
-# `archive add` puts its letters in capitals: RFC 3339 allows "t" and "z").
+# referee writes it. Its groups: the date, the hours and minutes, the seconds, the fraction,
+# the offset. The archive's `--since`/`--until` compare instants (`played_at_key`): SQLite's
+# `julianday` reads no leap second and no offset past 14:59, which RFC 3339 allows.
 _RFC3339 = re.compile(
-    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}):(\d{2})(?:\.\d{1,9})?(?:[Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
+    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}):(\d{2})(?:\.(\d{1,9}))?([Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
 )
+
+
+def _played_at(text: str) -> tuple[datetime, int, str] | None:
+    """An RFC 3339 date-time's instant to the second (a leap second's 60 read as 59, with
+    its offset), its seconds and its fraction's digits; None when `text` is none."""
+    m = _RFC3339.fullmatch(text)
+    if m is None or int(m[3]) > 60:
+        return None
+    offset = "+00:00" if m[5] in ("Z", "z") else m[5]
+    try:
+        when = datetime.fromisoformat(f"{m[1]}T{m[2]}:{min(int(m[3]), 59):02d}{offset}")
+    except ValueError:  # no such day or time
+        return None
+    return when, int(m[3]), m[4] or ""
+
+
+def played_at_key(text: str) -> str | None:
+    """The instant of an RFC 3339 date-time as text that sorts as instants do: in UTC, its
+    fraction to the nanosecond ("2026-03-01T09:00:00.123000000Z"; a leap second stays 60,
+    after 59 and before the next minute); None when `text` is none (empty included). The
+    archive compares its `--since`/`--until` bounds with it (`bound_key`)."""
+    read = _played_at(text)
+    if read is None:
+        return None
+    when, seconds, fraction = read
+    try:
+        utc = when.astimezone(UTC)
+    except OverflowError:  # an offset past the first or last day Python dates hold
+        return "0000" if when.year == 1 else "9999-12-31T24"
+    return f"{utc:%Y-%m-%dT%H:%M}:{seconds:02d}.{fraction:0<9}Z"
+
+
+def bound_key(when: datetime) -> str:
+    """`played_at_key` of an instant in UTC (naive: taken as UTC)."""
+    return f"{when:%Y-%m-%dT%H:%M:%S}.{when.microsecond:06d}000Z"
 
 
 def check_played_at(text: str) -> None:
     """`RecordError` `provenance` when `text` is neither empty nor an RFC 3339 date-time (its
     form by `_RFC3339`, its day and time by Python's calendar; a leap second's 60 taken)."""
-    if not text:
+    if not text or _played_at(text) is not None:
         return
-    m = _RFC3339.fullmatch(text)
-    if m is not None:
-        try:
-            datetime.fromisoformat(f"{m[1]}T{m[2]}:{min(int(m[3]), 59):02d}")
-            return
-        except ValueError:
-            pass
     raise RecordError(
         "provenance",
         f"provenance.played_at is neither empty nor an RFC 3339 date-time "

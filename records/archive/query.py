@@ -28,6 +28,7 @@ from tapis_cartes.records.archive.schema import (
     stored,
 )
 from tapis_cartes.records.codec import decode_record
+from tapis_cartes.records.strict import bound_key
 from tapis_cartes.referee.engine import RecordError, RulesError, find_game
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.v1 import record_pb2 as pb
@@ -44,9 +45,9 @@ __all__ = [
 
 
 def _date_bound(flag: str, text: str, end: bool) -> tuple[str, str]:
-    """A `played_at` bound as SQL compares it: the operator, and the instant in UTC (as
-    SQLite's date functions read it). `text` is an ISO 8601 date or date-time; one without
-    an offset is UTC (as Tapis writes); a date alone as an end bound takes in the whole day.
+    """A `played_at` bound as SQL compares it: the operator, and the instant as
+    `played_at_key` gives it (UTC). `text` is an ISO 8601 date or date-time; one without an
+    offset is UTC (as Tapis writes); a date alone as an end bound takes in the whole day.
     `ArchiveError` when it is not a date."""
     try:
         when = datetime.fromisoformat(text)
@@ -59,18 +60,12 @@ def _date_bound(flag: str, text: str, end: bool) -> tuple[str, str]:
         if when.tzinfo is not None:
             when = when.astimezone(UTC).replace(tzinfo=None)
         if whole_day:  # before the next day
-            return "<", _sql_instant(when + timedelta(days=1))
-        if not end and when.microsecond % 1000:  # (SQLite's milliseconds: from the next one)
-            when += timedelta(microseconds=1000 - when.microsecond % 1000)
+            return "<", bound_key(when + timedelta(days=1))
     except OverflowError:  # past the last day Python dates hold (9999-12-31), or before the first
         when = datetime.max if when.year > 1 else datetime.min
-    return (">=" if not end else "<="), _sql_instant(when)
-
-
-def _sql_instant(when: datetime) -> str:
-    """An instant as SQLite's `julianday` reads it: to the millisecond, cut (its precision;
-    with six digits of a second it reads NULL, which nothing is before or after)."""
-    return when.isoformat(sep=" ", timespec="milliseconds")
+    if end and when == datetime.max:
+        return "<=", "9999-12-31T24"  # (after every instant, as `played_at_key` says them)
+    return (">=" if not end else "<="), bound_key(when)
 
 
 def where_sql(
@@ -82,12 +77,12 @@ def where_sql(
 ) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
-    # Instants compared as instants (`julianday`), not as text: "2026-01-01T01:00:00+01:00"
-    # is "2026-01-01T00:00:00Z".
+    # Instants compared as instants (`played_at_key`, the archive connection's SQL function
+    # `played_at_key`), not as text: "2026-01-01T01:00:00+01:00" is "2026-01-01T00:00:00Z".
     for flag, text, end in (("--since", since, False), ("--until", until, True)):
         if text is not None:
             op, bound = _date_bound(flag, text, end)
-            clauses.append(f"julianday(played_at) {op} julianday(?)")
+            clauses.append(f"played_at_key(played_at) {op} ?")
             params.append(bound)
     if game:
         with contextlib.suppress(RulesError):  # an unknown game matches nothing

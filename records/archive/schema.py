@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tapis_cartes.records.codec import MAX_ENVELOPE, record_id
+from tapis_cartes.records.strict import played_at_key
 from tapis_cartes.referee.errors import ArchiveError
 
 if TYPE_CHECKING:  # imported where an archive is opened: a re-scoring worker never loads it
@@ -259,6 +260,11 @@ def read_text(value: bytes) -> str:
     return value.decode("utf-8", "replace")
 
 
+def _played_at_key(value: Any) -> str | None:
+    """`played_at_key` as SQL calls it, of any stored value."""
+    return played_at_key(value) if isinstance(value, str) else None
+
+
 def open_archive(
     path: str | Path, create: bool = True, writes: bool | None = None
 ) -> sqlite_utils.Database:
@@ -284,6 +290,8 @@ def open_archive(
     try:
         db = sqlite_utils.Database(_read_only(p) if cannot_write else sqlite3.connect(p))
         db.conn.text_factory = read_text
+        # (`--since`/`--until`: records/archive/query.py; not text is no instant)
+        db.conn.create_function("played_at_key", 1, _played_at_key, deterministic=True)
         tables = db.table_names()
         if tables and not set(tables) & set(_TABLES):  # another program's file: left as is
             shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")

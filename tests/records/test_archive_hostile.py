@@ -254,16 +254,33 @@ def test_every_date_a_record_may_hold_is_found_by_the_date_filters(tmp_path: Pat
     def dated(seed: str, date: str) -> pb.RecordEnvelope:
         return play_record("hearts", [RandomBot(seed)] * 4, seed, played_at=date)
 
-    dates = ["2026-03-01t10:00:00z", "2026-03-01T10:00:00.123456789+01:00", "2026-03-01T10:00:00Z"]
+    # And SQLite's dates, which the filters read, read no leap second and no offset past
+    # 14:59: those records too were left out.
+    dates = [
+        "2026-03-01t10:00:00z",
+        "2026-03-01T10:00:00.123456789+01:00",
+        "2026-03-01T10:00:00Z",
+        "2026-03-01T23:59:60Z",
+        "2026-03-02T03:00:00+15:00",  # 12:00 UTC the day before
+        "2026-03-01T00:01:00-23:59",  # 00:00 UTC the next day
+    ]
     records = tmp_path / "dated.tapis"
     write_envelopes(records, [dated(f"d{i}", d) for i, d in enumerate(dates)])
     db = tmp_path / "dated.db"
     done = tapis("archive", "add", db, records)
-    assert done.returncode == 0 and done.stdout.startswith("3 added"), done.stdout + done.stderr
-    found = tapis("archive", "query", db, "--json", "--since", "2026-03-01T08:00:00Z")
-    assert found.returncode == 0 and len(found.stdout.splitlines()) == 3, found.stdout
-    found = tapis("archive", "query", db, "--json", "--until", "2026-03-01T09:30:00Z")
-    assert len(found.stdout.splitlines()) == 1, found.stdout  # 09:00:00.123 UTC
+    assert done.returncode == 0 and done.stdout.startswith("6 added"), done.stdout + done.stderr
+
+    def count(*bounds: str) -> int:
+        found = tapis("archive", "query", db, "--json", *bounds)
+        assert found.returncode == 0, found.stderr
+        return len(found.stdout.splitlines())
+
+    assert count("--since", "2026-03-01T08:00:00Z") == 6
+    assert count("--until", "2026-03-01T09:30:00Z") == 1  # 09:00:00.123 UTC
+    assert count("--since", "2026-03-01T23:59:59.5Z", "--until", "2026-03-01") == 1  # the leap
+    assert count("--since", "2026-03-01T12:00:00Z", "--until", "2026-03-01T12:00:00Z") == 1
+    assert count("--since", "2026-03-02T00:00:00.000001Z") == 0
+    assert count("--since", "2026-03-02") == 1 and count("--until", "9999-12-31") == 6
 
     bad = tmp_path / "bad.tapis"
     rec = decode_record(dated("d9", "").record)
