@@ -81,6 +81,7 @@ from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option, parse_option
 from tapis_cartes.referee.errors import (
     OutputError,
+    PageTooLarge,
     RecordFileError,
     exit_status,
     json_text,
@@ -583,7 +584,13 @@ def cmd_import_json(args: argparse.Namespace) -> int:
 def cmd_html(args: argparse.Namespace) -> int:
     """One self-contained page that replays every valid record of the file (records/html.py);
     an invalid one is named and left out, and the command ends with 1."""
-    from tapis_cartes.records.html import page_data, record_data, replay_page  # (only here)
+    from tapis_cartes.records.html import (  # (only here)
+        MAX_PAGE_POSITIONS,
+        data_positions,
+        page_data,
+        record_data,
+        replay_page,
+    )
 
     keys = keys_given(args)
     loaded = _Loaded([args.record])
@@ -591,13 +598,16 @@ def cmd_html(args: argparse.Namespace) -> int:
     if out != "-":
         writable(out, [args.record])
     status = 0
-    records = []
+    records, room = [], MAX_PAGE_POSITIONS
     for path, index, env in loaded:
         try:
-            records.append(record_data(env, keys))
-        except RecordError as exc:  # its content does not follow from the rules
+            data = record_data(env, keys, room)
+        except (RecordError, PageTooLarge) as exc:  # not from the rules, or past the page
             _refused(_where(path, index, len(loaded)), exc)
             status = 1
+            continue
+        room -= data_positions(data)
+        records.append(data)
     if not records:
         return status
     page = replay_page(page_data(records), f"{shown_file_name(args.record)} - Tapis replay")

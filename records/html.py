@@ -28,11 +28,13 @@ from tapis_cartes.records.verify import Keys, verify_envelope, verify_record
 from tapis_cartes.referee.engine import Hand, action_str, find_game
 from tapis_cartes.referee.engine.actions import PLAY
 from tapis_cartes.referee.engine.cards import RANK_NAMES, SUIT_SYMBOLS, iter_cards
-from tapis_cartes.referee.errors import SignatureError
+from tapis_cartes.referee.errors import PageTooLarge, SignatureError
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = [
+    "MAX_PAGE_POSITIONS",
     "PAGE_FORMAT",
+    "data_positions",
     "page_asset",
     "page_data",
     "record_data",
@@ -42,6 +44,21 @@ __all__ = [
 
 PAGE_FORMAT = "tapis-replay/1"
 MAX_LEGAL = 20  # the most legal actions a position lists
+# The most positions one page holds, all its records together (a position: a hand's deal,
+# or the state after one of its actions; about 0.7 KB of the page, several KB while it is
+# built): a Napoléon match of 1,000 deals for 10 seats, 60,000 positions, made a 40 MB page
+# and took 460 MB to build (in the referee too, for its web front's replay page).
+MAX_PAGE_POSITIONS = 20_000
+
+
+def page_positions(rec: pb.GameRecord) -> int:
+    """The positions a record's page shows: each hand's deal and every action after it."""
+    return sum(len(hand.actions) + 1 for hand in rec.hands)
+
+
+def data_positions(data: dict[str, Any]) -> int:
+    """The positions of a record's page data (`record_data`): its `page_positions`."""
+    return sum(len(hand["positions"]) for hand in data["hands"])
 
 
 def page_asset(name: str) -> str:
@@ -175,17 +192,31 @@ class _PositionsVisitor(BaseVisitor[list[dict[str, Any]]]):
         return self.hands
 
 
-def record_data(env: pb.RecordEnvelope, keys: Keys = ()) -> dict[str, Any]:
+def record_data(
+    env: pb.RecordEnvelope, keys: Keys = (), room: int = MAX_PAGE_POSITIONS
+) -> dict[str, Any]:
     """One record's page data: the match replayed position by position and what `verify`
     says of it (with `keys`, as `verify --key`). `RecordError` when its content does not
     follow from the rules, whatever its signature: a page shows no score the rules did not
-    make (a signature that does not hold is shown as such)."""
+    make (a signature that does not hold is shown as such). `PageTooLarge` when it has more
+    positions than `room` (what is left of a page's `MAX_PAGE_POSITIONS`)."""
     checked = verify_envelope(env, keys)
     if isinstance(checked.error, SignatureError):
         verify_record(env.record)  # refused for its signature first: the content must hold
     elif checked.error is not None:
         raise checked.error
     rec = decode_record(env.record)
+    positions = page_positions(rec)
+    if positions > room:
+        raise PageTooLarge(
+            f"its match has {positions:,} positions (a deal, or an action), more than "
+            + (
+                f"a replay page holds ({MAX_PAGE_POSITIONS:,})"
+                if room == MAX_PAGE_POSITIONS
+                else f"are left on this page ({room:,} of {MAX_PAGE_POSITIONS:,})"
+            )
+            + ": `tapis record show` prints a match of any length"
+        )
     notes: dict[tuple[int, int], pb.ActionAnnotation] = {}
     if env.HasField("annotations"):
         notes = {(n.hand, n.action): n for n in env.annotations.actions}
@@ -231,8 +262,14 @@ def record_data(env: pb.RecordEnvelope, keys: Keys = ()) -> dict[str, Any]:
 
 
 def replay_data(envelopes: Sequence[pb.RecordEnvelope], keys: Keys = ()) -> dict[str, Any]:
-    """The page data of the records of a file (see `record_data`)."""
-    return page_data([record_data(env, keys) for env in envelopes])
+    """The page data of the records of a file (see `record_data`; `PageTooLarge` past the
+    positions of a page, all records together)."""
+    records, room = [], MAX_PAGE_POSITIONS
+    for env in envelopes:
+        data = record_data(env, keys, room)
+        room -= data_positions(data)
+        records.append(data)
+    return page_data(records)
 
 
 def page_data(records: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -62,6 +62,7 @@ __all__ = [
     "NotYourTurn",
     "OutOfRange",
     "OutputError",
+    "PageTooLarge",
     "PermissionDenied",
     "RecordError",
     "RecordFileError",
@@ -440,6 +441,13 @@ class CommentOutOfRange(CommentError):
 class ExportError(TapisError):
     """A JSON export that cannot be read back, or a record that cannot be exported."""
 
+    exit_code = 1
+
+
+class PageTooLarge(TapisError):
+    """Records with more positions than one replay page holds (records/html.py)."""
+
+    grpc_status = "FAILED_PRECONDITION"
     exit_code = 1
 
 

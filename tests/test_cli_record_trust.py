@@ -336,3 +336,36 @@ def test_verify_json_names_a_file_of_no_records() -> None:
     ((index, result),) = verify_data(MAGIC, "empty.tapis")
     assert index is None and result.error is not None
     assert result.error.code == "file:no-records"
+
+
+def test_a_page_holds_a_bounded_number_of_positions(tmp_path: Path) -> None:
+    """A genuine Napoléon match of 1,000 deals for 10 seats made a 40 MB page and took 460 MB
+    to build (1.3 GB for three: `html` keeps every position of every record); the referee's
+    web front builds the same page. A record past the page's positions is named and left
+    out; the others of the file make the page, as long as they leave room."""
+    from tapis_cartes.clients import play_match
+    from tapis_cartes.records import write_records
+    from tapis_cartes.records.html import MAX_PAGE_POSITIONS
+
+    long = play_match("nap", options={"deals": 1000}, bots="random", seed="long")
+    positions = sum(len(h.plays) + 1 for h in long.hands)
+    assert positions > MAX_PAGE_POSITIONS
+    short = play_match("hearts", options={"end_threshold": 26}, bots="random", seed="short")
+    path = tmp_path / "both.tapis"
+    write_records(path, [short, long])
+    page = tmp_path / "both.html"
+    done = tapis("record", "html", path, "-o", page)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        f"(record 2): its match has {positions:,} positions (a deal, or an action), more "
+        f"than are left on this page" in done.stderr
+    ), done.stderr
+    assert done.stdout.startswith("1 record ->") and short.id in page.read_text()
+    assert long.id not in page.read_text()
+    # The web front's page of a finished table (records/html.py `replay_data`): refused, 409.
+    from tapis_cartes.records.html import replay_data
+    from tapis_cartes.referee.errors import PageTooLarge
+
+    with pytest.raises(PageTooLarge, match="more than a replay page holds"):
+        replay_data([long.envelope])
+    assert PageTooLarge.grpc_status == "FAILED_PRECONDITION"
