@@ -540,13 +540,26 @@ def _compare_lines(
         want = (line.seat, line.kind, line.delta, line.rule, line.note, line.at)
         if got != want:
             shown = (r.seat, quoted(r.kind), got[2], quoted(r.rule))
-            raise RecordError(
-                "score-lines",
-                f"score line {i + 1} is ({', '.join(map(str, shown))}), the rules give "
-                f"({line.seat}, {line.kind!r}, {line.delta}, {line.rule!r})",
-                hand=h,
-                action=line.at or None,
-            )
+            said = f"score line {i + 1} is ({', '.join(map(str, shown))})"
+            # Its note and the action it follows, when they differ: said too (a line whose
+            # four first fields hold was said "is X, the rules give X").
+            apart = [
+                f"its {name} is {quoted(g) if isinstance(g, str) else g}, the rules give "
+                f"{quoted(w) if isinstance(w, str) else w}"
+                for name, g, w in (
+                    ("note", r.note, line.note),
+                    ("after_action", r.after_action, line.at),
+                )
+                if g != w
+            ]
+            if got[:4] == want[:4]:
+                said += " as the rules give, but " + " and ".join(apart)
+            else:
+                said += (
+                    f", the rules give ({line.seat}, {line.kind!r}, {line.delta}, "
+                    f"{line.rule!r})" + "".join(f"; {a}" for a in apart)
+                )
+            raise RecordError("score-lines", said, hand=h, action=line.at or None)
     if len(rec_lines) > len(lines):
         raise RecordError(
             "score-lines", f"{len(rec_lines) - len(lines)} score lines too many", hand=h

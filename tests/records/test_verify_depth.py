@@ -561,3 +561,30 @@ def test_every_engine_code_is_documented() -> None:
     assert {"must-overtrump", "must-beat", "lead-two-of-clubs", "first-lead-trump"} <= codes
     assert len(codes) > 40
     assert not codes - documented, sorted(codes - documented)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("note", "nine hearts", "its note is 'nine hearts', the rules give '8 hearts'"),
+        ("after_action", 3, "its after_action is 3, the rules give 56"),
+    ],
+)
+def test_a_score_line_that_differs_in_its_note_or_action_says_how(
+    field: str, value: object, said: str
+) -> None:
+    """Its message gave the same four fields twice: "score line 1 is (0, 'penalty', (8,),
+    'DP.SCORE'), the rules give (0, 'penalty', (8,), 'DP.SCORE')"."""
+    from tapis_cartes.records.codec import decode_record, read_envelopes
+    from tapis_cartes.records.verify import verify_record
+    from tapis_cartes.referee.engine import RecordError
+
+    (env,) = read_envelopes(DATA / "dame-de-pique-dp1.tapis")
+    rec = decode_record(env.record)
+    setattr(rec.hands[0].lines[0], field, value)
+    with pytest.raises(RecordError) as exc:
+        verify_record(rec.SerializeToString(deterministic=True))
+    assert exc.value.code == "score-lines"
+    assert str(exc.value).endswith(
+        "score line 1 is (0, 'penalty', (8,), 'DP.SCORE') as the rules give, but " + said
+    ), str(exc.value)
