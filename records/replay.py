@@ -53,8 +53,10 @@ from tapis_cartes.referee.engine import (
     ScoreLine,
     Start,
     TapisError,
+    card_str,
     find_game,
     make_rules,
+    mask_str,
     new_match,
 )
 from tapis_cartes.referee.engine.errors import quoted
@@ -347,9 +349,26 @@ def _recorded_deal(
     if hand.deck:
         dealt = match.deal_deck(hand.dealer, list(hand.deck))
         if dealt != deal:
-            error = RecordError("deal", "the deal is not what the pack gives", hand=h)
+            error = RecordError(
+                "deal", f"the deal is not what the pack gives: {_deal_apart(deal, dealt)}", hand=h
+            )
             visitor.handle_error(error, None)
     return deal
+
+
+def _deal_apart(deal: Deal, dealt: Deal) -> str:
+    """Where a recorded deal is not the one its pack gives (`dealt`): the first seat whose
+    cards differ, which of them, else the retourne, else the talon."""
+    for seat, (held, given) in enumerate(zip(deal.hands, dealt.hands, strict=False)):
+        if held != given:
+            return (
+                f"seat {seat} holds {mask_str(held & ~given) or 'no card'} where the pack gives "
+                f"it {mask_str(given & ~held) or 'no card'}"
+            )
+    if deal.retourne != dealt.retourne:
+        shown = [card_str(c) if c >= 0 else "none" for c in (deal.retourne, dealt.retourne)]
+        return f"the retourne is {shown[0]} where the pack gives {shown[1]}"
+    return "its talon is not the pack's"
 
 
 # --- the record's rules, start and seed --------------------------------------------------

@@ -588,3 +588,24 @@ def test_a_score_line_that_differs_in_its_note_or_action_says_how(
     assert str(exc.value).endswith(
         "score line 1 is (0, 'penalty', (8,), 'DP.SCORE') as the rules give, but " + said
     ), str(exc.value)
+
+
+def test_a_deal_that_is_not_its_packs_says_where() -> None:
+    """It said "the deal is not what the pack gives", naming no seat and no card."""
+    from tapis_cartes.clients import play_match
+    from tapis_cartes.records.codec import decode_record
+    from tapis_cartes.records.verify import verify_record
+    from tapis_cartes.referee.engine import RecordError, mask_str
+
+    played = play_match("hearts", seed="deal", options={"end_threshold": 20})
+    rec = decode_record(pb.RecordEnvelope.FromString(played.frame).record)
+    hands = rec.hands[0].deal.hands
+    one, two = hands[1] & -hands[1], hands[2] & -hands[2]  # each seat's lowest card
+    hands[1], hands[2] = hands[1] ^ one | two, hands[2] ^ two | one
+    with pytest.raises(RecordError) as exc:
+        verify_record(rec.SerializeToString(deterministic=True))
+    assert exc.value.code == "deal"
+    assert str(exc.value) == (
+        f"hand 1: the deal is not what the pack gives: seat 1 holds {mask_str(two)} where the "
+        f"pack gives it {mask_str(one)}"
+    )
