@@ -66,8 +66,9 @@ class _TimeoutPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Timeout
     TIMEOUT_POLICY_FORFEIT: _TimeoutPolicy.ValueType  # 1
     """The seat loses the match: the referee resigns for it (rule CLOCK.FORFEIT)."""
     TIMEOUT_POLICY_AUTOPLAY: _TimeoutPolicy.ValueType  # 2
-    """The referee makes the seat's default action, its legal action with the smallest code
-    (rule CLOCK.AUTOPLAY), and the match goes on.
+    """The referee makes the seat's default action, the choice that binds it to nothing: its
+    legal action with the smallest code, but never an offer to concede the coup, and `stop`
+    when it may rob the talon (rule CLOCK.AUTOPLAY); the match goes on.
     """
 
 class TimeoutPolicy(_TimeoutPolicy, metaclass=_TimeoutPolicyEnumTypeWrapper):
@@ -78,8 +79,9 @@ TIMEOUT_POLICY_UNSPECIFIED: TimeoutPolicy.ValueType  # 0
 TIMEOUT_POLICY_FORFEIT: TimeoutPolicy.ValueType  # 1
 """The seat loses the match: the referee resigns for it (rule CLOCK.FORFEIT)."""
 TIMEOUT_POLICY_AUTOPLAY: TimeoutPolicy.ValueType  # 2
-"""The referee makes the seat's default action, its legal action with the smallest code
-(rule CLOCK.AUTOPLAY), and the match goes on.
+"""The referee makes the seat's default action, the choice that binds it to nothing: its
+legal action with the smallest code, but never an offer to concede the coup, and `stop`
+when it may rob the talon (rule CLOCK.AUTOPLAY); the match goes on.
 """
 Global___TimeoutPolicy: _TypeAlias = TimeoutPolicy  # noqa: Y015
 
