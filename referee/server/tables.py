@@ -402,6 +402,9 @@ class Table:
         self.events.append(SeatEvent(seat, s.name))
         if self.started:
             self.deal_until_playable()
+            # The legal actions kept for this action index (`legal`) were asked while the
+            # table waited (none: a seat's stream opened early asks): they no longer hold.
+            self._legal_at = -1
 
     def deal_until_playable(self) -> None:
         """Deal hands (RULES.md 7 dealers, decks from the seed) while none is in progress,

@@ -356,3 +356,51 @@ def test_a_batched_stream_carries_every_event_once_in_order_with_the_turns(
                 assert all(turns[seat][:-1]) and not turns[seat][-1], (seat, turns[seat])
 
     run(body, tmp_path)
+
+
+@pytest.mark.parametrize("game", ["napoleon", "triomphe", "imperiale", "dame-de-pique"])
+def test_a_seat_whose_stream_opened_while_the_table_waited_gets_its_turn(
+    tmp_path: Path, game: str
+) -> None:
+    """A seat's legal actions were kept for the action index they were asked at: asked by its
+    stream while the table waited for players (none), they stayed none once the table started
+    at that same index 0. The seat to act then had no turn and no legal action, and the
+    table waited for ever: four `tapis bot --join` at a Napoléon table hung about one time
+    in two (the Dame de Pique exchange, every seat acting, hid it)."""
+
+    async def body(_: Any, stub: rpc.RefereeServiceStub, __: Any) -> None:
+        players = 2 if game in ("triomphe", "imperiale") else 4
+        seats = [pb.SeatRequest(name=f"P{i}", open=True) for i in range(players)]
+        table_id = (await stub.CreateTable(pb.CreateTableRequest(game=game, seats=seats))).table_id
+        tokens: dict[int, str] = {}
+        streams = []
+        for seat in range(players):
+            joined = await stub.JoinTable(pb.JoinTableRequest(table_id=table_id, seat=seat))
+            tokens[seat] = joined.token.token
+            if seat < players - 1:  # its stream open while the table waits (a bot's)
+                stream = _watch(stub, table_id, seat, tokens[seat])
+                first = await asyncio.wait_for(stream.read(), 10)  # (a seat's taking)
+                assert first.event.HasField("seat_taken")
+                streams.append((seat, stream))
+        to_act = list((await _view(stub, table_id, 0, tokens[0])).to_act)
+        assert to_act
+        for seat in to_act:
+            view = await _view(stub, table_id, seat, tokens[seat])
+            assert view.legal_actions, (seat, view)
+
+        async def first_turn(stream: Any) -> Any:
+            while True:
+                message = await stream.read()
+                if message is grpc.aio.EOF:
+                    raise AssertionError("the watch ended without a turn")
+                if message.HasField("turn"):
+                    return message
+
+        waited = [(seat, stream) for seat, stream in streams if seat in to_act]
+        for seat, stream in waited:
+            turn = await asyncio.wait_for(first_turn(stream), 10)
+            assert turn.turn.legal_actions, (seat, turn)
+        for _, stream in streams:
+            stream.cancel()
+
+    run(body, tmp_path)
