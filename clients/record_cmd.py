@@ -584,13 +584,7 @@ def cmd_import_json(args: argparse.Namespace) -> int:
 def cmd_html(args: argparse.Namespace) -> int:
     """One self-contained page that replays every valid record of the file (records/html.py);
     an invalid one is named and left out, and the command ends with 1."""
-    from tapis_cartes.records.html import (  # (only here)
-        MAX_PAGE_POSITIONS,
-        data_positions,
-        page_data,
-        record_data,
-        replay_page,
-    )
+    from tapis_cartes.records.html import PageRecords, replay_page  # (only here)
 
     keys = keys_given(args)
     loaded = _Loaded([args.record])
@@ -598,21 +592,18 @@ def cmd_html(args: argparse.Namespace) -> int:
     if out != "-":
         writable(out, [args.record])
     status = 0
-    records, room = [], MAX_PAGE_POSITIONS
+    records = PageRecords()
     for path, index, env in loaded:
         try:
-            data = record_data(env, keys, room)
+            records.add(env, keys)
         except (RecordError, PageTooLarge) as exc:  # not from the rules, or past the page
             _refused(_where(path, index, len(loaded)), exc)
             status = 1
-            continue
-        room -= data_positions(data)
-        records.append(data)
-    if not records:
+    if not records.records:
         return status
-    page = replay_page(page_data(records), f"{shown_file_name(args.record)} - Tapis replay")
+    page = replay_page(records.data(), f"{shown_file_name(args.record)} - Tapis replay")
     atomic_write(out, lambda f: f.write(page.encode("utf-8")))
-    closing_line(f"{counted(len(records), 'record')} -> {out}", out)
+    closing_line(f"{counted(len(records.records), 'record')} -> {out}", out)
     return status
 
 

@@ -34,7 +34,7 @@ from tapis_cartes.v1 import record_pb2 as pb
 __all__ = [
     "MAX_PAGE_POSITIONS",
     "PAGE_FORMAT",
-    "data_positions",
+    "PageRecords",
     "page_asset",
     "page_data",
     "record_data",
@@ -54,11 +54,6 @@ MAX_PAGE_POSITIONS = 20_000
 def page_positions(rec: pb.GameRecord) -> int:
     """The positions a record's page shows: each hand's deal and every action after it."""
     return sum(len(hand.actions) + 1 for hand in rec.hands)
-
-
-def data_positions(data: dict[str, Any]) -> int:
-    """The positions of a record's page data (`record_data`): its `page_positions`."""
-    return sum(len(hand["positions"]) for hand in data["hands"])
 
 
 def page_asset(name: str) -> str:
@@ -261,15 +256,31 @@ def record_data(
     }
 
 
+class PageRecords:
+    """The records of one page, made into data one by one (`add`: `record_data` within the
+    positions the page has left of its `MAX_PAGE_POSITIONS`); `data()`, the page's data. A
+    caller may leave out a record that does not hold (`add` raised) and go on."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self.room = MAX_PAGE_POSITIONS
+
+    def add(self, env: pb.RecordEnvelope, keys: Keys = ()) -> None:
+        data = record_data(env, keys, self.room)
+        self.room -= sum(len(hand["positions"]) for hand in data["hands"])
+        self.records.append(data)
+
+    def data(self) -> dict[str, Any]:
+        return page_data(self.records)
+
+
 def replay_data(envelopes: Sequence[pb.RecordEnvelope], keys: Keys = ()) -> dict[str, Any]:
     """The page data of the records of a file (see `record_data`; `PageTooLarge` past the
     positions of a page, all records together)."""
-    records, room = [], MAX_PAGE_POSITIONS
+    page = PageRecords()
     for env in envelopes:
-        data = record_data(env, keys, room)
-        room -= data_positions(data)
-        records.append(data)
-    return page_data(records)
+        page.add(env, keys)
+    return page.data()
 
 
 def page_data(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
