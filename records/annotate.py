@@ -31,7 +31,9 @@ __all__ = [
     "CommentOutOfRange",
     "annotate",
     "annotate_envelope",
+    "comments_by_position",
     "parse_comment",
+    "stray_comments",
 ]
 
 Comment = tuple[int, int, str]  # (hand, action, text), hand and action 1-based
@@ -108,10 +110,7 @@ def annotate(
     (the analysis is recomputed); `comments` are added after them. `RecordError` when the
     record does not replay, `CommentOutOfRange` (a `CommentError`) for a comment on a
     position that does not exist."""
-    kept: dict[tuple[int, int], list[str]] = {}
-    for old in previous.actions if previous is not None else ():
-        if old.comments:
-            kept.setdefault((old.hand, old.action), []).extend(old.comments)
+    kept = comments_by_position(previous)
     new = list(comments)
     # the record must be valid before anything is said of it, or of a comment on it
     notes = replay(rec, _AnnotateVisitor())
@@ -178,6 +177,31 @@ class _AnnotateVisitor(BaseVisitor[pb.Annotations]):
 
     def result(self) -> pb.Annotations:
         return self.out
+
+
+def comments_by_position(notes: pb.Annotations | None) -> dict[tuple[int, int], list[str]]:
+    """The comments of an envelope's annotations by position, (hand, action) 1-based: those
+    of two annotations of one position together, in the order they come (an envelope is
+    anyone's to write: every comment it holds is read, none is passed over)."""
+    out: dict[tuple[int, int], list[str]] = {}
+    for note in notes.actions if notes is not None else ():
+        if note.comments:
+            out.setdefault((note.hand, note.action), []).extend(note.comments)
+    return out
+
+
+def stray_comments(
+    rec: pb.GameRecord, comments: dict[tuple[int, int], list[str]]
+) -> list[tuple[int, int, str]]:
+    """The comments of `comments_by_position` on a position `rec` does not have, in order
+    of position: `annotate` refuses them; `show` and the replay page show them apart."""
+    sizes = [len(hand.actions) for hand in rec.hands]
+    return [
+        (h, a, text)
+        for (h, a), texts in sorted(comments.items())
+        if not (1 <= h <= len(sizes) and 1 <= a <= sizes[h - 1])
+        for text in texts
+    ]
 
 
 def _check_position(sizes: Sequence[int], hand: int, action: int, what: str = "comment") -> None:

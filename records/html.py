@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
+from tapis_cartes.records.annotate import comments_by_position, stray_comments
 from tapis_cartes.records.codec import decode_record, record_id, score_from_pb
 from tapis_cartes.records.render import fact_text, named_seats, non_default_options
 from tapis_cartes.records.replay import BaseVisitor, replay
@@ -87,8 +88,8 @@ class _PositionsVisitor(BaseVisitor[list[dict[str, Any]]]):
     """Every position of the match: per hand, the deal, then the state after each action.
     Strict: a record that does not replay is a `RecordError`."""
 
-    def __init__(self, notes: dict[tuple[int, int], pb.ActionAnnotation]) -> None:
-        self.notes = notes
+    def __init__(self, comments: dict[tuple[int, int], list[str]]) -> None:
+        self.comments = comments
         self.hands: list[dict[str, Any]] = []
         self.current: Hand | None = None
         self.tricks = 0
@@ -150,7 +151,6 @@ class _PositionsVisitor(BaseVisitor[list[dict[str, Any]]]):
         current = self.current
         assert current is not None
         position = self._position(current, len(current.tricks) > self.tricks)
-        note = self.notes.get((h, a))
         position.update(
             seat=seat,
             action=action_str(action),
@@ -159,7 +159,7 @@ class _PositionsVisitor(BaseVisitor[list[dict[str, Any]]]):
             legal=[action_str(x) for x in self.legal] if len(self.legal) <= MAX_LEGAL else [],
             choices=len(self.legal),
             forced=self.legal == [action],  # the replay's (an annotation's is unsigned)
-            comments=list(note.comments) if note is not None else [],
+            comments=self.comments.get((h, a), []),
         )
         self.hands[-1]["positions"].append(position)
 
@@ -212,10 +212,8 @@ def record_data(
             )
             + ": `tapis record show` prints a match of any length"
         )
-    notes: dict[tuple[int, int], pb.ActionAnnotation] = {}
-    if env.HasField("annotations"):
-        notes = {(n.hand, n.action): n for n in env.annotations.actions}
-    visitor = _PositionsVisitor(notes)
+    comments = comments_by_position(env.annotations if env.HasField("annotations") else None)
+    visitor = _PositionsVisitor(comments)
     hands = replay(rec, visitor)
     spec = find_game(rec.rules.game)
     units = spec.units
@@ -253,6 +251,8 @@ def record_data(
             "scores": [list(score_from_pb(units, s)) for s in outcome.scores],
         },
         "sheet": score_sheet(rec),
+        # comments of the envelope on no position of the record: shown apart, not dropped
+        "stray_comments": [list(c) for c in stray_comments(rec, comments)],
     }
 
 

@@ -9,7 +9,7 @@ terminal.
 
 from __future__ import annotations
 
-from tapis_cartes.records.annotate import annotate
+from tapis_cartes.records.annotate import annotate, comments_by_position, stray_comments
 from tapis_cartes.records.clocks import Clocks, TimeControl
 from tapis_cartes.records.codec import record_id, score_from_pb
 from tapis_cartes.records.replay import replay_record
@@ -83,10 +83,13 @@ def render_record(
         ref = f" {terminal_text(p.reference)}" if p.reference else ""
         lines.append(f"source: {terminal_text(p.source)}{ref}")
     units = spec.units
-    notes = {(a.hand, a.action): a for a in annotations.actions} if annotations is not None else {}
+    comments_at = comments_by_position(annotations)
     # Which actions were forced: the replay's, never the envelope's say (its annotations are
     # outside the signature: anyone may mark any action forced). Their comments are shown.
-    forced_at = {(a.hand, a.action) for a in annotate(rec).actions if a.forced} if notes else set()
+    annotated = annotations is not None and len(annotations.actions) > 0
+    forced_at = (
+        {(a.hand, a.action) for a in annotate(rec).actions if a.forced} if annotated else set()
+    )
     for h, hand in enumerate(rec.hands):
         result = match.results[h] if h < len(match.results) else None
         engine_hand = result.hand if result else match.hand
@@ -123,21 +126,18 @@ def render_record(
         comments: list[str] = []
         timeouts = set(hand.timeouts)
         for index, (seat, action) in enumerate(zip(hand.seats, hand.actions, strict=True), 1):
-            note = notes.get((h + 1, index))
+            said_here = comments_at.get((h + 1, index), ())
             forced = " (forced)" if (h + 1, index) in forced_at else ""
             if clocks is not None and index <= len(hand.elapsed_ms):
                 forced += _clock(clocks, seat, hand.elapsed_ms[index - 1], index in timeouts)
             if action & 7 != PLAY:
-                said = ""
-                if note is not None:
-                    said = "".join(f"  # {terminal_text(c)}" for c in note.comments)
+                said = "".join(f"  # {terminal_text(c)}" for c in said_here)
                 lines.append(f"  {names[seat]}: {action_str(action)}{forced}{said}")
                 score_lines(index)
                 continue
             played = f"{names[seat]} {card_str(action >> 3)}"
             pending.append(played + forced)
-            if note is not None:
-                comments.extend(f"      # {played}: {terminal_text(c)}" for c in note.comments)
+            comments.extend(f"      # {played}: {terminal_text(c)}" for c in said_here)
             in_trick += 1
             if t < len(tricks) and in_trick == len(tricks[t].cards):
                 winner = names[tricks[t].winner]
@@ -157,6 +157,13 @@ def render_record(
             score_lines(at)
     if rec.outcome.rule:
         lines.append(f"{named_seats(rec.outcome.reason, names)} [{rec.outcome.rule}]")
+    stray = stray_comments(rec, comments_at)
+    if stray:
+        lines.append("")
+        lines.append(
+            "Comments on positions the record does not have (its annotations are unsigned):"
+        )
+        lines.extend(f"  hand {h}, action {a}  # {terminal_text(c)}" for h, a, c in stray)
     lines.append("")
     lines.append(score_sheet(rec))
     return "\n".join(lines)

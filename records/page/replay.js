@@ -45,6 +45,10 @@
     const winners = o.winners.map(name).join(", ");
     lines.push(el("div", {}, (o.finished ? "finished" : "not finished") +
       (winners ? "; won by " + winners : "") + (o.reason ? " (" + o.reason + ")" : "")));
+    for (const [hn, an, text] of d.stray_comments) {
+      lines.push(el("div", { class: "comment stray" }, "comment on hand " + hn + ", action " + an +
+        ", a position this record does not have (annotations are unsigned): # " + text));
+    }
     $("about").replaceChildren(...lines);
     $("sheet").textContent = d.sheet;
     boxes = seats($("board"), d.seats.length);

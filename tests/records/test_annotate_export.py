@@ -30,6 +30,7 @@ from tapis_cartes.records.export import (
     record_to_transcript,
     transcript_text,
 )
+from tapis_cartes.records.html import replay_data
 from tapis_cartes.records.render import render_record
 from tapis_cartes.records.signing import sign
 from tapis_cartes.records.transcript import import_transcript, load_transcript
@@ -182,6 +183,31 @@ def test_show_marks_forced_actions_and_comments() -> None:
     assert " 1. South 2C (forced)  West 6C " in text
     assert "      # South 2C: the 2C leads" in text
     assert "(forced)" not in render_record(rec, env.record)
+
+
+def test_every_comment_an_envelope_holds_is_shown(tmp_path: Path) -> None:
+    """An envelope is anyone's to write: two annotations of one action, and a comment on a
+    position the record does not have, are shown (by `show` and on the replay page), never
+    passed over; `annotate` refuses the file, naming the position."""
+    env, _ = dp1()
+    env.annotations.actions.add(hand=1, action=5, comments=["first"])
+    env.annotations.actions.add(hand=1, action=5, comments=["second"])
+    env.annotations.actions.add(hand=9, action=1, comments=["on no action"])
+    path = tmp_path / "stray.tapis"
+    write_envelopes(path, [env])
+    shown = tapis("record", "show", path)
+    assert shown.returncode == 0, shown.stderr
+    assert "      # South 2C: first\n      # South 2C: second\n" in shown.stdout
+    assert (
+        "Comments on positions the record does not have (its annotations are unsigned):\n"
+        "  hand 9, action 1  # on no action\n"
+    ) in shown.stdout
+    data = replay_data([env])["records"][0]
+    assert data["hands"][0]["positions"][5]["comments"] == ["first", "second"]
+    assert data["stray_comments"] == [[9, 1, "on no action"]]
+    refused = tapis("record", "annotate", path, "-o", tmp_path / "out.tapis")
+    assert refused.returncode == 1
+    assert "a comment the file holds on hand 9, action 1: the record has 1 hand" in refused.stderr
 
 
 # --- protobuf JSON ------------------------------------------------------------------------

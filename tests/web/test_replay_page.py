@@ -148,6 +148,26 @@ def test_annotated_record_keys_and_address(browser: Any, tmp_path: Path) -> None
     assert all(u.startswith("file:") for u in requests), requests
 
 
+def test_a_comment_on_no_position_is_shown_apart(browser: Any, tmp_path: Path) -> None:
+    """The envelope's annotations are anyone's to write: a comment on a position the record
+    does not have is shown with the record (as text: markup in it stays text)."""
+    (env,) = read_envelopes(DATA / "dame-de-pique-dp1.tapis")
+    env.annotations.actions.add(hand=7, action=2, comments=["<b>on no action</b>"])
+    path = tmp_path / "stray.tapis"
+    write_envelopes(path, [env])
+    done = tapis("record", "html", path, "-o", tmp_path / "stray.html")
+    assert done.returncode == 0, done.stderr
+    page, errors, _ = _open(browser, (tmp_path / "stray.html").as_uri())
+    stray = page.locator("#about .stray")
+    assert stray.inner_text() == (
+        "comment on hand 7, action 2, a position this record does not have (annotations are"
+        " unsigned): # <b>on no action</b>"
+    )
+    assert page.locator("#about b").count() == 0
+    page.close()
+    assert not errors
+
+
 def test_a_record_that_does_not_replay_is_named(tmp_path: Path) -> None:
     broken = tmp_path / "broken.tapis"
     broken.write_bytes((DATA / "napoleon-n1.tapis").read_bytes()[:-7])
