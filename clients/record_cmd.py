@@ -511,7 +511,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         try:
             out.append(annotate_envelope(env, comments))
         except TapisError as exc:  # RecordError, CommentError
-            _err(f"{_where(path, index, len(loaded))}: {exc}")
+            _refused(_where(path, index, len(loaded)), exc)
             return exit_status(exc)
     write_envelopes(args.output, out)
     actions = sum(len(e.annotations.actions) for e in out)

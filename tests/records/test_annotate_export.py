@@ -210,6 +210,21 @@ def test_every_comment_an_envelope_holds_is_shown(tmp_path: Path) -> None:
     assert "a comment the file holds on hand 9, action 1: the record has 1 hand" in refused.stderr
 
 
+def test_annotate_refuses_an_invalid_record_as_verify_says_it(tmp_path: Path) -> None:
+    _, rec = dp1()
+    rec.outcome.scores[0].points += 100  # a final score the rules did not make
+    path = tmp_path / "raised.tapis"
+    write_envelopes(path, [pb.RecordEnvelope(record=rec.SerializeToString(deterministic=True))])
+    said = tapis("record", "verify", path)
+    refused = tapis("record", "annotate", path, "-o", tmp_path / "out.tapis")
+    assert said.returncode == refused.returncode == 1
+    assert ": INVALID: " in refused.stdout + refused.stderr
+    # the same words and code as verify
+    reason = (said.stdout + said.stderr).split("INVALID: ", 1)[1].splitlines()[0]
+    assert f"{path}: INVALID: {reason}" in refused.stderr
+    assert not (tmp_path / "out.tapis").exists()
+
+
 # --- protobuf JSON ------------------------------------------------------------------------
 
 
