@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO, TypeVar
 
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError
 
 from tapis_cartes.records.clocks import (
@@ -400,6 +401,148 @@ def encode_varint(n: int) -> bytes:
         else:
             out.append(b)
             return bytes(out)
+
+
+# --- where bytes are not as Tapis writes them (for messages) ---------------------------------
+
+
+def _varint_at(data: bytes, pos: int, end: int) -> tuple[int, int] | None:
+    """The varint at `pos` (any encoding a decoder takes) and the position past it."""
+    value = shift = 0
+    while pos < end and shift < 70:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+    return None
+
+
+def _wire_fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """(number, wire type, field start, value start, value end) of each field of
+    `data[start:end]`, as far as they are well formed (a group stops the walk)."""
+    pos = start
+    while pos < end:
+        key = _varint_at(data, pos, end)
+        if key is None:
+            return
+        number, kind = key[0] >> 3, key[0] & 7
+        begin = key[1]
+        if kind == 0:
+            value = _varint_at(data, begin, end)
+            if value is None:
+                return
+            stop = value[1]
+        elif kind in (1, 5):
+            stop = begin + (8 if kind == 1 else 4)
+        elif kind == 2:
+            length = _varint_at(data, begin, end)
+            if length is None:
+                return
+            begin, stop = length[1], length[1] + length[0]
+        else:
+            return
+        if stop > end:
+            return
+        yield number, kind, pos, begin, stop
+        pos = stop
+
+
+def field_path(data: bytes, offset: int, message: Descriptor, start: int = 0, end: int = -1) -> str:
+    """The field of a message's bytes (`message` its descriptor) that holds byte `offset`, as
+    a path (`hands[2].deal`, the index counted from 0 among the fields of its number); "" when
+    no field holds it, as far as the bytes are well formed."""
+    end = len(data) if end < 0 else end
+    seen: dict[int, int] = {}
+    for number, kind, at, begin, stop in _wire_fields(data, start, end):
+        count = seen[number] = seen.get(number, -1) + 1
+        if offset >= stop:
+            continue
+        if offset < at:
+            break
+        field = message.fields_by_number.get(number)
+        if field is None:
+            return f"field {number} (not in {message.name})"
+        name = field.name
+        if field.message_type is None:
+            return name
+        if field.is_repeated:
+            name += f"[{count}]"
+        inner = field_path(data, offset, field.message_type, begin, stop) if kind == 2 else ""
+        return f"{name}.{inner}" if inner and offset >= begin else name
+    return ""
+
+
+def unknown_field_path(data: bytes, message: Descriptor, start: int = 0, end: int = -1) -> str:
+    """The path (as `field_path` gives it) of the first field of a message's bytes that its
+    descriptor does not know; "" when there is none, as far as the bytes are well formed."""
+    end = len(data) if end < 0 else end
+    seen: dict[int, int] = {}
+    for number, kind, _, begin, stop in _wire_fields(data, start, end):
+        count = seen[number] = seen.get(number, -1) + 1
+        field = message.fields_by_number.get(number)
+        if field is None:
+            return f"field {number} (not in {message.name})"
+        if field.message_type is not None and kind == 2:
+            inner = unknown_field_path(data, field.message_type, begin, stop)
+            if inner:
+                name = f"{field.name}[{count}]" if field.is_repeated else field.name
+                return f"{name}.{inner}"
+    return ""
+
+
+def where_bytes_differ(data: bytes, canonical: bytes, message: Descriptor) -> str:
+    """Where a message's bytes first part from its canonical encoding, for a message saying
+    they are not canonical: "byte N, in PATH", PATH the innermost field that differs (as
+    `field_path` names it; a length that changed with the content it counts is passed
+    through to the content)."""
+    offset, path = _apart(data, canonical, message, (0, len(data)), (0, len(canonical)))
+    return f"byte {offset:,}" + (f", in {path}" if path else "")
+
+
+def _first_apart(a: bytes, b: bytes) -> int:
+    """The first index where `a` and `b` differ (the shorter one's length when one is the
+    start of the other)."""
+    n = min(len(a), len(b))
+    start = 0
+    while start < n and a[start : start + 4096] == b[start : start + 4096]:
+        start += 4096  # equal blocks passed over at C speed (a field may be megabytes)
+    return next((i for i in range(start, n) if a[i] != b[i]), n)
+
+
+def _apart(
+    data: bytes,
+    canonical: bytes,
+    message: Descriptor,
+    span: tuple[int, int],
+    canonical_span: tuple[int, int],
+) -> tuple[int, str]:
+    """`where_bytes_differ` within a message's bytes: (offset in `data`, path)."""
+    ours = list(_wire_fields(data, *span))
+    theirs = list(_wire_fields(canonical, *canonical_span))
+    seen: dict[int, int] = {}
+    for i, (number, kind, at, begin, stop) in enumerate(ours):
+        count = seen[number] = seen.get(number, -1) + 1
+        other = theirs[i] if i < len(theirs) else None
+        if other is not None and data[at:stop] == canonical[other[2] : other[4]]:
+            continue
+        field = message.fields_by_number.get(number)
+        if field is None:
+            return at, f"field {number} (not in {message.name})"
+        name = f"{field.name}[{count}]" if field.is_repeated and field.message_type else field.name
+        if other is None:
+            return at, name
+        if field.message_type is not None and kind == 2 and other[0] == number and other[1] == 2:
+            offset, inner = _apart(
+                data, canonical, field.message_type, (begin, stop), (other[3], other[4])
+            )
+            if inner:
+                return offset, f"{name}.{inner}"
+            head = _first_apart(data[at:begin], canonical[other[2] : other[3]])
+            return (at + head if head < begin - at else offset), name
+        return at + _first_apart(data[at:stop], canonical[other[2] : other[4]]), name
+    return (span[1] if len(theirs) > len(ours) else span[0]), ""
 
 
 def iter_frames(data: bytes, name: str = "input") -> Iterator[bytes]:

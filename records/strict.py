@@ -46,6 +46,8 @@ from tapis_cartes.records.codec import (
     record_head,
     record_tail_of,
     unit_fields,
+    unknown_field_path,
+    where_bytes_differ,
 )
 from tapis_cartes.referee.engine import (
     GAMES,
@@ -116,11 +118,17 @@ def decode_canonical(record_bytes: bytes) -> pb.GameRecord:
         return rec
     kept = decode_record(record_bytes)  # unknown fields kept, in the order protobuf keeps them
     if kept.SerializeToString(deterministic=True) != rec.SerializeToString(deterministic=True):
-        raise RecordError("record-unknown-field", "the record has a field this Tapis does not know")
+        where = unknown_field_path(record_bytes, pb.GameRecord.DESCRIPTOR)
+        raise RecordError(
+            "record-unknown-field",
+            "the record has a field this Tapis does not know" + (f": {where}" if where else ""),
+        )
+    canonical = rec.SerializeToString(deterministic=True)
     raise RecordError(
         "record-noncanonical",
         "the record bytes are not the canonical encoding of the record they decode to "
-        "(a field repeated, out of order or not minimally encoded)",
+        "(a field repeated, out of order or not minimally encoded): they differ from it at "
+        + where_bytes_differ(record_bytes, canonical, pb.GameRecord.DESCRIPTOR),
     )
 
 

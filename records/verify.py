@@ -49,6 +49,8 @@ from tapis_cartes.records.codec import (
     no_records,
     parse_envelope,
     record_id,
+    unknown_field_path,
+    where_bytes_differ,
 )
 from tapis_cartes.records.executors import Executor, SerialExecutor, map_in_order
 from tapis_cartes.records.replay import (
@@ -327,15 +329,18 @@ def _verify_frame(frame: bytes, ring: dict[str, TrustedKey], name: str, index: i
     if stored != frame:
         rid = record_id(env.record)
         if parse_envelope(frame, name, index).SerializeToString(deterministic=True) != stored:
+            where = unknown_field_path(frame, pb.RecordEnvelope.DESCRIPTOR)
             error = RecordError(
                 "envelope-unknown-field",
-                "the envelope has a field this Tapis does not know",
+                "the envelope has a field this Tapis does not know"
+                + (f": {where}" if where else ""),
             )
         else:
             error = RecordError(
                 "envelope-noncanonical",
                 "the envelope is not stored as Tapis writes it "
-                "(fields repeated, out of order or not minimally encoded)",
+                "(fields repeated, out of order or not minimally encoded): it differs at "
+                + where_bytes_differ(frame, stored, pb.RecordEnvelope.DESCRIPTOR),
             )
         return VerifyResult(rid, 0, error, "", env.key_id)
     return _verify_envelope(env, ring)

@@ -21,7 +21,13 @@ from tapis_cartes.records import (
     read_records,
     write_records,
 )
-from tapis_cartes.records.codec import MAGIC, canonical_bytes, write_envelopes, write_frames
+from tapis_cartes.records.codec import (
+    MAGIC,
+    canonical_bytes,
+    encode_varint,
+    write_envelopes,
+    write_frames,
+)
 from tapis_cartes.records.research import play_rows
 from tapis_cartes.referee.catalog import games, games_catalog
 from tapis_cartes.referee.engine import RulesError, make_rules
@@ -220,9 +226,19 @@ def test_verify_checks_the_envelope_as_the_file_stores_it(
     result = record.verify()
     assert not result.ok and result.error is not None
     assert result.error.code == "envelope-unknown-field"
+    assert str(result.error).endswith(": field 127 (not in RecordEnvelope)")
     copy = tmp_path / "copy.tapis"
     write_records(copy, [record])  # as it was read
     assert copy.read_bytes() == path.read_bytes()
+    # The envelope's signature written twice (the second one counts): not as Tapis writes it,
+    # and the message says where.
+    env = pb.RecordEnvelope.FromString(played[0].frame)
+    twice = played[0].frame + b"\x12" + encode_varint(len(env.signature)) + env.signature
+    write_frames(path, [twice])
+    (again,) = read_records(path)
+    result = again.verify()
+    assert result.error is not None and result.error.code == "envelope-noncanonical"
+    assert f"it differs at byte {len(played[0].frame):,}, in signature" in str(result.error)
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 from collections import Counter
 from collections.abc import Callable
@@ -388,8 +389,18 @@ def test_every_other_encoding_of_a_record_is_refused(records: list[tuple[str, by
         seen[what] += 1
         if what == "encoding:unknown-field":
             assert code == "record-unknown-field", (label, what, str(exc.value))
+            # the message names the field: its number, and the message it is not part of
+            assert re.search(r": (\w+(\[\d+\])?\.)*field \d+ \(not in \w+\)$", str(exc.value))
         elif same:
             assert code == "record-noncanonical", (label, what, str(exc.value))
+            # ... and where the bytes part from the canonical ones (`data`: the same record):
+            # the innermost field that differs, at or past the first byte that does
+            found = re.search(r"they differ from it at byte ([\d,]+), in \w+", str(exc.value))
+            assert found, (what, str(exc.value))
+            first = next(
+                i for i, (a, b) in enumerate(zip(mutant, data + b"\0", strict=False)) if a != b
+            )
+            assert first <= int(found[1].replace(",", "")) < len(mutant), (what, str(exc.value))
     kinds = {w.split(":")[1] for w in seen}
     assert {"pad-varint", "repeat-scalar", "split-packed", "unpack", "reorder"} <= kinds, seen
     assert {"wide-varint", "split-message", "unknown-field", "pad-length"} <= kinds, seen
