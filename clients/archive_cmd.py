@@ -51,7 +51,7 @@ from tapis_cartes.records.archive import (
     rescore,
     run_results,
 )
-from tapis_cartes.records.codec import decode_record, writable, write_frames
+from tapis_cartes.records.codec import decode_record, file_name, writable, write_frames
 from tapis_cartes.records.executors import MAX_WORKERS, make_executor
 from tapis_cartes.records.render import render_record, terminal_text
 from tapis_cartes.records.rescore import Rescored, result_text, runs_text, summary_text
@@ -131,10 +131,29 @@ def _unlisted(more: int, what: str) -> None:
         )
 
 
+def _cannot_open(path: str) -> str | None:
+    """Why a file given to read cannot be opened (its name first), or None; told without
+    opening it (a pipe is read once, when its records are)."""
+    try:
+        if os.path.isdir(path):
+            return f"{file_name(path)}: Is a directory"
+        os.stat(path)
+    except OSError as exc:
+        return f"{file_name(path)}: {exc.strerror or exc}"
+    if not os.access(path, os.R_OK):
+        return f"{file_name(path)}: Permission denied"
+    return None
+
+
 @_archive_command
 def cmd_add(args: argparse.Namespace) -> int:
     keys = keys_given(args)
     executor = make_executor("local", args.workers)  # a bad count refused before the archive
+    unopened = [_cannot_open(f) for f in args.files]
+    if all(unopened):  # nothing to add: no archive made or opened (a typo makes no file)
+        for why in unopened:
+            _err(f"{why}: nothing added")
+        return 2
     db = open_archive(args.db)
     bar = Progress("adding", not args.json)
     t0 = time.perf_counter()

@@ -335,3 +335,29 @@ def test_a_command_waiting_for_the_write_lock_stops_at_ctrl_c(
         holder.execute("ROLLBACK")
         holder.close()
     assert proc.returncode == 130 and "Traceback" not in err, err
+
+
+def test_an_add_of_files_none_of_which_can_be_read_makes_no_archive(
+    corpus: list[pb.RecordEnvelope], archive: Path, tmp_path: Path
+) -> None:
+    """A mistyped file name: named, and no archive is made (nor an existing one opened) when
+    no file given can be read; with one that can, its records go in and the others are
+    named."""
+    (tmp_path / "folder").mkdir()
+    new = tmp_path / "new.db"
+    done = tapis("archive", "add", new, tmp_path / "typo.tapis", tmp_path / "folder")
+    no_traceback(done)
+    assert done.returncode == 2
+    assert f"{tmp_path / 'typo.tapis'}: No such file or directory: nothing added" in done.stderr
+    assert f"{tmp_path / 'folder'}: Is a directory: nothing added" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]
+    kept = copy_of(archive, tmp_path)
+    before = ids(kept)
+    done = tapis("archive", "add", kept, tmp_path / "typo.tapis")
+    assert done.returncode == 2 and ids(kept) == before
+    some = tmp_path / "some.tapis"
+    write_envelopes(some, corpus[:1])
+    done = tapis("archive", "add", new, tmp_path / "typo.tapis", some)
+    assert done.returncode == 2, done.stderr
+    assert "1 added" in done.stdout and "typo.tapis: No such file or directory" in done.stderr
+    assert len(ids(new)) == 1
