@@ -210,19 +210,22 @@ def _stop_now(pool: ProcessPoolExecutor) -> None:
     (they only compute: this process is the one that stores). The workers are terminated:
     `shutdown` alone would wait for each running task to end, and the pool's own thread then
     joins them. Python 3.14 has `terminate_workers`; before it, the processes are the pool's
-    `_processes`."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in procs:
-        proc.terminate()
-    for proc in procs:
-        proc.join(10)
-    # The pool's own thread ends once it sees its workers gone, and closes its wake-up pipe
-    # then: waited for here, or the interpreter's exit (which wakes that thread) may write to
-    # the pipe as it is closed ("Exception ignored ... Bad file descriptor" after Ctrl-C).
-    manager = getattr(pool, "_executor_manager_thread", None)
-    if manager is not None:
-        manager.join(10)
+    `_processes`. A Ctrl-C meanwhile (a second one: this is often the first's stop) is
+    raised once the pool is stopped, not in the middle of it."""
+    with _InterruptDeferred():
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.join(10)
+        # The pool's own thread ends once it sees its workers gone, and closes its wake-up
+        # pipe then: waited for here, or the interpreter's exit (which wakes that thread) may
+        # write to the pipe as it is closed ("Exception ignored ... Bad file descriptor"
+        # after Ctrl-C).
+        manager = getattr(pool, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(10)
 
 
 class _InterruptDeferred:

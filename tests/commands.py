@@ -3,7 +3,6 @@ working tree, with nothing of the caller's environment but what it is given."""
 
 from __future__ import annotations
 
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -24,10 +23,9 @@ def tapis(
     with it); `setup`: Python run in the child before the command (to inject); `env` adds
     environment variables."""
 
-    def limit() -> None:
-        assert memory_limit is not None
-        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
-
+    if memory_limit is not None:  # set by the child itself, first (no `preexec_fn`: CHILD_FIRST)
+        limit = f"resource.setrlimit(resource.RLIMIT_AS, ({memory_limit}, {memory_limit}))"
+        setup = f"import resource\n{limit}\n{setup}"
     return subprocess.run(
         cli_command(setup, *args),
         capture_output=True,
@@ -35,8 +33,15 @@ def tapis(
         cwd=cwd or ROOT,
         timeout=120,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **env},
-        preexec_fn=None if memory_limit is None else limit,
     )
+
+
+# What a child sets itself, first, rather than a `preexec_fn`: with one, the child is forked
+# to run Python code before its program, and the fork runs gRPC's fork handlers (this process
+# has gRPC loaded, its threads running), which can abort the child ("epoll_wait error: Bad file
+# descriptor", SIGABRT); without, it is started without them.
+# As from a terminal: Ctrl-C not ignored (a test run in the background inherits SIGINT ignored).
+INTERRUPTIBLE = "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
 
 
 def cli_command(setup: str, *args: str | Path) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands import DATA, ROOT, cli_command, tapis
+from tests.commands import DATA, INTERRUPTIBLE, ROOT, cli_command, tapis
 
 RECORD = DATA / "napoleon-n1.tapis"
 TRANSCRIPT = DATA / "napoleon-n1.json"
@@ -248,13 +248,12 @@ def _started(setup: str, *argv: str | Path) -> subprocess.Popen[str]:
     """`tapis ARGV...` after `setup`, as from a terminal (Ctrl-C not ignored: a test run in the
     background inherits SIGINT ignored)."""
     return subprocess.Popen(
-        cli_command(setup, *argv),
+        cli_command(INTERRUPTIBLE + setup, *argv),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

@@ -28,7 +28,7 @@ from tapis_cartes.records.executors import (
     make_executor,
     map_in_order,
 )
-from tests.commands import DATA, tapis
+from tests.commands import DATA, INTERRUPTIBLE, tapis
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -180,7 +180,7 @@ STORM = textwrap.dedent(
 @pytest.mark.parametrize("seed", [1])
 def test_ctrl_c_anywhere_in_the_pools_bookkeeping_stops_the_job(tmp_path: Path, seed: int) -> None:
     script = tmp_path / "storm.py"
-    script.write_text(STORM)
+    script.write_text(INTERRUPTIBLE + STORM)
     trials = 15
     proc = subprocess.run(
         [sys.executable, str(script), str(seed), str(trials)],
@@ -189,8 +189,6 @@ def test_ctrl_c_anywhere_in_the_pools_bookkeeping_stops_the_job(tmp_path: Path, 
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         timeout=300,
-        # as from a terminal: a test run in the background inherits SIGINT ignored
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:-1] == [f"interrupted {i}" for i in range(trials)]

@@ -31,7 +31,7 @@ from tapis_cartes.records.verify import (
     verify_task,
 )
 from tapis_cartes.v1 import record_pb2 as pb
-from tests.commands import ROOT, cli_command
+from tests.commands import INTERRUPTIBLE, ROOT, cli_command
 from tests.commands import tapis as archive_tapis
 
 CHUNK = 7  # records per task: many chunks in flight
@@ -282,16 +282,14 @@ def test_records_from_a_pipe_are_read_to_its_end(corpus: Corpus, workers: str) -
 def test_ctrl_c_exits_130_without_a_traceback(corpus: Corpus, workers: str) -> None:
     """SIGINT to the process group, as a terminal sends it, once results are coming."""
     proc = subprocess.Popen(
-        cli_command(SMALL_CHUNKS, "record", "verify", corpus.unsigned, "--json", "--workers",
-                    workers),
+        cli_command(INTERRUPTIBLE + SMALL_CHUNKS, "record", "verify", corpus.unsigned, "--json",
+                    "--workers", workers),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1"},
         start_new_session=True,
-        # as from a terminal: a test run in the background inherits SIGINT ignored
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         assert proc.stdout is not None
