@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 from tapis_cartes.records.annotate import comments_by_position, stray_comments
 from tapis_cartes.records.codec import decode_record, record_id, score_from_pb
 from tapis_cartes.records.render import fact_text, named_seats, non_default_options
@@ -281,6 +283,15 @@ def replay_data(envelopes: Sequence[pb.RecordEnvelope], keys: Keys = ()) -> dict
     for env in envelopes:
         page.add(env, keys)
     return page.data()
+
+
+def signed_record_page(envelope: bytes, public_key: bytes, title: str) -> bytes:
+    """The replay page (UTF-8) of one record, `envelope` its envelope's bytes, its signature
+    checked with `public_key` (Ed25519, raw): what the referee's web front builds for a
+    finished table, in a process of its own (bytes in, bytes out)."""
+    key = Ed25519PublicKey.from_public_bytes(public_key)
+    data = replay_data([pb.RecordEnvelope.FromString(envelope)], [key])
+    return replay_page(data, title).encode()
 
 
 def page_data(records: Sequence[dict[str, Any]]) -> dict[str, Any]:

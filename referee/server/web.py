@@ -2,9 +2,11 @@
 own event loop and tables.
 
 A Starlette app served by uvicorn as a task of the same asyncio loop as the gRPC server (no
-second process, no thread); it reads the tables through the `Referee` and knows no rule:
+thread; only the replay pages are built in a process of their own, `_Pages`); it reads the
+tables through the `Referee` and knows no rule:
 
-- `/`: the tables (live ones, and the finished ones in memory), with links;
+- `/`: the tables (live ones, and the finished ones in memory), the most recent first, a
+  bounded number a page (`?page=N`), with links;
 - `/tables/{id}`: a table's live spectator page, fed by `/tables/{id}/events`, a stream of
   Server-Sent Events: the spectator's copy of each table event, exactly what gRPC's
   `WatchTable` sends a spectator (`event_message(..., viewer=None)`), and after each batch
@@ -31,14 +33,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import html
+import itertools
 import json
+import multiprocessing
 import re
+import signal
 import socket
 import sqlite3
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from importlib import resources
 from typing import Any
 
@@ -53,7 +61,7 @@ from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from tapis_cartes.records.codec import encode_file
-from tapis_cartes.records.html import card_table, fill, page_asset, replay_data, replay_page
+from tapis_cartes.records.html import card_table, fill, page_asset, signed_record_page
 from tapis_cartes.referee.engine import find_game
 from tapis_cartes.referee.engine.cards import SUIT_SYMBOLS
 from tapis_cartes.referee.errors import (
@@ -62,6 +70,7 @@ from tapis_cartes.referee.errors import (
     NotFound,
     OutOfRange,
     TapisError,
+    Unavailable,
 )
 from tapis_cartes.referee.server.limits import (
     DEFAULT_LIMITS,
@@ -83,6 +92,13 @@ KEEPALIVE = 15.0  # seconds: a comment line on an idle stream, so proxies keep i
 MAX_ID = 64  # the longest table id (as the gRPC service's bound)
 _INDEX = re.compile(r"[0-9]{1,10}")  # an event index (Last-Event-ID, ?from=)
 PAGE_CACHE_BYTES = 32 << 20  # the built replay pages kept, in all (`_Pages`)
+# The index lists INDEX_ROWS tables a page (1,000 tables of 10 seats made a page of 3.8 MB,
+# built for each request on the event loop: two visitors took gRPC's p50 to 268 ms); a page
+# is made at most once each INDEX_SECONDS, the last INDEX_PAGES_KEPT pages asked for kept.
+INDEX_ROWS = 100
+INDEX_SECONDS = 1.0
+INDEX_PAGES_KEPT = 16
+_PAGE = re.compile(r"[0-9]{1,6}")  # an index page number (?page=)
 # What every spectator of a table is sent alike is made once and shared by the streams
 # (`_Shared`): the last SHARED_EVENTS events' messages, in all, and each table's view for
 # SHARED_VIEW_SECONDS (a view holds the clocks' time left, which runs). Made for each stream,
@@ -122,10 +138,20 @@ def host_port(address: str) -> tuple[str, int]:
     """The host (without an IPv6 address's brackets) and port of `HOST:PORT`; `ListenError`
     for anything else (the gRPC address and the web address alike)."""
     host, _, port_text = address.rpartition(":")
-    host = host.strip("[]")
-    if not host or not port_text.isdigit() or int(port_text) > 65535:
+    bracketed = host.startswith("[") and host.endswith("]")
+    if bracketed:
+        host = host[1:-1]
+    # An IPv6 address in brackets (its own colons would read as the port's), nothing else.
+    if (
+        not host
+        or ("[" in host or "]" in host)
+        or (":" in host) != bracketed
+        or not port_text.isdigit()
+        or int(port_text) > 65535
+    ):
         raise ListenError(
-            f"cannot listen on {address!r}: give HOST:PORT (e.g. 127.0.0.1:50051, [::]:50051)"
+            f"cannot listen on {address!r}: give HOST:PORT, an IPv6 address in brackets"
+            " (e.g. 127.0.0.1:50051, [::]:50051)"
         )
     return host, int(port_text)
 
@@ -233,9 +259,12 @@ class _Http(H11Protocol):
 
 class _Pages:
     """The built replay pages of the most recent finished tables, `limit` bytes in all (one
-    larger is kept alone): a finished table's record never changes, so its page is built once
-    (on a thread: the loop goes on), however many ask for it, at once or later. One page is
-    built at a time: the page of a long match takes seconds and hundreds of MB to build."""
+    larger is kept alone): a finished table's record never changes, so its page is built once,
+    however many ask for it, at once or later. A page is built in a process of its own
+    (`signed_record_page`; the page of a long match takes seconds: on a thread, it held the
+    interpreter from the event loop, and a visitor asking for four such pages in turn took
+    gRPC's p99 from 6 to 316 ms), one at a time (hundreds of MB each); the process is started
+    at the first page and stopped with the front (`close`)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -243,23 +272,49 @@ class _Pages:
         self._pages: OrderedDict[tuple[str, str], bytes] = OrderedDict()  # the oldest first
         self._building: dict[tuple[str, str], asyncio.Future[bytes]] = {}
         self._one = asyncio.Semaphore(1)  # (bound to the loop at its first wait)
+        self._pool: ProcessPoolExecutor | None = None
 
-    async def get(self, key: tuple[str, str], build: Callable[[], bytes]) -> bytes:
-        """The page of `key` (table id, record id), built by `build` when not kept."""
-        page = self._pages.get(key)
-        if page is not None:
+    async def get(self, key: tuple[str, str], page: tuple[bytes, bytes, str]) -> bytes:
+        """The page of `key` (table id, record id), `page` what makes it (`signed_record_page`'s
+        arguments: the record's envelope, the public key, the title), built when not kept."""
+        kept = self._pages.get(key)
+        if kept is not None:
             self._pages.move_to_end(key)
-            return page
+            return kept
         building = self._building.get(key)
         if building is None:
-            building = self._building[key] = asyncio.ensure_future(self._build(build))
+            building = self._building[key] = asyncio.ensure_future(self._build(page))
             building.add_done_callback(lambda done: self._built(key, done))
         # shielded: a client gone does not cancel the build others wait for
         return await asyncio.shield(building)
 
-    async def _build(self, build: Callable[[], bytes]) -> bytes:
+    async def _build(self, page: tuple[bytes, bytes, str]) -> bytes:
         async with self._one:
-            return await asyncio.to_thread(build)
+            return await self._make(page)
+
+    async def _make(self, page: tuple[bytes, bytes, str]) -> bytes:
+        """The page, built in the process that builds them (started if need be)."""
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                1,
+                mp_context=multiprocessing.get_context("spawn"),  # (no fork of gRPC's threads)
+                # Ctrl-C reaches the terminal's whole group: the referee's to handle
+                initializer=functools.partial(signal.signal, signal.SIGINT, signal.SIG_IGN),
+            )
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, signed_record_page, *page)
+        except BrokenProcessPool:  # its process gone (killed, out of memory): a new one next
+            self._pool = None
+            raise Unavailable(
+                "the process building replay pages stopped before this page was made: ask again"
+            ) from None
+
+    def close(self) -> None:
+        """Stop the process building pages (a build under way is not waited for)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def _built(self, key: tuple[str, str], done: asyncio.Future[bytes]) -> None:
         del self._building[key]
@@ -333,6 +388,8 @@ class WebFront:
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
         self._pages = _Pages(PAGE_CACHE_BYTES)
+        # index pages by number: when made, for how many tables, the page
+        self._index: OrderedDict[int, tuple[float, int, bytes]] = OrderedDict()
         self._shared = _Shared()
         self.app = Starlette(
             routes=[
@@ -376,12 +433,16 @@ class WebFront:
             await asyncio.sleep(0.01)
 
     async def stop(self) -> None:
-        """End the event streams, then the server (the requests under way finish)."""
+        """End the event streams, then the server (the requests under way finish), and the
+        process building replay pages."""
         self._closing.set()
-        if self._server is not None and self._task is not None:
-            self._server.should_exit = True
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        try:
+            if self._server is not None and self._task is not None:
+                self._server.should_exit = True
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
+        finally:
+            self._pages.close()
 
     # -- pages ------------------------------------------------------------------------------
 
@@ -400,8 +461,30 @@ class WebFront:
         return self.referee.get(table_id)
 
     async def index(self, request: Request) -> Response:
+        """The tables, the most recent first, `INDEX_ROWS` a page (`?page=N`, from 1): each
+        page bounded, however many tables the referee holds, and made at most once each
+        `INDEX_SECONDS` (the page reloads itself; many visitors cost one build)."""
+        given = request.query_params.get("page", "1")
+        if not _PAGE.fullmatch(given) or given == "0":
+            raise BadRequest("the page must be a number from 1, of at most 6 digits", "page")
+        number = int(given)
+        now = asyncio.get_running_loop().time()
+        count = len(self.referee.tables)
+        kept = self._index.get(number)
+        # (made again at once when tables came or left: a table just created is listed)
+        if kept is None or now - kept[0] >= INDEX_SECONDS or kept[1] != count:
+            kept = self._index[number] = (now, count, self._index_page(number))
+            self._index.move_to_end(number)
+            if len(self._index) > INDEX_PAGES_KEPT:
+                self._index.popitem(last=False)
+        return HTMLResponse(kept[2])
+
+    def _index_page(self, number: int) -> bytes:
+        tables = self.referee.tables
+        first = (number - 1) * INDEX_ROWS
+        shown = list(itertools.islice(reversed(tables.values()), first, first + INDEX_ROWS))
         rows = []
-        for table in list(self.referee.tables.values()):
+        for table in shown:
             info = table_info(table)
             tid = html.escape(table.id)
             links = [f'<a href="/tables/{tid}">watch</a>']
@@ -417,8 +500,27 @@ class WebFront:
                 f" &middot; {' &middot; '.join(links)}</li>"
             )
         body = "\n".join(rows) or "<li>no table yet</li>"
-        page = fill(_asset("index.html"), {"css": page_asset("tapis.css"), "rows": body})
-        return HTMLResponse(page)
+        total = len(tables)
+        said = (
+            f"{total:,} tables, the most recent first: {first + 1:,} to {first + len(shown):,}"
+            if shown
+            else f"{total:,} tables; page {number:,} has none"
+        )
+        links = []
+        if number > 1:
+            links.append(f'<a href="/?page={number - 1}">more recent</a>')
+        if first + INDEX_ROWS < total:
+            links.append(f'<a href="/?page={number + 1}">older</a>')
+        page = fill(
+            _asset("index.html"),
+            {
+                "css": page_asset("tapis.css"),
+                "rows": body,
+                "shown": said,
+                "more": " &middot; ".join(links),
+            },
+        )
+        return page.encode()
 
     async def live(self, request: Request) -> Response:
         table = self._table(request)
@@ -429,14 +531,9 @@ class WebFront:
     async def replay(self, request: Request) -> Response:
         table = self._table(request)
         envelope, record_id = self.referee.record(table.id)
-        key = self.referee.key.public_key()
-
-        def build() -> bytes:
-            # the signature checked with our own key
-            data = replay_data([rpb.RecordEnvelope.FromString(envelope)], [key])
-            return replay_page(data, f"table {table.id} - Tapis replay").encode()
-
-        return HTMLResponse(await self._pages.get((table.id, record_id), build))
+        key = self.referee.key.public_key().public_bytes_raw()  # the signature checked with it
+        title = f"table {table.id} - Tapis replay"
+        return HTMLResponse(await self._pages.get((table.id, record_id), (envelope, key, title)))
 
     async def record(self, request: Request) -> Response:
         table = self._table(request)
@@ -458,17 +555,16 @@ class WebFront:
         start = int(given)
         if start > table.durable_events:  # as WatchTable: OUT_OF_RANGE (400)
             raise OutOfRange(f"event index {start} is past the table's {table.durable_events}")
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        if request.method == "HEAD":  # the stream's head, and no stream (it would never end)
+            return Response(media_type="text/event-stream", headers=headers)
         client = request.client.host if request.client is not None else ""
         slot = self._streams.open(client)
         stream = self._stream(table, start, slot, Backlog(self.referee.replays, client))
         # A stream whose response never starts (its client gone at once) gives its place back
         # when it is collected.
         weakref.finalize(stream, slot.release)
-        return StreamingResponse(
-            stream,
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
     async def _view(self, table: Table) -> bytes:
         """The spectator's view now, as an event of the stream (as GetView without a seat:
@@ -514,8 +610,12 @@ class WebFront:
                 if pending not in done:
                     yield b": idle\n\n"
                     continue
-                item = pending.result()
-                pending = None
+                try:
+                    item = pending.result()
+                except Unavailable:  # the referee is stopping: the page's stream ends here
+                    return  # (its browser opens it again, from its Last-Event-ID, later)
+                finally:
+                    pending = None
                 if item is None:  # the table ended: nothing more will happen
                     yield _sse("table", table_info(table))
                     yield _sse("end", {"record_id": table.record_id})
@@ -538,7 +638,7 @@ class WebFront:
             closing.cancel()
             if pending is not None:
                 pending.cancel()
-                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Unavailable):
                     await pending
             with contextlib.suppress(RuntimeError):
                 await watch.aclose()  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import random
 import re
@@ -177,7 +178,12 @@ async def open_stream(port: int, table_id: str) -> tuple[asyncio.StreamReader, A
     return reader, writer, status
 
 
-def test_streams_per_client_are_bounded_and_end_at_shutdown(tmp_path: Path) -> None:
+def test_streams_per_client_are_bounded_and_end_at_shutdown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client's streams are bounded; at shutdown an open stream ends as a stream ends (its
+    last chunk), and nothing is logged as an error."""
+
     async def main() -> None:
         server = await create_server(
             "127.0.0.1:0",
@@ -215,16 +221,23 @@ def test_streams_per_client_are_bounded_and_end_at_shutdown(tmp_path: Path) -> N
                     await asyncio.sleep(0.05)
 
             reader = await asyncio.wait_for(accepted(), 30)
+            # (the referee's streams told to end before the web front is: as a stop under
+            # load may see it, the stream's wait for events ends first)
+            server.referee.end_streams()
+            await asyncio.sleep(0.2)
         finally:
             await asyncio.wait_for(server.stop(0), 30)  # an open stream does not hold it
         rest = await asyncio.wait_for(reader.read(), 30)  # the stream ended
         assert b"event: view" in rest
+        assert rest.endswith(b"\r\n0\r\n\r\n"), rest[-200:]  # whole: its last chunk sent
         for writer in writers:
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
 
-    asyncio.run(main())
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(main())
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
 
 
 # --- in the browser ------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 import re
 from pathlib import Path
@@ -137,16 +138,19 @@ def test_the_client_is_the_sockets_peer_not_a_proxy_header(tmp_path: Path) -> No
 def test_a_finished_tables_replay_page_is_built_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Asked at once, or again, or after another table's: one build per finished table; the
-    same page each time."""
+    """Asked at once, or again, or after another table's: one build per finished table, in a
+    process other than the referee's; the same page each time."""
     builds: list[int] = []
-    replay_data = web.replay_data
+    make = web._Pages._make
 
-    def counted(*args: Any) -> Any:
+    async def counted(self: Any, page: Any) -> Any:
         builds.append(1)
-        return replay_data(*args)
+        made = await make(self, page)
+        (worker,) = self._pool._processes.values()  # the page's builder: another process
+        assert worker.pid != os.getpid()
+        return made
 
-    monkeypatch.setattr(web, "replay_data", counted)
+    monkeypatch.setattr(web._Pages, "_make", counted)
 
     async def main() -> None:
         async with web_referee(tmp_path) as (server, stub):
@@ -225,15 +229,17 @@ def test_replay_pages_kept_are_bounded_in_bytes() -> None:
     (the page of a long match, built again for each request, cost seconds each time)."""
     builds: list[str] = []
 
-    def build(name: str, size: int) -> Any:
-        def make() -> bytes:
+    class Pages(web._Pages):
+        async def _make(self, page: tuple[bytes, bytes, str]) -> bytes:
+            name, size = page[2], len(page[0])  # (a title, and the page's size)
             builds.append(name)
             return name.encode() * size
 
-        return make
+    def build(name: str, size: int) -> tuple[bytes, bytes, str]:
+        return b"x" * size, b"", name
 
     async def main() -> None:
-        pages = web._Pages(10)
+        pages = Pages(10)
         for name, size in (("a", 4), ("b", 4), ("a", 4), ("c", 4), ("a", 4), ("b", 4)):
             assert await pages.get((name, ""), build(name, size)) == name.encode() * size
         # a kept throughout (asked last but one each time); b dropped for c, c for b.
@@ -328,3 +334,87 @@ def test_a_title_that_holds_a_place_of_the_template_stays_text() -> None:
     page = replay_page({"records": []}, "{{data}} /*{{js}}*/ {{title}}")
     assert "<title>{{data}} /*{{js}}*/ {{title}}</title>" in page
     assert page.count('{"records":[]}') == 1
+
+
+def test_the_index_is_a_bounded_page_of_the_latest_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`/` lists INDEX_ROWS tables a page, the latest first, and links to the others; a
+    page number that is none is refused (400)."""
+    monkeypatch.setattr(web, "INDEX_ROWS", 2)
+
+    async def main() -> None:
+        async with web_referee(tmp_path) as (server, stub):
+            port = server.web_port or 0
+            made = [(await new_table(stub, "nap", "", {}, 4))[0] for _ in range(5)]
+
+            async def listed(path: str) -> tuple[list[str], str]:
+                status, head, reader, writer = await request(port, path)
+                body = (await read_body(reader, head)).decode()
+                await close(writer)
+                assert status == 200, body
+                return re.findall(r'data-table="([^"]+)"', body), body
+
+            first, body = await listed("/")
+            assert first == made[:-3:-1] and '"/?page=2">older' in body
+            assert "5 tables, the most recent first: 1 to 2" in body
+            second, body = await listed("/?page=2")
+            assert second == made[-3:-5:-1] and "more recent" in body and "older" in body
+            last, body = await listed("/?page=3")
+            assert last == made[:1] and "older" not in body
+            assert (await listed("/?page=9"))[0] == []
+            for bad in ("0", "x", "1234567", "-1"):
+                status, _, _, writer = await request(port, f"/?page={bad}")
+                assert status == 400, bad
+                await close(writer)
+
+    asyncio.run(main())
+
+
+def test_the_head_of_a_stream_is_its_head_alone(tmp_path: Path) -> None:
+    """HEAD of a table's event stream: its head, and no stream (one would never end, and hold
+    one of the client's places); the connection answers its next request."""
+
+    async def main() -> None:
+        async with web_referee(tmp_path, Limits(max_streams_per_client=1)) as (server, stub):
+            port = server.web_port or 0
+            table_id, _ = await new_table(stub, "nap", "", {}, 4)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            for _ in range(3):
+                writer.write(f"HEAD /tables/{table_id}/events HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+                status, head = await read_head(reader)
+                assert status == 200 and head["content-type"].startswith("text/event-stream")
+            writer.write(b"GET /?page=1 HTTP/1.1\r\nHost: t\r\n\r\n")
+            status, head = await read_head(reader)
+            assert status == 200 and b"data-table" in await read_body(reader, head)
+            await close(writer)
+            # its one place is free: a stream opens
+            status, _, _, stream = await request(port, f"/tables/{table_id}/events")
+            assert status == 200
+            await close(stream)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        ("127.0.0.1:80", ("127.0.0.1", 80)),
+        ("[::1]:80", ("::1", 80)),
+        ("localhost:0", ("localhost", 0)),
+        ("::1:80", None),
+        ("[127.0.0.1]:80", None),
+        ("[::1:80", None),
+        ("[[::1]]:80", None),
+        (":80", None),
+        ("host:65536", None),
+    ],
+)
+def test_a_listening_address_is_host_port_an_ipv6_one_in_brackets(
+    address: str, expected: tuple[str, int] | None
+) -> None:
+    if expected is not None:
+        assert web.host_port(address) == expected
+    else:
+        with pytest.raises(web.ListenError, match="an IPv6 address in brackets"):
+            web.host_port(address)
