@@ -111,6 +111,10 @@ def cmd_import(args: argparse.Namespace) -> int:
             Path(args.out_dir).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise OutputError(f"{args.out_dir}: cannot make the folder: {exc.strerror}") from None
+        clash = _same_outputs(args.transcripts)
+        if clash:
+            _err(f"tapis record import: {clash}: import them into separate folders")
+            return 2
     else:
         writable(args.output, args.transcripts)
     refused = 0
@@ -148,6 +152,18 @@ def cmd_import(args: argparse.Namespace) -> int:
         write_envelopes(args.output, imported)
         closing_line(f"{counted(len(imported), 'record')} -> {args.output}", args.output)
     return 1 if refused else 0
+
+
+def _same_outputs(transcripts: Sequence[str]) -> str:
+    """Two transcripts of `--out-dir` that would be written to the same record file (one
+    name, in two folders), said; "" when there is none: neither is written over the other."""
+    seen: dict[str, str] = {}
+    for name in transcripts:
+        stem = Path(name).stem + ".tapis"
+        if stem in seen and Path(seen[stem]) != Path(name):
+            return f"{seen[stem]} and {name} would both be written to {stem}"
+        seen.setdefault(stem, name)
+    return ""
 
 
 # --- reading records ----------------------------------------------------------------------

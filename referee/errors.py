@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import re
 import reprlib
+import sqlite3
 import unicodedata
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -285,6 +286,24 @@ class TapisError(Exception):
 
 def _unpickle(cls: type[TapisError], args: tuple[Any, ...]) -> TapisError:
     return cls.__new__(cls, *args)
+
+
+def sqlite_trouble(exc: Exception) -> str | None:
+    """What an SQLite error says of the machine rather than of the file, for a person (the
+    disk full or failing, a file that cannot be opened); None when it is the file's own
+    doing (not a database, damaged): a store or archive then called "not a store" is not."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    return _SQLITE_TROUBLE.get(code)
+
+
+_SQLITE_TROUBLE = {
+    sqlite3.SQLITE_FULL: "the disk is full",
+    sqlite3.SQLITE_IOERR: "the disk is failing, or full",
+    sqlite3.SQLITE_CANTOPEN: "the file cannot be opened: its folder, or too many files open?",
+    sqlite3.SQLITE_NOMEM: "out of memory",
+    sqlite3.SQLITE_READONLY: "the file or its folder cannot be written",
+    sqlite3.SQLITE_PERM: "no permission",
+}
 
 
 def exit_status(exc: TapisError) -> int:

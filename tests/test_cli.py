@@ -76,6 +76,22 @@ def test_import_several_each_on_its_own(tmp_path: Path) -> None:
     assert "hand 1, action 8" in r.stderr
 
 
+def test_import_into_a_folder_writes_no_record_over_another(tmp_path: Path) -> None:
+    """Two transcripts of one name from two folders would make one record file: refused,
+    naming both, and nothing written (the second written over the first, said imported)."""
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "game.json").write_bytes((DATA / "napoleon-n1.json").read_bytes())
+    out_dir = tmp_path / "out"
+    first, second = tmp_path / "a" / "game.json", tmp_path / "b" / "game.json"
+    r = tapis("record", "import", first, second, "--out-dir", out_dir)
+    assert r.returncode == 2
+    assert f"{first} and {second} would both be written to game.tapis" in r.stderr, r.stderr
+    assert list(out_dir.iterdir()) == []
+    r = tapis("record", "import", first, first, "--out-dir", out_dir)  # one file twice: fine
+    assert r.returncode == 0, r.stderr
+
+
 def test_verify_reports_invalid_record_and_position(tmp_path: Path) -> None:
     (env,) = read_envelopes(DATA / "dame-de-pique-dp1.tapis")
     rec = decode_record(env.record)

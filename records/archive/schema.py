@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from tapis_cartes.records.codec import MAX_ENVELOPE, record_id
 from tapis_cartes.records.strict import played_at_key
-from tapis_cartes.referee.errors import ArchiveError
+from tapis_cartes.referee.errors import ArchiveError, sqlite_trouble
 
 if TYPE_CHECKING:  # imported where an archive is opened: a re-scoring worker never loads it
     import sqlite_utils
@@ -332,6 +332,11 @@ def open_archive(
                 f"{p}: the archive cannot be opened: {exc} (another program is writing it: "
                 "try again once it is done)"
             ) from None
+        trouble = sqlite_trouble(exc)
+        if trouble is not None:  # the machine's doing, not the file's: said so
+            raise ArchiveError(
+                f"{p}: the archive cannot be opened: {exc} ({trouble}); the file is left as it is"
+            ) from None
         raise ArchiveError(f"{p}: not an archive ({exc})") from None
     return db
 
@@ -382,7 +387,8 @@ def _read_only(p: Path) -> sqlite3.Connection:
         return conn
     except sqlite3.OperationalError as exc:
         conn.close()
-        if exc.sqlite_errorcode != sqlite3.SQLITE_CANTOPEN:
+        # (CANTOPEN: no -shm there to read by; READONLY_DIRECTORY: a folder of another user)
+        if exc.sqlite_errorcode not in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY_DIRECTORY):
             raise
     wal = p.with_name(p.name + "-wal")
     if wal.exists() and wal.stat().st_size > 0:

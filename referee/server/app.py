@@ -36,7 +36,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
-from tapis_cartes.records.signing import key_id, load_or_create_private_key
+from tapis_cartes.records.signing import key_id, load_or_create_private_key, load_private_key
 from tapis_cartes.referee import __version__
 from tapis_cartes.referee.errors import ListenError, StoreError
 from tapis_cartes.referee.server.lenient import LenientRequests
@@ -275,6 +275,9 @@ async def create_server(
     web_port = web_socket.getsockname()[1] if web_socket is not None else None
     front: WebFront | None = None
     try:
+        # A key file there is read first: one that cannot be read makes no store (a missing
+        # one is made once the store is open: a store refused makes no key either).
+        existing = load_private_key(key) if Path(key).exists() else None
         store = Store(db)
     except BaseException:
         await server.stop(None)
@@ -282,7 +285,7 @@ async def create_server(
             web_socket.close()
         raise
     try:
-        private_key = load_or_create_private_key(key)
+        private_key = existing or load_or_create_private_key(key)
         _say_if_key_changed(store, private_key, key)
         referee = Referee(store, private_key, limits, time_source)
         servicer = RefereeServicer(referee, limits, streams)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tapis_cartes.referee.errors import StoreError, StoreLocked, Unavailable
+from tapis_cartes.referee.errors import StoreError, StoreLocked, Unavailable, sqlite_trouble
 from tapis_cartes.referee.server.writer import connect, frame, take_frames, write_all
 
 log = logging.getLogger("tapis.store")
@@ -231,6 +231,12 @@ class Store:
                 conn.close()
         except sqlite3.Error as exc:
             os.close(self._lock_fd)
+            trouble = sqlite_trouble(exc)
+            if trouble is not None:  # the machine's doing, not the file's: said so
+                raise StoreError(
+                    f"{self.path}: cannot open the store: {exc} ({trouble}); the file is left"
+                    " as it is"
+                ) from None
             raise StoreError(f"{self.path}: not a Tapis store ({exc})") from None
         self._closed = False
         self._failed = ""  # why the writer stopped on its own (every write then fails)
@@ -272,7 +278,7 @@ class Store:
                 start_new_session=True,  # signals to the referee's group are the referee's
             )
         except OSError as exc:
-            for fd in (to_writer, writer_in, writer_out, from_writer, self._lock_fd):
+            for fd in (writer_in, writer_out, self._lock_fd):  # (the writer's ends: below)
                 os.close(fd)
             raise StoreError(f"{self.path}: cannot start the store's writer: {exc}") from None
         finally:
@@ -393,7 +399,10 @@ class Store:
         if _file_identity(self.path) != self._file:
             self._fail(
                 "the store's file was removed or replaced while the referee ran: what it "
-                "writes would be lost (the referee stops; start it again on its store)"
+                "writes would be lost (the referee stops). Its latest commits are in "
+                f"{self.path}-wal: put the store's file back at {self.path}, beside it (or "
+                "move the file with its -wal and -shm files together), then start the "
+                "referee again on it"
             )
 
     def _read_answers(self) -> None:
@@ -631,6 +640,9 @@ def _lock(path: str, wait: float) -> int:
     """Open the database file (created if need be) and lock it for this process (and its
     writer) alone; a lock still held is waited for up to `wait` seconds (a referee killed
     with a commit under way keeps it until its writer has stopped, a moment later)."""
+    orphan = _orphaned_log(path)
+    if orphan:
+        raise StoreError(orphan)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
@@ -647,6 +659,27 @@ def _lock(path: str, wait: float) -> int:
                     f"{path}: the store is in use by another referee (one referee owns a store)"
                 ) from None
             time.sleep(0.02)
+
+
+def _orphaned_log(path: str) -> str:
+    """Why no store may be made at `path`: none is there, but its write-ahead log is, holding
+    commits (the store's file moved or removed while a referee ran): SQLite, opening a new
+    file there, would delete them. "" when there is none such."""
+    if os.path.lexists(path):
+        return ""
+    wal = path + "-wal"
+    try:
+        size = os.stat(wal).st_size
+    except OSError:
+        return ""
+    if size == 0:
+        return ""
+    return (
+        f"{path}: there is no store there, but its write-ahead log {wal} is, with {size:,}"
+        " bytes of commits (acknowledged moves?) that a new store there would delete: put the"
+        f" store's file back at {path}, or move it with its -wal and -shm files together; to"
+        f" start a new store at {path}, move {wal} away first"
+    )
 
 
 def _percentiles(ordered: list[float]) -> dict[str, float]:

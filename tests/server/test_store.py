@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from tapis_cartes.records.codec import decode_record
+from tapis_cartes.referee.errors import StoreError
 from tapis_cartes.referee.server.store import Store, StoreLocked, Write
 from tapis_cartes.v1 import referee_pb2 as pb
+from tests.commands import DATA, tapis
 
 from .util import auth, new_table, play_random, run
 
@@ -412,3 +414,70 @@ def test_a_store_that_cannot_be_read_is_unavailable_not_internal(tmp_path: Path)
             assert caught.value.code() == grpc.StatusCode.UNAVAILABLE, caught.value.details()
 
     asyncio.run(main())
+
+
+def test_no_store_is_made_where_its_write_ahead_log_was_left_alone(tmp_path: Path) -> None:
+    """The store's file moved away while its write-ahead log held commits: a store made at
+    the path would make SQLite delete that log (acknowledged moves gone for good). Refused,
+    naming the log, and nothing is made; with the file put back, the commits are there."""
+    db = tmp_path / "s.db"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE t (x)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    conn.commit()  # in the log only, while the connection stays open (no checkpoint)
+    db.rename(tmp_path / "moved.db")
+    wal = tmp_path / "s.db-wal"
+    assert wal.stat().st_size > 0
+    with pytest.raises(StoreError, match=r"there is no store there, but its write-ahead log"):
+        Store(db)
+    assert not db.exists() and wal.stat().st_size > 0
+    done = subprocess.run(
+        [sys.executable, "-m", "tapis_cartes.clients.cli", "serve", "--listen", "127.0.0.1:0",
+         "--db", str(db), "--key", str(tmp_path / "k.key")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1 and f"move {wal} away first" in done.stderr, done.stderr
+    assert not db.exists() and not (tmp_path / "k.key").exists()
+    (tmp_path / "moved.db").rename(db)  # put back beside its log: the commit is read
+    conn.close()
+    assert sqlite3.connect(db).execute("SELECT x FROM t").fetchall() == [(1,)]
+
+
+def test_a_writer_that_cannot_start_is_said_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(subprocess, "Popen", refused)
+    with pytest.raises(StoreError, match=r"cannot start the store's writer: .*Too many open"):
+        Store(tmp_path / "s.db")
+    monkeypatch.undo()
+    Store(tmp_path / "s.db").close()  # its lock was given back
+
+
+def test_a_full_disk_is_not_called_a_file_that_is_no_store(tmp_path: Path) -> None:
+    """A store or an archive that cannot be opened for want of room is said so, not called
+    another program's file (an operator told so might remove a good store)."""
+    full = "import resource\nresource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+    # (no bytecode written by the child: under the bound, Python would leave .pyc files cut)
+    quiet = {"PYTHONDONTWRITEBYTECODE": "1"}
+    store = tapis("serve", "--listen", "127.0.0.1:0", "--db", tmp_path / "s.db", "--key",
+                  tmp_path / "k.key", setup=full, **quiet)  # fmt: skip
+    assert store.returncode == 1, store.stderr
+    assert "cannot open the store" in store.stderr and "disk" in store.stderr, store.stderr
+    assert "not a Tapis store" not in store.stderr
+    archive = tapis("archive", "add", tmp_path / "a.db", DATA / "dame-de-pique-dp1.tapis",
+                    setup=full, **quiet)  # fmt: skip
+    assert archive.returncode == 2, archive.stderr
+    assert "the archive cannot be opened" in archive.stderr and "disk" in archive.stderr
+    assert "not an archive" not in archive.stderr, archive.stderr
+
+
+def test_a_key_that_cannot_be_read_makes_no_store(tmp_path: Path) -> None:
+    (tmp_path / "bad.key").write_text("not a key\n")
+    done = tapis("serve", "--listen", "127.0.0.1:0", "--db", tmp_path / "s.db", "--key",
+                 tmp_path / "bad.key")  # fmt: skip
+    assert done.returncode == 1 and "bad.key: not a PEM private key" in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.key"]
