@@ -17,7 +17,9 @@ that ends a command ends it with the exit code its class carries (`docs/errors.m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
 import os
 import signal
 import sys
@@ -63,12 +65,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     argv = sys.argv[1:] if argv is None else list(argv)
     _terminate_as_interrupt()
+    _whole_writes()
     try:
         return _run(argv)
     except KeyboardInterrupt:  # Ctrl-C: what was written is whole (files are written whole)
         # (also while the command's modules load, before it starts: nothing done yet)
         print("tapis: interrupted", file=sys.stderr)
         return 130
+
+
+def _whole_writes() -> None:
+    """Under `python -u` (PYTHONUNBUFFERED, common in containers) the standard streams' bytes
+    layer is a raw file, whose short write (a full disk) Python's text layer passes over
+    without a word: output cut, exit 0. They are given a buffered layer, flushed at each line
+    as before, which writes all or raises (`_run` then names the error, exit 2)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        raw = getattr(stream, "buffer", None)
+        if isinstance(stream, io.TextIOWrapper) and isinstance(raw, io.RawIOBase):
+            setattr(
+                sys,
+                name,
+                io.TextIOWrapper(
+                    io.BufferedWriter(raw),
+                    encoding=stream.encoding,
+                    errors=stream.errors,
+                    line_buffering=True,
+                ),
+            )
 
 
 def _terminate_as_interrupt() -> None:
@@ -89,7 +113,9 @@ def _run(argv: list[str]) -> int:
     """The command of `argv`, parsed and run: its exit status."""
     args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()  # (a write that fails at the end is an error of the command too)
+        return status
     except BrokenPipeError:
         return 0
     except TapisError as exc:  # an error that ends the command: its message, its exit code
@@ -98,7 +124,19 @@ def _run(argv: list[str]) -> int:
     except OSError as exc:  # a file a command could not read or write, named
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"tapis {args.command}: {where}{exc.strerror or exc}", file=sys.stderr)
+        _flush_or_drop()
         return 2
+
+
+def _flush_or_drop() -> None:
+    """The standard output flushed; when it cannot be (its disk full: what failed), what it
+    still holds is dropped, so that the exit does not fail on it again (exit 120 and a
+    traceback, in place of the command's own status and message)."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":
