@@ -406,8 +406,9 @@ def encode_varint(n: int) -> bytes:
 # --- where bytes are not as Tapis writes them (for messages) ---------------------------------
 
 
-def _varint_at(data: bytes, pos: int, end: int) -> tuple[int, int] | None:
-    """The varint at `pos` (any encoding a decoder takes) and the position past it."""
+def varint_at(data: bytes, pos: int, end: int) -> tuple[int, int] | None:
+    """The varint at `pos` (any encoding a decoder takes) and the position past it; None
+    when it does not end before `end`."""
     value = shift = 0
     while pos < end and shift < 70:
         b = data[pos]
@@ -424,20 +425,20 @@ def _wire_fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, 
     `data[start:end]`, as far as they are well formed (a group stops the walk)."""
     pos = start
     while pos < end:
-        key = _varint_at(data, pos, end)
+        key = varint_at(data, pos, end)
         if key is None:
             return
         number, kind = key[0] >> 3, key[0] & 7
         begin = key[1]
         if kind == 0:
-            value = _varint_at(data, begin, end)
+            value = varint_at(data, begin, end)
             if value is None:
                 return
             stop = value[1]
         elif kind in (1, 5):
             stop = begin + (8 if kind == 1 else 4)
         elif kind == 2:
-            length = _varint_at(data, begin, end)
+            length = varint_at(data, begin, end)
             if length is None:
                 return
             begin, stop = length[1], length[1] + length[0]

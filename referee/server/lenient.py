@@ -40,6 +40,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
+from tapis_cartes.records.codec import varint_at
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.errors import TooMany
 from tapis_cartes.referee.server.limits import StreamCount, client_of
@@ -164,14 +165,9 @@ _UNSIGNED = {FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_SINT32}
 
 def _varint(data: bytes, i: int) -> tuple[int, int]:
     """The varint at `i` (the bytes decoded already: it ends) and where it ends."""
-    value = shift = 0
-    while True:
-        byte = data[i]
-        i += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, i
-        shift += 7
+    found = varint_at(data, i, len(data))
+    assert found is not None  # (protobuf decoded these bytes)
+    return found
 
 
 def _fits(kind: int, value: int) -> bool:
