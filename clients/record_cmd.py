@@ -19,6 +19,7 @@ read as records, or bad command-line usage; 130 interrupted (verify).
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import operator
 import os
@@ -26,9 +27,9 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tapis_cartes.clients.args import (
     add_key_options,
@@ -61,7 +62,7 @@ from tapis_cartes.records.export import (
     MAX_EXPORT_JSON,
     ExportError,
     envelopes_from_json,
-    envelopes_to_json,
+    json_chunks,
     transcript_text,
 )
 from tapis_cartes.records.render import render_record, terminal_text
@@ -522,19 +523,37 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     if comments and len(loaded) != 1:
         _err(f"{args.record} holds {len(loaded)} records: --comment needs a file of one record")
         return 2
-    out = []
-    for path, index, env in loaded:
-        try:
-            out.append(annotate_envelope(env, comments))
-        except TapisError as exc:  # RecordError, CommentError
-            _refused(_where(path, index, len(loaded)), exc)
-            return exit_status(exc)
-    write_envelopes(args.output, out)
-    actions = sum(len(e.annotations.actions) for e in out)
+    actions = 0
+
+    def annotated() -> Iterator[pb.RecordEnvelope]:
+        """Each record annotated as it is written: one in memory at a time."""
+        nonlocal actions
+        for path, index, env in loaded:
+            try:
+                new = annotate_envelope(env, comments)
+            except TapisError as exc:  # RecordError, CommentError: no file is made
+                raise _Refused(_where(path, index, len(loaded)), exc) from None
+            actions += len(new.annotations.actions)
+            yield new
+
+    try:
+        written = write_envelopes(args.output, annotated())
+    except _Refused as refused:
+        _refused(refused.where, refused.error)
+        return exit_status(refused.error)
     closing_line(
-        f"{counted(len(out), 'record')}, {actions} actions annotated -> {args.output}", args.output
+        f"{counted(written, 'record')}, {actions} actions annotated -> {args.output}", args.output
     )
     return 0
+
+
+class _Refused(Exception):
+    """A record refused while its file was being written (the write is abandoned)."""
+
+    def __init__(self, where: str, error: TapisError) -> None:
+        super().__init__(where)
+        self.where = where
+        self.error = error
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -546,31 +565,56 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.format == "transcript" and len(loaded) != 1:
         _err(f"{args.record} holds {len(loaded)} records; a transcript holds one match")
         return 1
-    status = 0
-    valid: list[tuple[pb.RecordEnvelope, pb.GameRecord]] = []
-    for path, index, env in loaded:
-        try:
-            rec, _ = verified_match(env.record)
-        except RecordError as exc:
-            _refused(_where(path, index, len(loaded)), exc)
-            status = 1
-            continue
-        valid.append((env, rec))
-    if not valid:
-        return status
+    refused = 0
+
+    def valid() -> Iterator[tuple[pb.RecordEnvelope, pb.GameRecord]]:
+        """The records that verify, one at a time (the others named as they come)."""
+        nonlocal refused
+        for path, index, env in loaded:
+            try:
+                rec, _ = verified_match(env.record)
+            except RecordError as exc:
+                _refused(_where(path, index, len(loaded)), exc)
+                refused += 1
+                continue
+            yield env, rec
+
     try:
-        if args.format == "json":
-            text = envelopes_to_json([env for env, _ in valid]) + "\n"
+        if args.format == "json":  # written as the records come: one in memory at a time
+            chunks = json_chunks(env for env, _ in valid())
         else:
-            text = transcript_text(valid[0][1])
+            one = next(valid(), None)
+            chunks = iter([] if one is None else [transcript_text(one[1])])
+        if args.output is None:  # to a terminal, perhaps: JSON escapes (the same values)
+            last = ""
+            for last in chunks:
+                print(terminal_json(last), end="")
+            if last and not last.endswith("\n"):
+                print()
+        else:
+            atomic_write(args.output, functools.partial(_write_text, chunks))
+    except _NothingValid:
+        pass  # (no file made: every record refused, each named)
     except TapisError as exc:  # ExportError
         _err(f"{args.record}: {exc}")
         return exit_status(exc)
-    if args.output is None:  # to a terminal, perhaps: JSON escapes (the same values)
-        print(terminal_json(text), end="")
-    else:
-        atomic_write(args.output, lambda f: f.write(text.encode("utf-8")))
-    return status
+    return 1 if refused else 0
+
+
+class _NothingValid(Exception):
+    """No record of the file verified: the export's file is not made."""
+
+
+def _write_text(chunks: Iterable[str], f: IO[bytes]) -> None:
+    """Write the chunks of an export (a JSON document ends with a newline); `_NothingValid`
+    when there is none."""
+    last = ""
+    for last in chunks:
+        f.write(last.encode("utf-8"))
+    if not last:
+        raise _NothingValid
+    if not last.endswith("\n"):
+        f.write(b"\n")
 
 
 def cmd_import_json(args: argparse.Namespace) -> int:
