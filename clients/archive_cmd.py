@@ -157,12 +157,26 @@ def cmd_add(args: argparse.Namespace) -> int:
     db = open_archive(args.db)
     bar = Progress("adding", not args.json)
     t0 = time.perf_counter()
+    stored = 0  # records read and stored so far (whole chunks)
+
+    def progress(done: int) -> None:
+        nonlocal stored
+        stored = done
+        bar.update(done)
+
     try:
-        report = add_files(db, args.files, executor, progress=bar.update, keys=keys)
+        report = add_files(db, args.files, executor, progress=progress, keys=keys)
     except KeyboardInterrupt:
         bar.stop()
         _err("interrupted: the records stored so far are kept; the same command adds the rest")
         return 130
+    except sqlite3.Error:  # (said by `_archive_command`: a full disk, ...)
+        bar.stop()
+        _err(
+            f"stopped after {counted(stored, 'record')} read and stored (kept); once the"
+            " cause is fixed, the same command adds the rest"
+        )
+        raise
     finally:
         bar.stop()
         db.close()
