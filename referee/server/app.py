@@ -17,12 +17,15 @@ and tables once they are loaded; it stops first.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import gc
 import importlib.util
 import json
 import logging
+import os
 import signal
+import stat
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -172,6 +175,24 @@ class RunningServer:
         log.info("referee stopped", extra={"fields": fields})
 
 
+def _say_if_key_open(path: str | Path) -> None:
+    """Log a warning when the signing key's file may be read by other users than its owner
+    (its group or anyone): whoever reads it can sign records as this referee."""
+    with contextlib.suppress(OSError):
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        if mode & 0o077:
+            log.warning(
+                "signing key readable by others",
+                extra={
+                    "fields": {
+                        "key": str(path),
+                        "mode": f"{mode:04o}",
+                        "note": "whoever reads it can sign records as this referee: chmod 600",
+                    }
+                },
+            )
+
+
 def _say_if_key_changed(store: Store, private_key: Ed25519PrivateKey, path: str | Path) -> None:
     """Log a warning when the store's last record was signed by another key than `path`'s
     (a key file lost and made anew, or replaced): the records signed before verify only
@@ -286,6 +307,7 @@ async def create_server(
         raise
     try:
         private_key = existing or load_or_create_private_key(key)
+        _say_if_key_open(key)
         _say_if_key_changed(store, private_key, key)
         referee = Referee(store, private_key, limits, time_source)
         servicer = RefereeServicer(referee, limits, streams)

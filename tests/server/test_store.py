@@ -386,6 +386,26 @@ def test_a_signing_key_changed_between_runs_is_warned_of(
     assert said.levelname == "WARNING"
 
 
+def test_a_signing_key_others_may_read_is_warned_of(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The key the referee makes is its owner's alone (0600): nothing said; the same file
+    made readable by its group or anyone (whoever reads it signs as the referee): said."""
+
+    async def nothing(server: Any, stub: Any, channel: Any) -> None:
+        return None
+
+    with caplog.at_level("WARNING"):
+        run(nothing, tmp_path)  # the key made
+    assert (tmp_path / "k.key").stat().st_mode & 0o777 == 0o600
+    assert not [r for r in caplog.records if r.getMessage() == "signing key readable by others"]
+    (tmp_path / "k.key").chmod(0o644)
+    with caplog.at_level("WARNING"):
+        run(nothing, tmp_path)
+    (said,) = [r for r in caplog.records if r.getMessage() == "signing key readable by others"]
+    assert said.fields["mode"] == "0644"  # type: ignore[attr-defined]
+
+
 def test_a_store_that_cannot_be_read_is_unavailable_not_internal(tmp_path: Path) -> None:
     """The store's folder removed under a running referee: its reads (a CreateTable's request
     id looked up) failed with INTERNAL, an error logged as a bug."""
