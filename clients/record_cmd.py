@@ -524,36 +524,28 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         _err(f"{args.record} holds {len(loaded)} records: --comment needs a file of one record")
         return 2
     actions = 0
+    at = ""  # the record being annotated, as messages name it
 
     def annotated() -> Iterator[pb.RecordEnvelope]:
         """Each record annotated as it is written: one in memory at a time."""
-        nonlocal actions
+        nonlocal actions, at
         for path, index, env in loaded:
-            try:
-                new = annotate_envelope(env, comments)
-            except TapisError as exc:  # RecordError, CommentError: no file is made
-                raise _Refused(_where(path, index, len(loaded)), exc) from None
+            at = _where(path, index, len(loaded))
+            new = annotate_envelope(env, comments)
             actions += len(new.annotations.actions)
             yield new
 
     try:
         written = write_envelopes(args.output, annotated())
-    except _Refused as refused:
-        _refused(refused.where, refused.error)
-        return exit_status(refused.error)
+    except (RecordError, CommentError) as exc:  # the record at `at`: no file is made
+        if isinstance(exc, RecordFileError):
+            raise  # (the file itself, not a record: said as every command says it)
+        _refused(at, exc)
+        return exit_status(exc)
     closing_line(
         f"{counted(written, 'record')}, {actions} actions annotated -> {args.output}", args.output
     )
     return 0
-
-
-class _Refused(Exception):
-    """A record refused while its file was being written (the write is abandoned)."""
-
-    def __init__(self, where: str, error: TapisError) -> None:
-        super().__init__(where)
-        self.where = where
-        self.error = error
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -585,34 +577,29 @@ def cmd_export(args: argparse.Namespace) -> int:
         else:
             one = next(valid(), None)
             chunks = iter([] if one is None else [transcript_text(one[1])])
+        first = next(chunks, None)
+        if first is None:
+            return 1 if refused else 0  # (no file made: every record refused, each named)
+        chunks = itertools.chain([first], chunks)
         if args.output is None:  # to a terminal, perhaps: JSON escapes (the same values)
             last = ""
             for last in chunks:
                 print(terminal_json(last), end="")
-            if last and not last.endswith("\n"):
+            if not last.endswith("\n"):
                 print()
         else:
             atomic_write(args.output, functools.partial(_write_text, chunks))
-    except _NothingValid:
-        pass  # (no file made: every record refused, each named)
     except TapisError as exc:  # ExportError
         _err(f"{args.record}: {exc}")
         return exit_status(exc)
     return 1 if refused else 0
 
 
-class _NothingValid(Exception):
-    """No record of the file verified: the export's file is not made."""
-
-
 def _write_text(chunks: Iterable[str], f: IO[bytes]) -> None:
-    """Write the chunks of an export (a JSON document ends with a newline); `_NothingValid`
-    when there is none."""
+    """Write the chunks of an export (a JSON document ends with a newline)."""
     last = ""
     for last in chunks:
         f.write(last.encode("utf-8"))
-    if not last:
-        raise _NothingValid
     if not last.endswith("\n"):
         f.write(b"\n")
 
