@@ -574,9 +574,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         if args.format == "json":  # written as the records come: one in memory at a time
             chunks = json_chunks(env for env, _ in valid())
-        else:
-            one = next(valid(), None)
-            chunks = iter([] if one is None else [transcript_text(one[1])])
+        else:  # (a file of one record: said above)
+            chunks = (transcript_text(rec) for _, rec in valid())
         first = next(chunks, None)
         if first is None:
             return 1 if refused else 0  # (no file made: every record refused, each named)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO, TypeVar
 
-from google.protobuf.descriptor import Descriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
 
 from tapis_cartes.records.clocks import (
@@ -450,34 +450,16 @@ def _wire_fields(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, 
         pos = stop
 
 
-def field_path(data: bytes, offset: int, message: Descriptor, start: int = 0, end: int = -1) -> str:
-    """The field of a message's bytes (`message` its descriptor) that holds byte `offset`, as
-    a path (`hands[2].deal`, the index counted from 0 among the fields of its number); "" when
-    no field holds it, as far as the bytes are well formed."""
-    end = len(data) if end < 0 else end
-    seen: dict[int, int] = {}
-    for number, kind, at, begin, stop in _wire_fields(data, start, end):
-        count = seen[number] = seen.get(number, -1) + 1
-        if offset >= stop:
-            continue
-        if offset < at:
-            break
-        field = message.fields_by_number.get(number)
-        if field is None:
-            return f"field {number} (not in {message.name})"
-        name = field.name
-        if field.message_type is None:
-            return name
-        if field.is_repeated:
-            name += f"[{count}]"
-        inner = field_path(data, offset, field.message_type, begin, stop) if kind == 2 else ""
-        return f"{name}.{inner}" if inner and offset >= begin else name
-    return ""
+def _path_name(field: FieldDescriptor, count: int) -> str:
+    """A message field as a path names it: `hands[2]` (counted from 0 among the fields of its
+    number) when it repeats, else its name."""
+    return f"{field.name}[{count}]" if field.is_repeated else field.name
 
 
 def unknown_field_path(data: bytes, message: Descriptor, start: int = 0, end: int = -1) -> str:
-    """The path (as `field_path` gives it) of the first field of a message's bytes that its
-    descriptor does not know; "" when there is none, as far as the bytes are well formed."""
+    """The path (`hands[2].deal.field 99 (not in Deal)`) of the first field of a message's
+    bytes that its descriptor does not know; "" when there is none, as far as the bytes are
+    well formed."""
     end = len(data) if end < 0 else end
     seen: dict[int, int] = {}
     for number, kind, _, begin, stop in _wire_fields(data, start, end):
@@ -488,15 +470,14 @@ def unknown_field_path(data: bytes, message: Descriptor, start: int = 0, end: in
         if field.message_type is not None and kind == 2:
             inner = unknown_field_path(data, field.message_type, begin, stop)
             if inner:
-                name = f"{field.name}[{count}]" if field.is_repeated else field.name
-                return f"{name}.{inner}"
+                return f"{_path_name(field, count)}.{inner}"
     return ""
 
 
 def where_bytes_differ(data: bytes, canonical: bytes, message: Descriptor) -> str:
     """Where a message's bytes first part from its canonical encoding, for a message saying
-    they are not canonical: "byte N, in PATH", PATH the innermost field that differs (as
-    `field_path` names it; a length that changed with the content it counts is passed
+    they are not canonical: "byte N, in PATH", PATH the innermost field that differs
+    (`hands[0].deal.hands`; a length that changed with the content it counts is passed
     through to the content)."""
     offset, path = _apart(data, canonical, message, (0, len(data)), (0, len(canonical)))
     return f"byte {offset:,}" + (f", in {path}" if path else "")
@@ -531,7 +512,7 @@ def _apart(
         field = message.fields_by_number.get(number)
         if field is None:
             return at, f"field {number} (not in {message.name})"
-        name = f"{field.name}[{count}]" if field.is_repeated and field.message_type else field.name
+        name = _path_name(field, count) if field.message_type else field.name
         if other is None:
             return at, name
         if field.message_type is not None and kind == 2 and other[0] == number and other[1] == 2:
