@@ -77,6 +77,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_streams_per_client=args.max_streams_per_client,
         max_connections=args.max_connections,
         open_seat_ttl=args.open_seat_ttl,
+        idle_match_ttl=args.idle_match_ttl,
         max_hands=args.max_hands,
         max_actions=args.max_actions,
     )
@@ -381,6 +382,15 @@ def add_referee_parsers(sub: Any) -> None:
         metavar="SECONDS",
         help="a table still waiting for players this long after its creation expires"
         f" (default {_LIMITS.open_seat_ttl:g})",
+    )
+    p.add_argument(
+        "--idle-match-ttl",
+        type=_at_least(0.001, float),
+        default=_LIMITS.idle_match_ttl,
+        metavar="SECONDS",
+        help="an untimed match no action has come to for this long (since its last action,"
+        " its start or the referee's) is stopped, with its record saying so"
+        f" (default {_LIMITS.idle_match_ttl:g}: a day)",
     )
     p.add_argument(
         "--max-hands",

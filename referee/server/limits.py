@@ -66,6 +66,10 @@ class Limits:
     max_tables_per_client: int = 1000  # tables open at once (neither finished nor closed)
     max_streams_per_client: int = 256  # WatchTable streams at once
     open_seat_ttl: float = 3600.0  # seconds a table waits for its open seats, then expires
+    # Seconds an untimed match waits for an action (from its last one, its start, or the
+    # referee's start), then the referee stops it, with its record: a bot that hangs or a
+    # player who leaves does not hold a table, and a count of its creator's, for ever.
+    idle_match_ttl: float = 86400.0
     max_hands: int = 1000  # hands of one match: then the referee stops it
     max_actions: int = 100_000  # actions of one match: then the referee stops it
     # Finished tables kept in memory, those finished or asked for most recently (one not kept is

@@ -23,7 +23,9 @@ What holds under faults and hostile clients:
 - A table that hits an internal error is closed as *broken* (in memory and in the store, its
   watchers told why, logged); the process and the other tables go on, and a restart skips it.
 - A table waiting for players longer than `Limits.open_seat_ttl` *expires*; a match is stopped
-  at `Limits.max_hands` hands or `Limits.max_actions` actions, with a record saying so.
+  at `Limits.max_hands` hands or `Limits.max_actions` actions, with a record saying so, and so
+  is an untimed match no action has come to for `Limits.idle_match_ttl` (a timed one ends on
+  its clocks).
 - The open tables of each client are counted exactly: once when created (or reloaded), once
   when finished, expired or broken (`Table.counted`).
 - CreateTable and JoinTable with a request id are done once: a repeat gives the same table and
@@ -229,7 +231,10 @@ class Table:
     closed: ClosedEvent | None = None  # closed without a record (expired, broken)
     record_retry: float = 0.0  # seconds before the record is tried again (the store failed)
     counted: bool = False  # counted among its creator's open tables
-    expiry: asyncio.TimerHandle | None = None
+    # the alarm that ends the table if no one plays it: waiting for players, it expires;
+    # started (untimed), its match is stopped (`Referee._schedule_expiry`)
+    expiry: Alarm | None = None
+    acted_at: float = 0.0  # when its last action came, or it started, or the referee did (ms)
     time_control: TimeControl | None = None  # None: no clock
     clocks: Clocks | None = None  # the seats' budgets (a timed table)
     elapsed: list[int] = field(default_factory=list)  # per action, ms (a timed table)
@@ -571,6 +576,13 @@ class Table:
             cached = self._legal_cache[seat] = (legal, frozenset(legal))
         return cached[0]
 
+    def stop(self, reason: str) -> None:
+        """The referee stops the match, unfinished: no seat may act from now on; the record
+        gives `reason`."""
+        self.stopped = reason
+        self._legal_at = -1  # (the legal actions kept for this index no longer hold)
+        self.turn_views.clear()
+
     def is_legal(self, seat: int, action: int) -> bool:
         self.legal(seat)
         return action in self._legal_cache[seat][1]
@@ -690,9 +702,9 @@ class Referee:
             return
         self.tables[table.id] = table
         self._count(table)
-        if not table.started:
-            self._schedule_expiry(table)
         await self._publish(table)  # issues the record of a table finished without one
+        # (An idle match's time counts again from now, as its clocks: the referee was down.)
+        self._schedule_expiry(table)
         self._run_clocks(table)  # the time the referee was down is not counted
 
     def stop_clocks(self) -> None:
@@ -935,9 +947,8 @@ class Referee:
         for i, _ in tokens:
             table.take(i, table.seats[i].name, hashes[i])
         self.tables[table.id] = table
-        if not table.started:
-            self._schedule_expiry(table)
         await self._publish(table)  # the rules may end a match as its first hand is dealt
+        self._schedule_expiry(table)
         self._run_clocks(table)
         _log("table created", table, creator=creator, open=[i for i, s in enumerate(seats) if s[1]])
         if table.started:
@@ -987,9 +998,9 @@ class Referee:
                 )
             )
             table.take(seat, name, hashed)
-            if table.started and table.expiry is not None:
-                table.expiry.cancel()
             await self._publish(table)  # the rules may end a match as its first hand is dealt
+            if table.started:
+                self._schedule_expiry(table)
             self._run_clocks(table)
             _log("seat taken", table, seat=seat)
             if table.started:
@@ -1201,6 +1212,7 @@ class Referee:
         match), restart the clocks. Under the table's lock."""
         current = len(table.actions)
         await _stored(self.store.queue_action(table.id, current, seat, action, elapsed, timeout))
+        table.acted_at = self.time_source.now()
         first = len(table.events)
         try:
             events = table.apply(seat, action, elapsed, timeout)
@@ -1386,9 +1398,49 @@ class Referee:
         table.notify()
 
     def _schedule_expiry(self, table: Table) -> None:
-        delay = max(0.0, table.created + self.limits.open_seat_ttl - time.time())
-        loop = asyncio.get_running_loop()
-        table.expiry = loop.call_later(delay, lambda: self._spawn(self._expire(table)))
+        """Set the alarm that ends the table if no one plays it: waiting for players, it
+        expires `open_seat_ttl` after its creation (`_expire`); started and untimed, its match
+        is stopped `idle_match_ttl` after its last action, or its start, or the referee's
+        (`_stop_idle`; a timed match ends on its clocks). None for a table over."""
+        if table.expiry is not None:
+            table.expiry.cancel()
+            table.expiry = None
+        if table.ended or table.finished or table.closed is not None:
+            return
+        if not table.started:
+            delay = max(0.0, table.created + self.limits.open_seat_ttl - time.time())
+            loop = asyncio.get_running_loop()
+            table.expiry = loop.call_later(delay, lambda: self._spawn(self._expire(table)))
+        elif table.clocks is None:
+            table.acted_at = self.time_source.now()
+            self._idle_alarm(table, self.limits.idle_match_ttl * 1000.0)
+
+    def _idle_alarm(self, table: Table, delay_ms: float) -> None:
+        def ring() -> None:
+            self._spawn(self._stop_idle(table))
+
+        table.expiry = self.time_source.call_later(delay_ms, ring)
+
+    async def _stop_idle(self, table: Table) -> None:
+        """Stop an untimed match no action has come to for `idle_match_ttl`: unfinished,
+        with its record saying so (as at the referee's limits of hands and actions); woken
+        early (an action came since the alarm was set), wait again."""
+        async with table.lock:
+            if table.ended or table.finished or table.closed is not None:
+                return
+            if self.clocks_stopped or not self.ready:  # (shutting down: the restart sets it again)
+                return
+            ttl = self.limits.idle_match_ttl
+            idle = self.time_source.now() - table.acted_at
+            if idle < ttl * 1000.0:
+                self._idle_alarm(table, ttl * 1000.0 - idle)
+                return
+            waiting = table.match.to_act()
+            table.stop(
+                f"stopped by the referee: no action for {ttl:g} s"
+                f" (seat{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} to act)"
+            )
+            await self._publish(table)
 
     async def _expire(self, table: Table) -> None:
         """Close a table still waiting for players once its open seats have waited

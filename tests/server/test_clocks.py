@@ -18,6 +18,7 @@ from tapis_cartes.records.codec import canonical_bytes, decode_record, write_env
 from tapis_cartes.records.signing import load_private_key, load_public_key, sign
 from tapis_cartes.records.verify import verify_envelope
 from tapis_cartes.referee.server.app import RunningServer, create_server
+from tapis_cartes.referee.server.limits import Limits
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 from tapis_cartes.v1 import referee_pb2_grpc as rpc
@@ -439,6 +440,79 @@ def test_no_time_runs_out_while_the_referee_stops(tmp_path: Path) -> None:
             stub = rpc.RefereeServiceStub(channel)
             got = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
             assert got.status == pb.TABLE_STATUS_PLAYING and got.action_index == before
+
+    asyncio.run(main())
+
+
+def test_an_untimed_match_no_one_plays_is_stopped_with_its_record(tmp_path: Path) -> None:
+    """A started untimed table no one played stayed open for ever, across restarts (a bot
+    that hangs held it, and one of its creator's places for open tables). Now the referee
+    stops its match `idle_match_ttl` after its last action, or its start, or the referee's
+    own start: unfinished, its record saying why, its streams told, the place given back."""
+    limits = Limits(idle_match_ttl=60.0, max_tables_per_client=2)
+    key = tmp_path / "k.key"
+
+    async def status(stub: rpc.RefereeServiceStub, table_id: str) -> int:
+        return (await stub.GetTable(pb.GetTableRequest(table_id=table_id))).status
+
+    async def main() -> None:
+        clock = ManualTime()
+        rng = random.Random("idle")
+        async with (
+            referee(tmp_path, limits=limits, time_source=clock) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            stub = rpc.RefereeServiceStub(channel)
+            idle, tokens = await new_table(stub, "nap", "", {"deals": 2}, 4)
+            for _ in range(4):  # each action within the time: the match goes on
+                assert await act(stub, idle, tokens, rng, clock, 59_000) is not None
+                await settle(server)
+            at = (await stub.GetTable(pb.GetTableRequest(table_id=idle))).event_index
+            stream = stub.WatchTable(pb.WatchTableRequest(table_id=idle, from_event_index=at))
+            seat = (await view(stub, idle, 0, tokens[0])).to_act[0]
+            mine = await view(stub, idle, seat, tokens[seat])
+            clock.advance(59_999)
+            await settle(server)
+            assert await status(stub, idle) == pb.TABLE_STATUS_PLAYING
+            clock.advance(1)  # 60 s since the last action
+            await settle(server)
+            assert await status(stub, idle) == pb.TABLE_STATUS_FINISHED
+            last = [m async for m in stream][-1].event
+            reason = f"stopped by the referee: no action for 60 s (seat {seat} to act)"
+            assert last.match_ended.reason == reason
+            late = pb.SubmitActionRequest(
+                table_id=idle,
+                seat=seat,
+                expected_action_index=mine.action_index,
+                action=mine.legal_actions[0].action,
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.SubmitAction(late, metadata=auth(tokens[seat]))
+            assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            got = await signed_record(stub, idle)
+            assert verify_envelope(got.envelope, [load_public_key(key)]).ok
+            rec = decode_record(got.envelope.record)
+            assert not rec.outcome.finished and rec.outcome.reason == reason
+            # The stopped table no longer counts among its creator's two places: two more.
+            other, _ = await new_table(stub, "nap", "", {"deals": 2}, 4)
+            third, _ = await new_table(stub, "nap", "", {"deals": 2}, 4)
+            clock.advance(30_000)
+            await settle(server)
+        later = ManualTime()  # a restart: the time an idle match waits counts from it
+        async with (
+            referee(tmp_path, limits=limits, time_source=later) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            stub = rpc.RefereeServiceStub(channel)
+            later.advance(59_000)
+            await settle(server)
+            assert await status(stub, other) == pb.TABLE_STATUS_PLAYING
+            assert await status(stub, third) == pb.TABLE_STATUS_PLAYING
+            later.advance(1_000)
+            await settle(server)
+            assert await status(stub, other) == pb.TABLE_STATUS_FINISHED
+            assert await status(stub, third) == pb.TABLE_STATUS_FINISHED
+            assert await status(stub, idle) == pb.TABLE_STATUS_FINISHED
 
     asyncio.run(main())
 
