@@ -67,6 +67,7 @@ from tapis_cartes.referee.errors import (
     exit_status,
     json_text,
     quoted,
+    sqlite_trouble,
     terminal_lines,
 )
 
@@ -104,15 +105,9 @@ def _archive_command(
 
 
 def _why(exc: sqlite3.Error) -> str:
-    """What most likely caused an SQLite error, for the person reading it."""
-    text = str(exc).lower()
-    if "locked" in text or "busy" in text:
-        return "another program is writing it: try again once it is done"
-    if "readonly" in text or "read-only" in text:
-        return "this command writes to the archive, and the file or its folder is read-only"
-    if "disk is full" in text or "disk i/o" in text:
-        return "the disk is full or failing"
-    return "is the file damaged, or was it changed by another program?"
+    """What most likely caused an SQLite error, for the person reading it: the machine's
+    doing (`sqlite_trouble`), else the file's."""
+    return sqlite_trouble(exc) or "is the file damaged, or was it changed by another program?"
 
 
 def _say(text: str) -> None:

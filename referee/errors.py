@@ -303,6 +303,9 @@ _SQLITE_TROUBLE = {
     sqlite3.SQLITE_NOMEM: "out of memory",
     sqlite3.SQLITE_READONLY: "the file or its folder cannot be written",
     sqlite3.SQLITE_PERM: "no permission",
+    # (a file another program made a rollback journal's, and holds locked)
+    sqlite3.SQLITE_BUSY: "another program is writing it: try again once it is done",
+    sqlite3.SQLITE_LOCKED: "another program is writing it: try again once it is done",
 }
 
 

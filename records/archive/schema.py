@@ -323,15 +323,6 @@ def open_archive(
     except sqlite3.DatabaseError as exc:
         if db is not None:
             db.close()
-        if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (
-            sqlite3.SQLITE_BUSY,
-            sqlite3.SQLITE_LOCKED,
-        ):
-            # (an archive another program made a rollback journal's, and holds locked)
-            raise ArchiveError(
-                f"{p}: the archive cannot be opened: {exc} (another program is writing it: "
-                "try again once it is done)"
-            ) from None
         trouble = sqlite_trouble(exc)
         if trouble is not None:  # the machine's doing, not the file's: said so
             raise ArchiveError(
