@@ -515,7 +515,8 @@ class StoreLocked(StoreError):
 
 
 class ListenError(TapisError, OSError):
-    """The referee cannot listen on the address given."""
+    """The referee cannot listen: on the address given, or for want of the files (descriptors)
+    its connections need."""
 
     exit_code = 1
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tapis_cartes.records.codec import MAX_NAME
-from tapis_cartes.referee.errors import TooMany
+from tapis_cartes.referee.errors import ListenError, TooMany
 
 __all__ = [
     "CLIENT_PING_SECONDS",
@@ -26,6 +26,7 @@ __all__ = [
     "MAX_OPTIONS",
     "MAX_OPTION_TEXT",
     "MAX_SEATS",
+    "MIN_CONNECTIONS",
     "Limits",
     "Slot",
     "StreamCount",
@@ -43,6 +44,10 @@ MAX_SEATS = 10  # seats of a table (the most any game allows)
 # long.
 HEAD_SECONDS = 10.0
 FD_RESERVE = 256  # descriptors besides the connections: store, writer's pipes, listeners...
+# The fewest connections a front must be able to hold: fewer, and the referee does not start
+# (a referee of one connection serves no table of four players on connections of their own;
+# with fewer than 20 files gRPC's core itself crashed).
+MIN_CONNECTIONS = 16
 # A client may ping its connection (HTTP/2 keepalive) every this many seconds: the referee
 # counts a ping that comes sooner than half of it after the previous one (the half: room for
 # timers' jitter) as a strike, and closes the connection at the third (gRPC's policy).
@@ -97,7 +102,8 @@ def connection_bound(wanted: int) -> int:
     may open that many files for both and `FD_RESERVE` more (its soft limit is raised toward
     its hard one if need be: servers are often started under a soft limit of 1024); else
     what the limit leaves each. (A front past its bound closes a new connection at once,
-    rather than leave the process without descriptors for the other front and its store.)"""
+    rather than leave the process without descriptors for the other front and its store.)
+    `ListenError` when that is fewer than `MIN_CONNECTIONS`."""
     try:
         import resource
     except ImportError:  # not a POSIX system: no such limit to read
@@ -110,7 +116,14 @@ def connection_bound(wanted: int) -> int:
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
         soft = raised
-    return max(1, min(wanted, (soft - FD_RESERVE) // 2))
+    least = 2 * min(wanted, MIN_CONNECTIONS) + FD_RESERVE
+    if soft < least:
+        raise ListenError(
+            f"this process may open {soft} files at most (its limit, `ulimit -n`): the referee"
+            f" needs {least} ({FD_RESERVE} for its store, pipes and listeners, and"
+            f" {min(wanted, MIN_CONNECTIONS)} connections on each front): raise the limit"
+        )
+    return min(wanted, (soft - FD_RESERVE) // 2)
 
 
 DEFAULT_LIMITS = Limits()

@@ -6,6 +6,7 @@ accepts by default (4 MiB)."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,9 +15,17 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from tapis_cartes.records.codec import decode_record
 from tapis_cartes.records.verify import verify_envelope
 from tapis_cartes.referee.engine import make_rules, new_match
-from tapis_cartes.referee.server.limits import FD_RESERVE, MAX_NAME, Limits, connection_bound
+from tapis_cartes.referee.server.limits import (
+    FD_RESERVE,
+    MAX_NAME,
+    MIN_CONNECTIONS,
+    Limits,
+    connection_bound,
+)
 from tapis_cartes.referee.server.tables import Seat, Table, token_hash
 from tapis_cartes.v1 import referee_pb2 as pb
+
+from ..commands import tapis
 
 MAX_RECORD_BYTES = 2 << 20  # a record at the referee's limits, with room to spare
 MAX_REPLY_BYTES = 4 << 20  # what a gRPC client accepts by default
@@ -124,3 +133,23 @@ def test_the_connection_bound_fits_the_files_the_process_may_open(
     monkeypatch.setattr(resource, "setrlimit", setrlimit)
     assert connection_bound(4096) == bound
     assert set_to == ([] if raised_to is None else [raised_to])
+
+
+@pytest.mark.parametrize("files", [16, 64, 2 * MIN_CONNECTIONS + FD_RESERVE - 1])
+def test_a_referee_without_the_files_its_connections_need_does_not_start(
+    tmp_path: Path, files: int
+) -> None:
+    """Under `ulimit -n 16` `tapis serve` crashed in gRPC's core (SIGSEGV), and under 64 it
+    served one connection at a time (a table of four players on connections of their own
+    could not be played): it now says what it needs, and does not start."""
+    limit = f"import resource\nresource.setrlimit(resource.RLIMIT_NOFILE, ({files}, {files}))\n"
+    got = tapis(
+        "serve", "--listen", "127.0.0.1:0", "--db", tmp_path / "t.db", "--key", tmp_path / "k",
+        setup=limit,
+    )  # fmt: skip
+    assert got.returncode == 1, got.stderr
+    need = 2 * MIN_CONNECTIONS + FD_RESERVE
+    assert f"this process may open {files} files at most (its limit, `ulimit -n`)" in got.stderr
+    assert f"the referee needs {need}" in got.stderr and "raise the limit" in got.stderr
+    assert "Traceback" not in got.stderr
+    assert not (tmp_path / "t.db").exists()  # nothing made
