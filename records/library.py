@@ -41,7 +41,7 @@ from tapis_cartes.records.rescore import Rescored, rescore_record
 from tapis_cartes.records.research import hand_plays
 from tapis_cartes.records.score import result_line, score_json, score_sheet
 from tapis_cartes.records.verify import Keys, VerifyResult, verified_match, verify_frame
-from tapis_cartes.referee.engine import RecordError, RulesError, find_game
+from tapis_cartes.referee.engine import Match, RecordError, RulesError, find_game
 from tapis_cartes.referee.engine.actions import action_str
 from tapis_cartes.referee.engine.cards import mask_str
 from tapis_cartes.referee.engine.errors import quoted
@@ -194,18 +194,23 @@ class Record:
         return env, decode_record(env.record)
 
     @functools.cached_property
-    def _verified(self) -> pb.GameRecord:
+    def _replayed(self) -> tuple[pb.GameRecord, Match]:
         """The record once its content verifies (as `tapis record score` and `show` verify it
-        first, the signature apart): `RecordError` at its first fault, as `verify` reports
-        it. Nothing the methods below give is taken from the record as it comes."""
-        return verified_match(self._own[0].record)[0]
+        first, the signature apart), and its replay: `RecordError` at its first fault, as
+        `verify` reports it. Nothing the methods below give is taken from the record as it
+        comes."""
+        return verified_match(self._own[0].record)
+
+    @property
+    def _verified(self) -> pb.GameRecord:
+        return self._replayed[0]
 
     @functools.cached_property
     def hands(self) -> tuple[Hand, ...]:
         """Every hand, with its plays by seat, score lines and scores after it."""
-        rec, names, units = self._verified, self.players, self.units
+        (rec, match), names, units = self._replayed, self.players, self.units
         out = []
-        for hand, rows in zip(rec.hands, hand_plays(rec), strict=False):
+        for hand, rows in zip(rec.hands, hand_plays(rec, match), strict=False):
             plays = tuple(
                 Play(
                     index,

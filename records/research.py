@@ -27,7 +27,7 @@ from typing import Any
 from tapis_cartes.records.codec import atomic_write, record_id, score_from_pb
 from tapis_cartes.records.replay import replay_record
 from tapis_cartes.records.verify import verified_match
-from tapis_cartes.referee.engine import find_game
+from tapis_cartes.referee.engine import Match, find_game
 from tapis_cartes.referee.engine.actions import PLAY, action_str
 from tapis_cartes.referee.engine.base import Hand, HandResult
 from tapis_cartes.referee.engine.cards import card_str
@@ -50,12 +50,14 @@ Row = tuple[Any, ...]
 PlayRow = tuple[int, int, int, str | None, int | None, int | None]
 
 
-def hand_plays(rec: pb.GameRecord) -> Iterator[list[PlayRow]]:
+def hand_plays(rec: pb.GameRecord, match: Match | None = None) -> Iterator[list[PlayRow]]:
     """Per hand of a record, its actions in order, one `PlayRow` each: (index (1-based in the
     hand), seat, action, card (text, for a card played), trick (1-based in the hand, for a card
     played), winner (the seat that won that trick; None while unfinished)), from one replay
-    through the engine (strict: `RecordError` for a record that does not replay)."""
-    match = replay_record(rec, check=False)
+    through the engine (strict: `RecordError` for a record that does not replay); `match`: the
+    record's replay when the caller has it (`verified_match`)."""
+    if match is None:
+        match = replay_record(rec, check=False)
     played: list[HandResult | Hand] = list(match.results)
     if match.hand is not None and not match.hand.over:
         played.append(match.hand)  # a hand in progress (a stopped match)
