@@ -1428,7 +1428,7 @@ class Referee:
         async with table.lock:
             if table.ended or table.finished or table.closed is not None:
                 return
-            if self.clocks_stopped or not self.ready:  # (shutting down: the restart sets it again)
+            if self.clocks_stopped:  # shutting down: the restart sets the alarm again
                 return
             ttl = self.limits.idle_match_ttl
             idle = self.time_source.now() - table.acted_at
@@ -1436,10 +1436,12 @@ class Referee:
                 self._idle_alarm(table, ttl * 1000.0 - idle)
                 return
             waiting = table.match.to_act()
-            table.stop(
-                f"stopped by the referee: no action for {ttl:g} s"
+            to_act = (
                 f" (seat{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} to act)"
+                if waiting
+                else ""
             )
+            table.stop(f"stopped by the referee: no action for {ttl:g} s{to_act}")
             await self._publish(table)
 
     async def _expire(self, table: Table) -> None:
