@@ -63,6 +63,7 @@ __all__ = [
     "file_name",
     "hand_scores",
     "no_records",
+    "open_record_file",
     "put_frames",
     "read_envelopes",
     "read_frames",
@@ -536,8 +537,9 @@ def read_frames(f: BinaryIO, total: int | None, name: str = "input") -> Iterator
     """The envelope bytes of a record file read from `f` as a stream (`total`: its size in
     bytes from where `f` is; None when unknown, a pipe: read to its end), so a file of any size
     is read in constant memory, one record (at most 64 MiB) at a time; `RecordFileError` when
-    it is not a record file, after the frames before the damage."""
-    if f.read(len(MAGIC)) != MAGIC:
+    it is not a record file, after the frames before the damage. (A stream that gives fewer
+    bytes than asked, a pipe read unbuffered, is read again until it gives none.)"""
+    if _read_exactly(f, len(MAGIC)) != MAGIC:
         raise RecordFileError(
             "not-a-record-file",
             f"{name} is not a Tapis record file (it does not start with {MAGIC!r})",
@@ -571,7 +573,7 @@ def read_frames(f: BinaryIO, total: int | None, name: str = "input") -> Iterator
             raise RecordFileError(
                 "truncated", f"{name}: record {index} claims {size} bytes but {total - pos} remain"
             )
-        frame = f.read(size)
+        frame = _read_exactly(f, size)
         if len(frame) != size:  # the file shrank while being read
             raise RecordFileError(
                 "truncated",
@@ -586,6 +588,19 @@ def read_frames(f: BinaryIO, total: int | None, name: str = "input") -> Iterator
             )
         pos += size
         yield frame
+
+
+def _read_exactly(f: BinaryIO, size: int) -> bytes:
+    """`size` bytes of `f`, fewer only at its end (a raw stream's `read` may give fewer)."""
+    data = f.read(size)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    size -= len(data)
+    while size > 0 and (part := f.read(size)):
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
 
 
 def parse_envelope(frame: bytes, name: str, index: int) -> pb.RecordEnvelope:
@@ -624,7 +639,7 @@ _READ_WHOLE = 1 << 20
 _READ_ONLY = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
-def _open_record_file(path: str | Path) -> tuple[BinaryIO, int | None]:
+def open_record_file(path: str | Path) -> tuple[BinaryIO, int | None]:
     """A file to read and its size in bytes: a regular file of at most `_READ_WHOLE` bytes
     read into memory at once, any other file read as a stream; the size None for a file that
     is not a regular one (a pipe, a FIFO, a terminal: its `st_size` is no size, 0 for a
@@ -674,7 +689,7 @@ def file_chunks(
     `name`: the file as messages name it (default `str(Path(path))`)."""
     p = file_name(path) if name is None else name
     try:
-        f, total = _open_record_file(path)
+        f, total = open_record_file(path)
     except OSError as exc:
         raise RecordFileError("unreadable", f"{p}: {exc.strerror or exc}") from None
     frames: list[bytes] = []

@@ -25,10 +25,14 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, BinaryIO
+
+from google.protobuf.message import DecodeError
 
 from tapis_cartes.records.codec import (
     decode_record,
+    open_record_file,
     options_from_pb,
     parse_envelope,
     read_frames,
@@ -154,8 +158,27 @@ class Record:
     @classmethod
     def from_envelope(cls, env: pb.RecordEnvelope, frame: bytes | None = None) -> Record:
         """The record of an envelope (as `RefereeClient.record` gives it; `frame`: its bytes
-        as a record file stores them, when read from one); `RecordError` when its bytes are
-        not a record of a game Tapis knows."""
+        as a record file stores them, when read from one: `ValueError` when they are not
+        this envelope's); `RecordError` when its bytes are not a record of a game Tapis
+        knows."""
+        if not isinstance(env, pb.RecordEnvelope):
+            raise TypeError(
+                f"from_envelope: {quoted(env, 40)} ({type(env).__name__}) is no RecordEnvelope"
+            )
+        if frame is not None:
+            if not isinstance(frame, bytes):
+                raise TypeError(f"from_envelope: frame is {type(frame).__name__}, not bytes")
+            try:
+                same = pb.RecordEnvelope.FromString(frame) == env
+            except DecodeError:
+                same = False
+            if not same:
+                raise ValueError("from_envelope: frame is not the bytes of this envelope")
+        return cls._of(env, frame)
+
+    @classmethod
+    def _of(cls, env: pb.RecordEnvelope, frame: bytes | None) -> Record:
+        """`from_envelope` of an envelope and the frame it was parsed from (`read_records`)."""
         rec = decode_record(env.record)
         try:
             units = find_game(rec.rules.game).units
@@ -167,7 +190,7 @@ class Record:
             id=record_id(env.record),
             game=rec.rules.game,
             ruleset=rec.rules.ruleset,
-            options=options_from_pb(rec.rules.options),
+            options=MappingProxyType(options_from_pb(rec.rules.options)),
             players=names,
             teams=tuple(s.team for s in rec.seats),
             units=units,
@@ -185,6 +208,16 @@ class Record:
             envelope=env,
             frame=env.SerializeToString(deterministic=True) if frame is None else frame,
         )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a pickle (or a deep copy) keeps: the fields, not what was read from them
+        (the replay is the engine's, which pickles not)."""
+        state = {k: v for k, v in self.__dict__.items() if k not in _CACHED}
+        state["options"] = dict(self.options)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, options=MappingProxyType(state["options"]))
 
     @functools.cached_property
     def _own(self) -> tuple[pb.RecordEnvelope, pb.GameRecord]:
@@ -282,6 +315,9 @@ class Record:
         return render_record(rec, env.record, env.annotations)
 
 
+_CACHED = ("_own", "_replayed")  # Record's cached properties
+
+
 def read_records(source: str | os.PathLike[str] | BinaryIO) -> Iterator[Record]:
     """The records of a record file (a path, or a binary file open for reading), one at a
     time as the file is read: a file of any size in the memory of one record (at most
@@ -290,14 +326,20 @@ def read_records(source: str | os.PathLike[str] | BinaryIO) -> Iterator[Record]:
     if isinstance(source, str | os.PathLike):
         path = Path(source)
         try:
-            f = path.open("rb")
-            total: int | None = os.fstat(f.fileno()).st_size
+            # (a FIFO, /dev/stdin: read to its end, as `tapis record verify` reads it)
+            f, total = open_record_file(path)
         except OSError as exc:
             raise RecordFileError("unreadable", f"{path}: {exc.strerror or exc}") from None
         with f:
             yield from _read(f, total, str(path))
+    elif isinstance(source, io.TextIOBase) or not callable(getattr(source, "read", None)):
+        raise TypeError(
+            f"read_records: {quoted(source, 40)} ({type(source).__name__}) is neither a path"
+            " nor a binary file open for reading"
+        )
     else:
-        yield from _read(source, _remaining(source), str(getattr(source, "name", "input")))
+        name = getattr(source, "name", None)
+        yield from _read(source, _remaining(source), name if isinstance(name, str) else "input")
 
 
 def _remaining(f: BinaryIO) -> int | None:
@@ -318,7 +360,7 @@ def _read(f: BinaryIO, total: int | None, name: str) -> Iterator[Record]:
             index += 1
             env = parse_envelope(frame, name, index)
             try:
-                record = Record.from_envelope(env, frame)
+                record = Record._of(env, frame)
             except RecordError as exc:
                 raise RecordError(exc.code, f"{name}: record {index}: {exc.message}") from None
             yield record

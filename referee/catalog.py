@@ -23,9 +23,18 @@ from tapis_cartes.v1 import referee_pb2 as pb
 __all__ = ["Game", "OptionSpec", "Ruleset", "games", "games_catalog"]
 
 
-@functools.cache
 def games_catalog() -> pb.ListGamesResponse:
-    """The games, rulesets and options (the same for the referee's whole life)."""
+    """The games, rulesets and options (the same for the referee's whole life), as the
+    referee's ListGames gives them: a message of the caller's own (changing it changes nothing
+    else)."""
+    out = pb.ListGamesResponse()
+    out.CopyFrom(catalog())
+    return out
+
+
+@functools.cache
+def catalog() -> pb.ListGamesResponse:
+    """`games_catalog`, made once, shared: not to be changed."""
     games = []
     for spec in GAMES.values():
         games.append(
@@ -165,7 +174,7 @@ def games() -> tuple[Game, ...]:
                 for r in g.rulesets
             ),
         )
-        for g in games_catalog().games
+        for g in catalog().games
     )
 
 

@@ -24,7 +24,7 @@ from tapis_cartes.records.clocks import TimeControl
 from tapis_cartes.records.codec import options_from_pb, rules_to_pb, score_to_pb
 from tapis_cartes.records.render import fact_text
 from tapis_cartes.records.signing import public_bytes
-from tapis_cartes.referee.catalog import games_catalog
+from tapis_cartes.referee.catalog import catalog
 from tapis_cartes.referee.engine import find_game
 from tapis_cartes.referee.engine.actions import action_str, check_action
 from tapis_cartes.referee.engine.base import (
@@ -682,7 +682,7 @@ class RefereeServicer:
     async def ListGames(
         self, request: pb.ListGamesRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListGamesResponse:
-        return games_catalog()
+        return catalog()
 
     @_handled
     async def CreateTable(

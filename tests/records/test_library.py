@@ -8,6 +8,7 @@ import io
 import os
 import re
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -327,3 +328,85 @@ def test_a_record_whose_content_does_not_verify_gives_no_score() -> None:
                 call()
             assert exc.value.code == error.code, (call, exc.value)
     assert Record.from_envelope(pb.RecordEnvelope(record=canonical_bytes(rec))).score_sheet()
+
+
+def test_a_fifo_and_a_pipe_giving_short_reads_are_read_to_their_end(
+    tmp_path: Path, played: list[Record]
+) -> None:
+    """A FIFO's path gave no record (its size, 0, was taken as the file's), and a pipe read
+    unbuffered (a `Popen(bufsize=0).stdout`), whose reads may give fewer bytes than asked,
+    was "not a Tapis record file", named by its descriptor's number."""
+    path = tmp_path / "some.tapis"
+    write_records(path, played)
+    data = path.read_bytes()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+
+    def feed(target: Any, chunk: int) -> None:
+        with open(target, "wb", buffering=0) as w:
+            for i in range(0, len(data), chunk):
+                w.write(data[i : i + chunk])
+                time.sleep(0.001)  # the reader finds fewer bytes than it asks for
+
+    writer = threading.Thread(target=feed, args=(fifo, 4096))
+    writer.start()
+    assert [r.id for r in read_records(fifo)] == [r.id for r in played]
+    writer.join()
+    read_end, write_end = os.pipe()
+    writer = threading.Thread(target=feed, args=(write_end, 3))
+    writer.start()
+    with os.fdopen(read_end, "rb", buffering=0) as raw:
+        assert [r.id for r in read_records(raw)] == [r.id for r in played]
+    writer.join()
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"not a record file")
+    os.close(write_end)
+    with (
+        os.fdopen(read_end, "rb", buffering=0) as raw,
+        pytest.raises(RecordFileError, match=r"^input is not a Tapis record file"),
+    ):
+        list(read_records(raw))
+    with path.open("r") as text, pytest.raises(TypeError, match="nor a binary file"):
+        list(read_records(text))  # type: ignore[arg-type]
+
+
+def test_a_record_is_made_of_its_own_envelope_and_bytes(played: list[Record]) -> None:
+    """`from_envelope(env, frame)` took any bytes for `frame`: a record that said Napoléon
+    verified and was written as the Dame de Pique record whose bytes it was given."""
+    hearts, nap = played[0], played[1]
+    again = Record.from_envelope(nap.envelope, nap.frame)
+    assert again.id == nap.id and again.frame == nap.frame
+    with pytest.raises(ValueError, match="frame is not the bytes of this envelope"):
+        Record.from_envelope(nap.envelope, hearts.frame)
+    with pytest.raises(ValueError, match="frame is not the bytes of this envelope"):
+        Record.from_envelope(nap.envelope, b"junk")
+    with pytest.raises(TypeError, match="frame is str, not bytes"):
+        Record.from_envelope(nap.envelope, "junk")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="is no RecordEnvelope"):
+        Record.from_envelope(nap.message)  # type: ignore[arg-type]
+
+
+def test_records_pickle_copy_and_keep_their_options(tmp_path: Path, played: list[Record]) -> None:
+    """A record once read (its hands, its score sheet) could not be pickled, so not sent to a
+    process pool, nor deep-copied; its options were a dict any holder could change, and so
+    was the catalogue every caller (and an in-process referee's ListGames) shares."""
+    import copy
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor
+
+    record = played[1]
+    assert record.hands and record.score_sheet()  # read, its replay kept
+    for again in (pickle.loads(pickle.dumps(record)), copy.deepcopy(record)):
+        assert again.id == record.id and again.options == record.options
+        assert again.hands == record.hands and again.verify().ok
+    with ProcessPoolExecutor(1) as pool:
+        assert pool.submit(_record_id, record).result() == record.id
+    with pytest.raises(TypeError):
+        record.options["players"] = 5  # type: ignore[index]
+    catalogue = games_catalog()
+    catalogue.games[0].name = "changed"
+    assert games_catalog().games[0].name != "changed"
+
+
+def _record_id(record: Record) -> str:
+    return record.id
