@@ -40,7 +40,7 @@ from typing import ClassVar, Generic, TypeVar
 from mypy_extensions import mypyc_attr
 
 from tapis_cartes.records.codec import score_from_pb, start_from_pb
-from tapis_cartes.records.dealing import ALGORITHM, commitment, first_dealer, shuffled_pack
+from tapis_cartes.records.dealing import ALGORITHM, commitment
 from tapis_cartes.records.strict import check_fields, check_rules_fields, check_start
 from tapis_cartes.referee.engine import (
     Deal,
@@ -61,6 +61,7 @@ from tapis_cartes.referee.engine import (
 )
 from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.engine.shuffle import first_dealer, shuffled_pack
 from tapis_cartes.referee.engine.wire import HandFields, fields_below
 from tapis_cartes.v1 import record_pb2 as pb
 

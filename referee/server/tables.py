@@ -57,18 +57,13 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from tapis_cartes.records.clocks import FORFEIT, Clocks, TimeControl, Timing, forfeit_reason
 from tapis_cartes.records.codec import Provenance, build_record, canonical_bytes, record_id
-from tapis_cartes.records.dealing import (
-    ALGORITHM,
-    commitment,
-    first_dealer,
-    new_seed,
-    shuffled_pack,
-)
+from tapis_cartes.records.dealing import ALGORITHM, commitment, new_seed
 from tapis_cartes.records.signing import sign
 from tapis_cartes.referee.engine import Event, Match, Rules, TapisError, make_rules, new_match
 from tapis_cartes.referee.engine.actions import RESIGN, action_str, encode
 from tapis_cartes.referee.engine.base import HandsChanged, MatchOver
 from tapis_cartes.referee.engine.errors import quoted
+from tapis_cartes.referee.engine.shuffle import first_dealer, shuffled_pack
 from tapis_cartes.referee.errors import (
     BadRequest,
     NotFound,

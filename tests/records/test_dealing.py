@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
+from typing import Any
 
 import pytest
 
@@ -65,3 +67,28 @@ def test_pinned_vector() -> None:
 
 PINNED = "8dbac8337144e115f0e020340cbfccac3dc828de6407c8f4062d36dbc096b065"
 PINNED_DEALER = 1
+
+
+@pytest.mark.parametrize(
+    ("hand", "pack", "said"),
+    [
+        (1, -1, "pack: -1 is no pack"),  # iter_cards(-1) never ended, nor heard Ctrl-C
+        (1, 1 << 200, "is no pack"),
+        (1, True, "pack: True is no pack"),
+        (1, 0, "pack: 0 is no pack"),
+        (0, FULL, "hand_number: 0 is no hand number"),
+        (True, FULL, "hand_number: True is no hand number"),
+        (1.5, FULL, "hand_number: 1.5 is no hand number"),
+    ],
+)
+def test_the_published_dealing_refuses_what_is_no_hand_or_pack(
+    hand: Any, pack: Any, said: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(said)):
+        shuffled_pack(b"seed", hand, pack)
+
+
+def test_a_first_dealer_is_chosen_among_some_seats() -> None:
+    for choices in ((), [0, 1], "ab"):
+        with pytest.raises(ValueError, match="are no seats to choose from"):
+            first_dealer(b"seed", choices)  # type: ignore[arg-type]
