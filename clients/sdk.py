@@ -196,7 +196,7 @@ def checked_view(view: pb.SeatView) -> pb.SeatView:
     DATA_LOSS otherwise): a bot or a person given it then reads no card id of 2**32, no seat
     past the table's, no million choices."""
     seats = [view.seat, view.dealer, *view.to_act, *(k.seat for k in view.known)]
-    seats += [p.seat for p in view.trick]
+    seats += [p.seat for p in view.trick] + [*view.winners] + [c.seat for c in view.clocks]
     if any(not 0 <= s < _MOST_SEATS for s in seats) or len(view.scores) > _MOST_SEATS:
         raise _bad_reply(f"a view with a seat out of 0..{_MOST_SEATS - 1}")
     hands = [view.hand, *(k.cards for k in view.known), [p.card for p in view.trick]]
@@ -211,10 +211,12 @@ def checked_view(view: pb.SeatView) -> pb.SeatView:
     return view
 
 
-def checked_record(got: pb.GetRecordResponse) -> pb.GetRecordResponse:
+def checked_record(got: pb.GetRecordResponse, table_id: str | None = None) -> pb.GetRecordResponse:
     """`got`, once its record verifies (as `tapis record verify` verifies it, without keys:
-    its deal, every action, every score) under the id it is given with (`RefereeError`
-    DATA_LOSS otherwise): a client writes no file of bytes that are not the record."""
+    its deal, every action, every score) under the id it is given with, and is the record of
+    table `table_id` when given (`RefereeError` DATA_LOSS otherwise): a client writes no file
+    of bytes that are not the record it asked for."""
+    from tapis_cartes.records.codec import decode_record
     from tapis_cartes.records.verify import verify_envelope  # (the engine's replay)
 
     result = verify_envelope(got.envelope)
@@ -222,6 +224,13 @@ def checked_record(got: pb.GetRecordResponse) -> pb.GetRecordResponse:
         raise _bad_reply(f"a record that does not verify: {result.error} ({result.error.code})")
     if result.record_id != got.record_id:
         raise _bad_reply(f"record id {got.record_id[:80]!r} for record {result.record_id}")
+    if table_id is not None:
+        provenance = decode_record(got.envelope.record).provenance
+        if (provenance.source, provenance.reference) != ("referee", table_id):
+            raise _bad_reply(
+                f"the record of {provenance.source} {quoted(provenance.reference, 80)},"
+                f" not of table {quoted(table_id, 80)}"
+            )
     return got
 
 
@@ -263,6 +272,22 @@ def _argument(what: str, value: object, most: int = 2**32 - 1) -> int:
             f"{what} {quoted(value)} is out of 0..{most}: nothing was sent",
         )
     return value
+
+
+def _seconds(what: str, value: object) -> float:
+    """A client's setting in seconds, once it is a positive finite number: else ValueError."""
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not 0 < value < float("inf")
+    ):
+        raise ValueError(f"{what} is {quoted(value, 40)}: a number of seconds, more than 0")
+    return float(value)
+
+
+def _request_id(given: object) -> str:
+    """A request's id: `given` (text), or a new UUID when none is given."""
+    return (None if given is None else _text_argument("request_id", given)) or uuid.uuid4().hex
 
 
 def _text_argument(what: str, value: object) -> str:
@@ -341,11 +366,15 @@ class RefereeClient:
         backoff: float = 0.05,
         max_backoff: float = 2.0,
     ) -> None:
-        self.address = address
+        self.address = _text_argument("address", address)
+        if timeout is not None:
+            _seconds("timeout", timeout)
         self.timeout = timeout
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            raise ValueError(f"retries is {quoted(retries, 40)}: a number of retries, 0 or more")
         self.retries = retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
+        self.backoff = _seconds("backoff", backoff)
+        self.max_backoff = _seconds("max_backoff", max_backoff)
         self._channel: grpc.aio.Channel | None = None
         self._stub: referee_pb2_grpc.RefereeServiceAsyncStub | None = None
         # The calls made, by method name: every attempt of a unary call, and every stream
@@ -441,7 +470,7 @@ class RefereeClient:
             ruleset=_text_argument("ruleset", ruleset),
             options=option_messages(options),
             seats=_seat_requests(seats),
-            request_id=request_id or uuid.uuid4().hex,
+            request_id=_request_id(request_id),
             time_control=time_control,
         )
         resp = await self._unary(
@@ -461,7 +490,7 @@ class RefereeClient:
         request = pb.JoinTableRequest(
             table_id=_text_argument("table_id", table_id),
             name=_text_argument("name", name),
-            request_id=request_id or uuid.uuid4().hex,
+            request_id=_request_id(request_id),
         )
         if seat is not None:
             request.seat = _argument("seat", seat)
@@ -494,7 +523,8 @@ class RefereeClient:
         return checked_record(
             await self._unary(
                 "GetRecord", lambda: self.stub.GetRecord(request, timeout=self.timeout)
-            )
+            ),
+            table_id,
         )
 
     def watch(
@@ -652,6 +682,10 @@ class SeatHandle:
         `next_view`, when the seat must act again at once, is also the next turn of a `turns`
         iteration under way."""
         _argument("action", action, _INDEX)
+        if _argument("attempts", attempts) < 1:
+            raise RefereeError(
+                grpc.StatusCode.INVALID_ARGUMENT, "attempts is 0, not 1 or more: nothing was sent"
+            )
         if expected_index is not None:
             _argument("expected_index", expected_index, _INDEX)
             return await self._submit(

@@ -6,6 +6,7 @@ record. A fake referee (grpc.aio, the generated service) answers; `tapis` runs i
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ def _view(**fields: Any) -> pb.SeatView:
         ({"seat": 4_000_000_000}, "a seat out of 0..9"),
         ({"trick": [pb.PlayedCard(seat=11, card=3)]}, "a seat out of"),
         ({"trump": 99}, "whose trump is 99"),
+        ({"winners": [4_000_000_000]}, "a seat out of"),
+        ({"clocks": [pb.SeatClock(seat=123_456)]}, "a seat out of"),
         ({"legal_actions": [pb.ActionChoice(action=7)]}, "not actions of a game"),
         ({"legal_actions": [pb.ActionChoice(action=8)] * 5000}, "not actions of a game"),
     ],
@@ -55,6 +58,9 @@ def test_a_record_is_verified_under_its_id_before_a_client_keeps_it() -> None:
     assert checked_record(good) is good
     with pytest.raises(RefereeError, match=r"record id .0+. for record"):
         checked_record(pb.GetRecordResponse(envelope=DP1, record_id="0" * 64))
+    # The record of another table (here a transcript's): not the one asked for.
+    with pytest.raises(RefereeError, match=r"the record of transcript .*, not of table 'T'"):
+        checked_record(good, "T")
     garbage = pb.GetRecordResponse(record_id=rid)
     garbage.envelope.record = b"\x08\x01garbage"
     with pytest.raises(RefereeError, match="a record that does not verify"):
@@ -130,3 +136,26 @@ def test_a_token_no_header_can_carry_is_refused_before_any_call() -> None:
         with pytest.raises(RefereeError, match="a token is printable ASCII") as exc:
             client.seat("t", 0, token)
         assert exc.value.status == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_a_client_refuses_settings_and_arguments_that_are_none_before_any_call() -> None:
+    """`RefereeClient(retries="3")` failed at its first retry, deep in the client; `act(...,
+    attempts=0)` called the referee, then raised AssertionError; a request id 5 was a
+    TypeError of protobuf's."""
+    for settings, said in [
+        ({"retries": "3"}, "retries is '3'"),
+        ({"retries": True}, "retries is True"),
+        ({"backoff": "0.1"}, "backoff is '0.1'"),
+        ({"max_backoff": None}, "max_backoff is None"),
+        ({"timeout": float("nan")}, "timeout is nan"),
+        ({"timeout": -1}, "timeout is -1"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(said)):
+            RefereeClient("127.0.0.1:1", **settings)
+    client = RefereeClient("127.0.0.1:1")
+    handle = client.seat("t", 0, "token")
+    with pytest.raises(RefereeError, match="attempts is 0, not 1 or more: nothing was sent"):
+        asyncio.run(handle.act(5, attempts=0))
+    with pytest.raises(RefereeError, match=r"request_id is 5 .int., not text: nothing was sent"):
+        asyncio.run(client.create_table("hearts", request_id=5))  # type: ignore[arg-type]
+    assert client.calls == {}
