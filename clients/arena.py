@@ -89,16 +89,22 @@ def play_match(
     if not isinstance(seed, str):
         raise RulesError(f"seed is {quoted(seed)} ({type(seed).__name__}), not text", "seed")
     opts = dict(options or {})
-    players = make_rules(spec.name, ruleset or None, opts).players
+    # One bot a seat: as many seats as bots, or as the rules say (RulesError: no such count).
+    seated = None if isinstance(bots, str) else len(bots)
+    players = make_rules(spec.name, ruleset or None, opts, seated).players
     if isinstance(bots, str):
         bots = [bots] * players
-    if names is NAMES and players > len(NAMES):  # the default names, as many as the seats
-        names = [*NAMES, *(f"Player {i + 1}" for i in range(len(NAMES), players))]
-    elif len(names) < players:
+    if names is NAMES:  # the default names, as many as the seats
+        names = [*NAMES, *(f"Player {i + 1}" for i in range(len(NAMES), players))][:players]
+    elif len(names) != players:
         raise RulesError(f"{len(names)} names for {players} seats", "names")
     seats = [
         make_bot(b, spec.name, ruleset, i, opts) if isinstance(b, str) else b
         for i, b in enumerate(bots)
     ]
+    for i, bot in enumerate(seats):
+        made_for = getattr(bot, "game", spec.name)  # (a heuristic bot plays one game)
+        if made_for != spec.name:
+            raise RulesError(f"bots[{i}] plays {quoted(made_for)}, not {spec.name}", "bots")
     env = play_record(spec.name, seats, seed, ruleset, opts, names, played_at)
     return Record.from_envelope(env)

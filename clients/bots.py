@@ -35,7 +35,7 @@ from tapis_cartes.referee.engine.actions import (
 )
 from tapis_cartes.referee.engine.cards import HEARTS, R1, R3, SPADES, RankOrder, parse_card
 from tapis_cartes.referee.engine.errors import RulesError, quoted
-from tapis_cartes.referee.engine.registry import find_game
+from tapis_cartes.referee.engine.registry import find_game, make_rules
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 
@@ -482,9 +482,15 @@ def make_bot(
     seed: int | None = None,
     options: Mapping[str, object] | None = None,
 ) -> Bot:
-    """A bot by kind: "random" or "heuristic", for `game`; `RulesError` for another kind or
-    a game Tapis does not have."""
+    """A bot by kind: "random" or "heuristic", for `game`; `RulesError` for another kind, or
+    a game, ruleset or options Tapis does not have (the players aside: any number the rules
+    take), or a seed that is no int."""
     game = find_game(game).name  # (RulesError: no such game)
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise RulesError(f"seed is {quoted(seed)} ({type(seed).__name__}), not an int", "seed")
+    if options is not None and not isinstance(options, Mapping):
+        raise RulesError(f"options is {quoted(options)}, not a mapping of options", "options")
+    make_rules(game, ruleset or None, dict(options or {}))  # (RulesError: what does not hold)
     if kind == "random":
         return RandomBot(seed)
     if kind == "heuristic":

@@ -322,7 +322,8 @@ def read_records(source: str | os.PathLike[str] | BinaryIO) -> Iterator[Record]:
     """The records of a record file (a path, or a binary file open for reading), one at a
     time as the file is read: a file of any size in the memory of one record (at most
     64 MiB). `RecordFileError` when the file cannot be read or is not a record file (after
-    the records before the damage); `RecordError` for a record that does not decode."""
+    the records before the damage); `RecordError` for a record that does not decode, which
+    ends the reading (`tapis record verify` names each and goes on)."""
     if isinstance(source, str | os.PathLike):
         path = Path(source)
         try:

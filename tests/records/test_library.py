@@ -297,12 +297,26 @@ def test_play_match_says_what_is_wrong_with_what_it_is_given() -> None:
     for given, said in [
         ({"seed": 5}, "seed is 5 (int), not text"),
         ({"names": ["Ann", "Bob"]}, "2 names for 4 seats"),
+        ({"names": ["A", "B", "C", "D", "E"]}, "5 names for 4 seats"),  # the fifth was dropped
+        ({"bots": ["random"] * 5}, "played by exactly 4 players; 5 are named"),
         ({"bots": ["genius"] * 4}, "unknown bot kind 'genius'"),
+        ({"bots": [make_bot("heuristic", "nap")] * 4}, "bots[0] plays 'napoleon', not"),
     ]:
         with pytest.raises(RulesError, match=re.escape(said)):
             play_match("hearts", **given)
     with pytest.raises(RulesError, match="unknown game 'bridge'"):
         make_bot("random", "bridge")
+    with pytest.raises(RulesError, match="4 names for 5 seats"):  # the first was used again
+        play_match("nap", bots=["random"] * 5, names=["a", "b", "c", "d"])
+    for more, said in [  # each was taken, and the bot played by other rules
+        ({"ruleset": "nosuch"}, "unknown ruleset 'nosuch'"),
+        ({"options": {"moon_mod": 1}}, "unknown option 'moon_mod'"),
+        ({"options": "x"}, "options is 'x', not a mapping"),
+        ({"seed": "abc"}, "seed is 'abc' (str), not an int"),
+        ({"seed": 1.5}, "seed is 1.5 (float), not an int"),
+    ]:
+        with pytest.raises(RulesError, match=re.escape(said)):
+            make_bot("heuristic", "hearts", **more)
 
 
 def test_a_record_whose_content_does_not_verify_gives_no_score() -> None:
