@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import re
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Mapping, Sequence
@@ -283,6 +284,36 @@ def _seconds(what: str, value: object) -> float:
     ):
         raise ValueError(f"{what} is {quoted(value, 40)}: a number of seconds, more than 0")
     return float(value)
+
+
+_HEADER_KEY = re.compile(r"[0-9a-z_.-]+")
+
+
+def _metadata_argument(metadata: object) -> None:
+    """`metadata` (a call's headers), once each entry is one gRPC may send: a (key, value)
+    pair, the key lowercase ASCII letters, digits and `-_.`, the value printable ASCII (else
+    `RefereeError` INVALID_ARGUMENT naming it, nothing sent: gRPC's core refused it as
+    INTERNAL, a failure to retry)."""
+    if not isinstance(metadata, tuple | list):
+        raise RefereeError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"metadata is {quoted(metadata)}, not (key, value) pairs: nothing was sent",
+        )
+    for i, entry in enumerate(metadata):
+        if not (
+            isinstance(entry, tuple | list)
+            and len(entry) == 2
+            and isinstance(entry[0], str)
+            and _HEADER_KEY.fullmatch(entry[0])
+            and isinstance(entry[1], str)
+            and entry[1].isascii()
+            and entry[1].isprintable()
+        ):
+            raise RefereeError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"metadata[{i}] is {quoted(entry, 60)}: a header is a (key, value) pair, the key"
+                " lowercase letters, digits and -_., the value printable ASCII: nothing was sent",
+            )
 
 
 def _request_id(given: object) -> str:
@@ -545,6 +576,7 @@ class RefereeClient:
         _argument("from_index", from_index, _INDEX)
         if seat is not None:
             _argument("seat", seat)
+        _metadata_argument(metadata)
         return self._events(table_id, from_index, seat, metadata)
 
     async def _events(

@@ -158,4 +158,7 @@ def test_a_client_refuses_settings_and_arguments_that_are_none_before_any_call()
         asyncio.run(handle.act(5, attempts=0))
     with pytest.raises(RefereeError, match=r"request_id is 5 .int., not text: nothing was sent"):
         asyncio.run(client.create_table("hearts", request_id=5))  # type: ignore[arg-type]
+    for metadata in [(("Authorization\n", "x"),), (("authorization", "Bearer \x1b"),), "ab"]:
+        with pytest.raises(RefereeError, match="nothing was sent"):  # (was INTERNAL, retried)
+            client.watch("t", metadata=metadata)  # type: ignore[arg-type]
     assert client.calls == {}
