@@ -174,16 +174,9 @@ def test_the_late_move_of_a_seat_that_lost_on_time_finds_the_match_over(tmp_path
         seat = v.to_act[0]
         mine = await view(stub, table_id, seat, tokens[seat])
         clock.advance(2001, ring=False)  # the time is out; the alarm has not rung
-        request = pb.SubmitActionRequest(
-            table_id=table_id,
-            seat=seat,
-            expected_action_index=mine.action_index,
-            action=mine.legal_actions[0].action,
-        )
-        with pytest.raises(grpc.aio.AioRpcError) as err:
-            await stub.SubmitAction(request, metadata=auth(tokens[seat]))
-        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION, err.value.details()
-        assert "the match is already over" in (err.value.details() or "")
+        err = await refused_late(stub, table_id, tokens[seat], mine, mine.legal_actions[0].action)
+        assert err.code() == grpc.StatusCode.FAILED_PRECONDITION, err.details()
+        assert "the match is already over" in (err.details() or "")
         rec = decode_record((await signed_record(stub, table_id)).envelope.record)
         assert rec.outcome.rule == "CLOCK.FORFEIT" and rec.outcome.resigned == seat
 
@@ -480,15 +473,8 @@ def test_an_untimed_match_no_one_plays_is_stopped_with_its_record(tmp_path: Path
             last = [m async for m in stream][-1].event
             reason = f"stopped by the referee: no action for 60 s (seat {seat} to act)"
             assert last.match_ended.reason == reason
-            late = pb.SubmitActionRequest(
-                table_id=idle,
-                seat=seat,
-                expected_action_index=mine.action_index,
-                action=mine.legal_actions[0].action,
-            )
-            with pytest.raises(grpc.aio.AioRpcError) as err:
-                await stub.SubmitAction(late, metadata=auth(tokens[seat]))
-            assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            err = await refused_late(stub, idle, tokens[seat], mine, mine.legal_actions[0].action)
+            assert err.code() == grpc.StatusCode.FAILED_PRECONDITION, err.details()
             got = await signed_record(stub, idle)
             assert verify_envelope(got.envelope, [load_public_key(key)]).ok
             rec = decode_record(got.envelope.record)
