@@ -25,7 +25,9 @@ closed) and 256 streams (WatchTable and PlaySeat, counted from the call's start)
 (the referee's defaults; `tapis serve` options change them); beyond, RESOURCE_EXHAUSTED.
 Open seats that nobody takes expire: a table still
 waiting for players one hour after its creation (`tapis serve --open-seat-ttl`) is closed
-(TABLE_STATUS_EXPIRED, a `table_closed` event) and no longer counts.
+(TABLE_STATUS_EXPIRED, a `table_closed` event) and no longer counts. An untimed match no
+action has come to for a day (`--idle-match-ttl`; counted from its last action, its start or
+the referee's start) is stopped, unfinished, with its record saying so (MatchEnded.reason).
 
 Bounds: a request is at most 64 KiB. A table id, a request id, a game or ruleset name, an
 option key and a string option value are at most 64 characters; a player's name at most 64
