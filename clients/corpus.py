@@ -13,13 +13,12 @@ line is `tapis corpus` (clients/corpus_cmd.py).
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 from tapis_cartes.clients.bots import Bot, RandomBot, make_bot
 from tapis_cartes.records.codec import Provenance, canonical_bytes, envelope
+from tapis_cartes.records.executors import make_executor, map_in_order
 from tapis_cartes.records.strict import check_played_at, check_seat_name
 from tapis_cartes.referee.engine import RecordError, find_game, make_rules, new_match
 from tapis_cartes.referee.engine.options import Option
@@ -131,9 +130,8 @@ def corpus_chunks(
         (game, g, min(size, count - g), seed, kind, ruleset, opts, players)
         for g in range(0, count, size)
     ]
-    if jobs <= 1:
-        yield from map(_chunk, chunks)
-        return
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-        yield from pool.map(_chunk, chunks)
+    # The archive's local pool: the caller one of the `jobs` processes, the others stopped at
+    # once by a Ctrl-C, a SIGTERM or a caller that stops reading (a plain process pool waited
+    # for its running chunks, hung at a second Ctrl-C, and outlived a SIGTERM).
+    for _, envs in map_in_order(make_executor("local", max(1, jobs)), _chunk, chunks):
+        yield envs

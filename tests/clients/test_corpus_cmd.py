@@ -3,13 +3,17 @@ archive; its errors one line each, before any match is played."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import time
 from pathlib import Path
 
 from tapis_cartes.clients.corpus import make_corpus
 from tapis_cartes.records.codec import read_envelopes
 from tapis_cartes.v1 import record_pb2 as pb
-from tests.commands import tapis
+from tests.commands import INTERRUPTIBLE, ROOT, cli_command, tapis
 
 
 def test_corpus_writes_the_matches_and_adds_them(tmp_path: Path) -> None:
@@ -63,3 +67,35 @@ def test_a_corpus_has_the_games_own_number_of_players_by_default() -> None:
         (env,) = make_corpus(game, 1, "t", "random")
         record = pb.GameRecord.FromString(env.record)
         assert record.rules.players == make_rules(game, None, {}, None).players, game
+
+
+def test_ctrl_c_twice_stops_a_corpus_of_two_processes_at_once(tmp_path: Path) -> None:
+    """`tapis corpus --jobs 2`, a process pool of its own, waited for the chunks under way at a
+    Ctrl-C, then hung for ever at a second one (a worker waiting on the pool's queue). It now
+    runs on the archive's pool: stopped at once, nothing left running or written."""
+    out = tmp_path / "out.tapis"
+    proc = subprocess.Popen(
+        cli_command(INTERRUPTIBLE, "corpus", "-n", "2000", "-o", out, "--jobs", "2"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, start_new_session=True,
+    )  # fmt: skip
+    try:
+        time.sleep(4)  # the second process is up and playing
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "tapis: interrupted" in err
+    for _ in range(50):  # its workers go with it
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("processes of the command are still running")
+    assert list(tmp_path.iterdir()) == []
