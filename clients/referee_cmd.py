@@ -199,10 +199,22 @@ def cmd_table_create(args: argparse.Namespace) -> int:
     except ValueError:
         _err(f"tapis table create: --open {args.open!r}: give seat numbers, as 1,3")
         return 2
+    missing = sorted(s for s in open_seats if not 0 <= s < len(names))
+    if missing:  # (a seat past the names made a table with every seat taken, tokens untold)
+        _err(
+            f"tapis table create: --open {','.join(map(str, missing))}: the table has seats 0"
+            f" to {len(names) - 1} (one per name of --players)"
+        )
+        return 2
     try:
-        options = dict(parse_option(o) for o in args.option or ())
+        given = [parse_option(o) for o in args.option or ()]
+        options = dict(given)
     except ValueError as exc:
         _err(f"tapis table create: {exc}")
+        return 2
+    twice = sorted({k for k, _ in given if sum(1 for j, _ in given if j == k) > 1})
+    if twice:
+        _err(f"tapis table create: --option {', '.join(twice)} given more than once")
         return 2
 
     try:

@@ -353,3 +353,23 @@ def test_output_cut_by_a_full_disk_is_an_error(tmp_path: Path, unbuffered: str) 
     assert done.returncode == 2, done.stderr
     assert done.stderr == "tapis record: File too large\n"
     assert out.stat().st_size == 2048
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        # The referee made a table with every seat taken, then the command failed on the seat
+        # (IndexError) and the tokens were never told; -1 named the last seat open, falsely.
+        (["--open", "5"], "--open 5: the table has seats 0 to 3 (one per name of --players)"),
+        (["--open=-1"], "--open -1: the table has seats 0 to 3"),
+        (["--players", "A,B,C", "--game", "nap", "--open", "1,3"], "--open 3: the table has"),
+        (["--option", "end_threshold=5", "--option", "end_threshold=6"],
+         "--option end_threshold given more than once"),
+    ],
+)  # fmt: skip
+def test_table_create_refuses_seats_and_options_before_any_call(args: list[str], said: str) -> None:
+    got = tapis("table", "create", "--address", "127.0.0.1:1", *args)  # (no referee there)
+    assert got.returncode == 2, got.stderr
+    assert got.stderr.startswith("tapis table create: ") and got.stderr.count("\n") == 1
+    assert said in got.stderr
+    assert got.stdout == ""
