@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import io
 import os
@@ -65,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     argv = sys.argv[1:] if argv is None else list(argv)
     _terminate_as_interrupt()
+    _closed_streams()
     _whole_writes()
     try:
         return _run(argv)
@@ -95,6 +97,30 @@ def _whole_writes() -> None:
             )
 
 
+class _Closed(io.TextIOBase):
+    """A standard output the command was started without (`tapis ... >&-`): writing to it is
+    an error of the command (`_run` names it, exit 2), as a write to any file it cannot
+    write; a command that writes nothing there runs."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, f"the {self.name} is closed")
+
+
+def _closed_streams() -> None:
+    """A command started with a standard stream closed: no input is an empty input (`tapis
+    play` reads its end), and no output is an error where the command writes one (it was an
+    AttributeError's traceback)."""
+    if sys.stdin is None:
+        sys.stdin = open(os.devnull)  # noqa: SIM115 (the process's for its life)
+    if sys.stdout is None:
+        sys.stdout = _Closed("standard output")
+    if sys.stderr is None:
+        sys.stderr = _Closed("standard error")
+
+
 def _terminate_as_interrupt() -> None:
     """SIGTERM (`kill`, `timeout`, a service manager) stops a command as Ctrl-C does: its
     files are left whole or not at all, its stored work is kept, its workers are stopped
@@ -116,7 +142,10 @@ def _run(argv: list[str]) -> int:
         status = int(args.func(args))
         sys.stdout.flush()  # (a write that fails at the end is an error of the command too)
         return status
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader went away (`| head`): the rest is not wanted
+        with contextlib.suppress(OSError, ValueError):
+            # (else the exit flushes it again: "Exception ignored ... BrokenPipeError", 120)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except TapisError as exc:  # an error that ends the command: its message, its exit code
         print(terminal_text(str(exc)), file=sys.stderr)  # (it may quote any text)

@@ -373,3 +373,33 @@ def test_table_create_refuses_seats_and_options_before_any_call(args: list[str],
     assert got.stderr.startswith("tapis table create: ") and got.stderr.count("\n") == 1
     assert said in got.stderr
     assert got.stdout == ""
+
+
+def test_a_closed_standard_stream_is_no_traceback() -> None:
+    """Started with its output closed (`>&-`), a command ended with an AttributeError's
+    traceback; with its input closed, `tapis play` blamed the referee. A reader gone (`| head`)
+    ended it with exit 120 and "Exception ignored ... BrokenPipeError"."""
+    command = [*cli_command("", "games"), ">&-"]
+    closed = subprocess.run(
+        ["sh", "-c", 'exec "$@" >&-', "sh", *command[:-1]], capture_output=True, text=True,
+        cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=60,
+    )  # fmt: skip
+    assert closed.returncode == 2, closed.stderr
+    assert closed.stderr == "tapis games: the standard output is closed\n"
+    play = subprocess.run(
+        ["sh", "-c", 'exec "$@" <&-', "sh", *cli_command("", "play", "--bots", "random")],
+        capture_output=True, text=True, cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120,
+    )  # fmt: skip
+    assert play.returncode == 0, play.stderr
+    assert "resigned" in play.stdout and "Traceback" not in play.stderr
+    reader_gone = subprocess.Popen(
+        cli_command("", "rules"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert reader_gone.stdout is not None and reader_gone.stderr is not None
+    reader_gone.stdout.close()  # before the command writes a line
+    with reader_gone.stderr:
+        err = reader_gone.stderr.read().decode()
+    assert reader_gone.wait(60) == 0, err
+    assert err == ""
