@@ -510,10 +510,18 @@ class SeatResult:
     scores: tuple[rpb.Score, ...]  # every seat's, after the last hand (empty if none ended)
     record_id: str
     actions: int  # actions this seat took
+    reason: str = ""  # why the match ended, when its end says (`MatchEnded.reason`)
 
     @property
     def won(self) -> bool:
         return self.seat in self.winners
+
+    @property
+    def outcome(self) -> str:
+        """For a person: "won", "lost", or "no winner" (a match the referee stopped), with
+        why when the end says."""
+        said = "won" if self.won else "lost" if self.winners else "no winner"
+        return f"{said} ({self.reason})" if self.reason else said
 
 
 async def play_seat(handle: SeatHandle, bot: Bot, one_call: bool | None = None) -> SeatResult:
@@ -536,6 +544,7 @@ class _Ending:
 
     def __init__(self) -> None:
         self.record_id = ""
+        self.reason = ""
         self.winners: tuple[int, ...] = ()
         self.scores: tuple[rpb.Score, ...] = ()
 
@@ -546,6 +555,7 @@ class _Ending:
         elif kind == "match_ended":
             self.winners = tuple(event.match_ended.winners)
             self.record_id = event.match_ended.record_id
+            self.reason = event.match_ended.reason
         elif kind == "table_closed":
             closed = event.table_closed
             raise RefereeError(
@@ -555,7 +565,7 @@ class _Ending:
     def result(self, seat: int, actions: int) -> SeatResult:
         if not self.record_id:
             raise RefereeError(grpc.StatusCode.UNKNOWN, "the watch ended before the match")
-        return SeatResult(seat, self.winners, self.scores, self.record_id, actions)
+        return SeatResult(seat, self.winners, self.scores, self.record_id, actions, self.reason)
 
 
 async def _play_one_call(handle: SeatHandle, bot: Bot) -> SeatResult:
@@ -590,9 +600,7 @@ async def _play_one_call(handle: SeatHandle, bot: Bot) -> SeatResult:
 
 
 async def _play_two_calls(handle: SeatHandle, bot: Bot) -> SeatResult:
-    record_id = ""
-    winners: tuple[int, ...] = ()
-    scores: tuple[rpb.Score, ...] = ()
+    ending = _Ending()
     actions = 0
     messages = handle.turns(held=True)  # events are read at the turns: one message each
     try:
@@ -605,20 +613,7 @@ async def _play_two_calls(handle: SeatHandle, bot: Bot) -> SeatResult:
                 except StaleAction:
                     pass  # another seat acted first: the stream brings this seat's next turn
                 continue
-            event = message.event
-            kind = event.WhichOneof("event")
-            if kind == "hand_ended":
-                scores = tuple(event.hand_ended.scores)
-            elif kind == "match_ended":
-                winners = tuple(event.match_ended.winners)
-                record_id = event.match_ended.record_id
-            elif kind == "table_closed":
-                closed = event.table_closed
-                raise RefereeError(
-                    grpc.StatusCode.FAILED_PRECONDITION, f"the table closed: {closed.reason}"
-                )
+            ending.read(message.event)
     finally:
         await messages.aclose()
-    if not record_id:
-        raise RefereeError(grpc.StatusCode.UNKNOWN, "the watch ended before the match")
-    return SeatResult(handle.seat, winners, scores, record_id, actions)
+    return ending.result(handle.seat, actions)

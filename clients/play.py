@@ -507,6 +507,7 @@ async def run_bot(
                         "kind": kind,
                         "won": result.won,
                         "winners": [names[w] for w in result.winners],
+                        "reason": result.reason,
                         "scores": {
                             names[s]: score_text(score, units)
                             for s, score in enumerate(result.scores)
@@ -526,7 +527,7 @@ async def run_bot(
         print(
             terminal_text(
                 f"table {table_id} seat {handle.seat} {names[handle.seat]} ({kind}): "
-                f"{'won' if result.won else 'lost'}; winners {winners}; scores {scores}; "
+                f"{result.outcome}; winners {winners or 'none'}; scores {scores or 'none'}; "
                 f"{result.actions} actions; record {result.record_id}"
             ),
             file=out,

@@ -242,8 +242,9 @@ def text_table(
 def result_line(rec: pb.GameRecord) -> str:
     names = [s.name for s in rec.seats]
     out = rec.outcome
-    if not out.finished:
-        return "The match is not finished."
+    if not out.finished:  # (stopped by the referee, or a transcript of a match not played out)
+        why = f": {named_seats(out.reason, names)}" if out.reason else ""
+        return f"The match is not finished{why}."
     winners = ", ".join(seat_name(names, w) for w in out.winners)
     verb = "share the victory" if len(out.winners) > 1 else "wins"
     reason = f" ({named_seats(out.reason, names)})" if out.reason else ""

@@ -14,7 +14,9 @@ from typing import Any
 import grpc
 import pytest
 
+from tapis_cartes.clients.bots import SeatResult
 from tapis_cartes.records.codec import canonical_bytes, decode_record, write_envelopes
+from tapis_cartes.records.score import result_line
 from tapis_cartes.records.signing import load_private_key, load_public_key, sign
 from tapis_cartes.records.verify import verify_envelope
 from tapis_cartes.referee.server.app import RunningServer, create_server
@@ -479,6 +481,14 @@ def test_an_untimed_match_no_one_plays_is_stopped_with_its_record(tmp_path: Path
             assert verify_envelope(got.envelope, [load_public_key(key)]).ok
             rec = decode_record(got.envelope.record)
             assert not rec.outcome.finished and rec.outcome.reason == reason
+            # What a person reads of it: why it stopped (it was "The match is not finished.",
+            # and `tapis bot` said "lost").
+            assert result_line(rec) == (
+                "The match is not finished: stopped by the referee: no action for 60 s"
+                f" ({rec.seats[seat].name} to act)."
+            )
+            ended = SeatResult(seat, (), (), got.record_id, 0, last.match_ended.reason)
+            assert ended.outcome == f"no winner ({reason})" and not ended.won
             # The stopped table no longer counts among its creator's two places: two more.
             other, _ = await new_table(stub, "nap", "", {"deals": 2}, 4)
             third, _ = await new_table(stub, "nap", "", {"deals": 2}, 4)
