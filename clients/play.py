@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import sys
 import tempfile
 import threading
@@ -400,8 +401,39 @@ async def run_play(
     stdin: TextIO = sys.stdin,
     save: Path | None = None,
 ) -> int:
-    """A person at a terminal against bots. Returns the exit status (130 after Ctrl-C). With
-    `save`, the signed record of the match is written there when it ends."""
+    """A person at a terminal against bots. Returns the exit status (130 after Ctrl-C, a
+    SIGTERM or the terminal closed: SIGHUP). With `save`, the signed record of the match is
+    written there when it ends."""
+    # SIGTERM and SIGHUP end the match as Ctrl-C does, whatever Ctrl-C's disposition (started
+    # in the background, it is ignored and SIGTERM killed the process): the seat resigns and
+    # the private referee's folder (its store and key) is removed.
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    hangups = [getattr(signal, s) for s in ("SIGTERM", "SIGHUP") if hasattr(signal, s)]
+    for sig in hangups:
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # (no such signals)
+            loop.add_signal_handler(sig, main.cancel)
+    try:
+        return await _run_play(address, game, ruleset, options, name, bots, seed, out, stdin, save)
+    finally:
+        for sig in hangups:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+
+
+async def _run_play(
+    address: str | None,
+    game: str,
+    ruleset: str,
+    options: Mapping[str, Option] | None,
+    name: str,
+    bots: str,
+    seed: int | None,
+    out: TextIO,
+    stdin: TextIO,
+    save: Path | None,
+) -> int:
     options = dict(options or {})
     server = None
     tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -444,7 +476,8 @@ async def run_play(
             try:
                 scores, record_id = await _person(me, screen, LineReader(stdin), out)
             except asyncio.CancelledError:
-                screen.say("\nInterrupted: you resign.")
+                with contextlib.suppress(OSError):  # (a terminal closed: SIGHUP)
+                    screen.say("\nInterrupted: you resign.")
                 with contextlib.suppress(RefereeError):
                     if not is_finished(await me.view()):
                         await me.resign()

@@ -4,6 +4,7 @@ scripted; and the reading of what a person types."""
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from tapis_cartes.referee.engine.actions import (
 )
 from tapis_cartes.referee.engine.cards import mask_of, parse_card
 from tapis_cartes.v1 import referee_pb2 as pb
+from tests.commands import cli_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,3 +128,33 @@ def test_a_seat_the_table_does_not_have_is_said_by_its_number() -> None:
     pairs = pb.TypedFact(key="teams")
     pairs.groups.groups.add(values=[2, 9])
     assert screen.fact(pairs) == "Teams: Cat + seat 9"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_sigterm_or_a_hangup_at_the_prompt_resigns_and_leaves_nothing(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Started with Ctrl-C ignored (in the background, as a shell starts it), `tapis play`
+    died of a SIGTERM or of its terminal closing (SIGHUP), status -15, leaving the private
+    referee's folder (its store and signing key) in the temporary folder."""
+    ignored = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    proc = subprocess.Popen(
+        cli_command(ignored, "play", "--game", "hearts", "--bots", "random"),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        seen = ""
+        while "-- Your turn" not in seen:  # at the prompt (its input held open)
+            line = proc.stdout.readline()
+            assert line, "the command ended before its prompt"
+            seen += line
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Interrupted: you resign." in out and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # the private referee's folder removed
