@@ -23,7 +23,6 @@ import argparse
 import functools
 import os
 import sqlite3
-import sys
 import time
 from collections.abc import Callable, Generator
 from pathlib import Path
@@ -36,6 +35,9 @@ from tapis_cartes.clients.args import (
     output_path,
     positive_int,
     text_arg,
+)
+from tapis_cartes.clients.args import (
+    err as _err,
 )
 from tapis_cartes.clients.progress import Progress
 from tapis_cartes.records.archive import (
@@ -72,10 +74,6 @@ from tapis_cartes.referee.errors import (
 )
 
 __all__ = ["add_archive_parser", "add_key_options", "keys_given", "positive_int"]
-
-
-def _err(msg: str) -> None:
-    print(terminal_lines(msg), file=sys.stderr)
 
 
 def _dumps(obj: Any) -> str:

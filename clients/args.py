@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 
 from tapis_cartes.records.signing import TrustedKey, load_keys
+from tapis_cartes.referee.errors import terminal_lines
 
 __all__ = [
     "STDOUT",
     "add_key_options",
     "closing_line",
+    "err",
     "keys_given",
     "output_path",
     "positive_int",
@@ -24,6 +26,12 @@ __all__ = [
 ]
 
 STDOUT = "/dev/stdout"
+
+
+def err(message: str) -> None:
+    """A command's message to stderr, for a person: what it quotes (a file's name, a table's
+    id) may hold any character, each line shown through `terminal_text`."""
+    print(terminal_lines(message), file=sys.stderr)
 
 
 def output_path(text: str) -> str:

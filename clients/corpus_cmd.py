@@ -14,12 +14,12 @@ as verify shows it; then `N matches, H hands played in T s`.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tapis_cartes.clients.args import err as _err
 from tapis_cartes.clients.args import output_path, positive_int, text_arg
 from tapis_cartes.clients.progress import Progress
 from tapis_cartes.records.codec import writable, write_frames
@@ -30,10 +30,6 @@ from tapis_cartes.referee.engine.options import parse_option
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["add_corpus_parser", "cmd_corpus"]
-
-
-def _err(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 def cmd_corpus(args: argparse.Namespace) -> int:

@@ -24,7 +24,6 @@ import itertools
 import operator
 import os
 import stat
-import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -39,6 +38,9 @@ from tapis_cartes.clients.args import (
     positive_int,
     shown_file_name,
     text_arg,
+)
+from tapis_cartes.clients.args import (
+    err as _err,
 )
 from tapis_cartes.clients.progress import Progress
 from tapis_cartes.records.annotate import CommentError, annotate_envelope, parse_comment
@@ -91,10 +93,6 @@ from tapis_cartes.referee.errors import (
 from tapis_cartes.v1 import record_pb2 as pb
 
 __all__ = ["add_record_parser"]
-
-
-def _err(msg: str) -> None:
-    print(msg, file=sys.stderr)
 
 
 # --- record import ------------------------------------------------------------------------

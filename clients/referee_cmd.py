@@ -23,7 +23,6 @@ import importlib.util
 import json
 import math
 import re
-import sys
 from collections.abc import Callable, Coroutine
 from importlib import resources
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from tapis_cartes.clients.args import closing_line, output_path, text_arg
+from tapis_cartes.clients.args import err as _err
 from tapis_cartes.records.codec import decode_record, writable, write_envelopes
 from tapis_cartes.records.score import score_sheet
 from tapis_cartes.records.signing import (
@@ -55,10 +55,6 @@ from tapis_cartes.v1 import record_pb2 as rpb
 __all__ = ["add_referee_parsers"]
 
 _LIMITS = Limits()  # the defaults of `tapis serve`'s options
-
-
-def _err(msg: str) -> None:
-    print(msg, file=sys.stderr)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -305,7 +301,7 @@ def cmd_key_new(args: argparse.Namespace) -> int:
     except TapisError as exc:
         _err(str(exc))
         return 1
-    print(f"{args.path}: new Ed25519 key, key id {key_id(key.public_key())}")
+    print(terminal_text(f"{args.path}: new Ed25519 key, key id {key_id(key.public_key())}"))
     return 0
 
 

@@ -403,3 +403,19 @@ def test_a_closed_standard_stream_is_no_traceback() -> None:
         err = reader_gone.stderr.read().decode()
     assert reader_gone.wait(60) == 0, err
     assert err == ""
+
+
+def test_file_names_reach_no_terminal_raw(tmp_path: Path) -> None:
+    """`tapis corpus` ("wrote NAME"), `tapis key new` and `key show`'s error printed a file's
+    name as it was: an escape in it reached the terminal. Every command's message now shows
+    it escaped, as the others did."""
+    esc = "\x1b[31m"
+    runs = [
+        tapis("corpus", "-n", "1", "-o", tmp_path / f"{esc}x.tapis"),
+        tapis("key", "new", tmp_path / f"{esc}k.key"),
+        tapis("key", "show", tmp_path / f"{esc}nope"),
+    ]
+    for got in runs:
+        assert "\x1b" not in got.stdout + got.stderr, got
+        assert "\\u001b[31m" in got.stdout + got.stderr, got
+    assert (runs[0].returncode, runs[1].returncode) == (0, 0) and runs[2].returncode != 0
