@@ -10,11 +10,12 @@ import sys
 from pathlib import Path
 
 from tapis_cartes.records.signing import TrustedKey, load_keys
-from tapis_cartes.referee.errors import terminal_lines
+from tapis_cartes.referee.errors import terminal_lines, terminal_text
 
 __all__ = [
     "STDOUT",
     "add_key_options",
+    "address_arg",
     "closing_line",
     "err",
     "keys_given",
@@ -26,6 +27,18 @@ __all__ = [
 ]
 
 STDOUT = "/dev/stdout"
+
+
+def address_arg(text: str) -> str:
+    """A referee's address (`--address`, an argparse type): HOST:PORT, an IPv6 address in
+    brackets (a port of 99999 was taken for another, a missing one for 443)."""
+    from tapis_cartes.referee.server.limits import address_parts
+
+    try:
+        address_parts(text, least_port=1)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{terminal_text(text)[:80]!r}: {exc}") from None
+    return text
 
 
 def err(message: str) -> None:

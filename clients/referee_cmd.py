@@ -30,7 +30,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from tapis_cartes.clients.args import closing_line, output_path, text_arg
+from tapis_cartes.clients.args import address_arg, closing_line, output_path, text_arg
 from tapis_cartes.clients.args import err as _err
 from tapis_cartes.records.codec import decode_record, writable, write_envelopes
 from tapis_cartes.records.score import score_sheet
@@ -427,7 +427,7 @@ def add_referee_parsers(sub: Any) -> None:
     table = sub.add_parser("table", help="tables on a referee")
     tsub = table.add_subparsers(dest="table_command", required=True)
     p = tsub.add_parser("create", help="open a table; print its id and the seats' tokens")
-    p.add_argument("--address", default="127.0.0.1:50051", metavar="HOST:PORT")
+    p.add_argument("--address", default="127.0.0.1:50051", metavar="HOST:PORT", type=address_arg)
     p.add_argument(
         "--game", default="hearts", type=text_arg, help="game name or alias (default hearts)"
     )
@@ -453,7 +453,7 @@ def add_referee_parsers(sub: Any) -> None:
     p.add_argument("table", metavar="TABLE", help="the table's id")
     p.add_argument("-o", "--output", type=output_path, required=True, metavar="FILE",
                    help="the record file ('-': standard output)")  # fmt: skip
-    p.add_argument("--address", default="127.0.0.1:50051", metavar="HOST:PORT")
+    p.add_argument("--address", default="127.0.0.1:50051", metavar="HOST:PORT", type=address_arg)
     p.set_defaults(func=cmd_table_record)
 
     key = sub.add_parser("key", help="the referee's signing key")
@@ -466,7 +466,10 @@ def add_referee_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_key_new)
 
     p = sub.add_parser("play", help="play at a terminal against bots")
-    p.add_argument("--address", metavar="HOST:PORT", help="a referee (default: start one here)")
+    p.add_argument(
+        "--address", metavar="HOST:PORT", type=address_arg,
+        help="a referee (default: start one here)",
+    )  # fmt: skip
     p.add_argument(
         "--game", default="hearts", type=text_arg, help="game name or alias (default hearts)"
     )
@@ -483,7 +486,7 @@ def add_referee_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_play)
 
     p = sub.add_parser("bot", help="seat a bot at a remote table and play it to the end")
-    p.add_argument("--address", required=True, metavar="HOST:PORT")
+    p.add_argument("--address", required=True, metavar="HOST:PORT", type=address_arg)
     p.add_argument("--table", required=True, metavar="ID")
     p.add_argument("--seat", type=int, metavar="N", help="a seat taken at creation ...")
     p.add_argument("--token", metavar="T", help="... with its token")

@@ -419,3 +419,12 @@ def test_file_names_reach_no_terminal_raw(tmp_path: Path) -> None:
         assert "\x1b" not in got.stdout + got.stderr, got
         assert "\\u001b[31m" in got.stdout + got.stderr, got
     assert (runs[0].returncode, runs[1].returncode) == (0, 0) and runs[2].returncode != 0
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:99999", "127.0.0.1", "", "host:0", "::1:80"])
+def test_a_referee_address_that_is_none_is_refused_naming_it(address: str) -> None:
+    """`--address 127.0.0.1:99999` was taken for port 34463 (and the error named that one), a
+    missing port for 443, and an empty address printed gRPC's own log lines."""
+    got = tapis("bot", "--address", address, "--table", "T", "--join")
+    assert got.returncode == 2, got.stderr
+    assert f"argument --address: {address!r}: give HOST:PORT (a port 1 to 65535)" in got.stderr

@@ -30,6 +30,7 @@ __all__ = [
     "Limits",
     "Slot",
     "StreamCount",
+    "address_parts",
     "connection_bound",
 ]
 
@@ -95,6 +96,30 @@ class Limits:
     # (a client's channel opens another when it next calls), so that idle connections do not
     # hold the connection slots.
     idle_connection: float = 60.0
+
+
+def address_parts(address: str, least_port: int = 0) -> tuple[str, int]:
+    """The host (without an IPv6 address's brackets) and port of `HOST:PORT`, the port from
+    `least_port` to 65535; `ValueError` saying what to give for anything else (an address to
+    listen on, port 0 a free one; a referee's address to connect to, `least_port` 1)."""
+    host, _, port_text = address.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    if bracketed:
+        host = host[1:-1]
+    # An IPv6 address in brackets (its own colons would read as the port's), nothing else.
+    if (
+        not host
+        or ("[" in host or "]" in host)
+        or (":" in host) != bracketed
+        or not port_text.isdigit()
+        or not least_port <= int(port_text) <= 65535
+    ):
+        example = "127.0.0.1:50051, [::1]:50051" if least_port else "127.0.0.1:50051, [::]:50051"
+        raise ValueError(
+            f"give HOST:PORT (a port {least_port} to 65535), an IPv6 address in brackets"
+            f" (e.g. {example})"
+        )
+    return host, int(port_text)
 
 
 def connection_bound(wanted: int) -> int:

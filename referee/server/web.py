@@ -79,6 +79,7 @@ from tapis_cartes.referee.server.limits import (
     Limits,
     Slot,
     StreamCount,
+    address_parts,
 )
 from tapis_cartes.referee.server.service import event_message, seat_view, table_status
 from tapis_cartes.referee.server.store import store_unreadable
@@ -135,25 +136,12 @@ def http_status(exc: TapisError) -> int:
 
 
 def host_port(address: str) -> tuple[str, int]:
-    """The host (without an IPv6 address's brackets) and port of `HOST:PORT`; `ListenError`
-    for anything else (the gRPC address and the web address alike)."""
-    host, _, port_text = address.rpartition(":")
-    bracketed = host.startswith("[") and host.endswith("]")
-    if bracketed:
-        host = host[1:-1]
-    # An IPv6 address in brackets (its own colons would read as the port's), nothing else.
-    if (
-        not host
-        or ("[" in host or "]" in host)
-        or (":" in host) != bracketed
-        or not port_text.isdigit()
-        or int(port_text) > 65535
-    ):
-        raise ListenError(
-            f"cannot listen on {address!r}: give HOST:PORT, an IPv6 address in brackets"
-            " (e.g. 127.0.0.1:50051, [::]:50051)"
-        )
-    return host, int(port_text)
+    """The host and port of an address to listen on (`address_parts`, port 0: a free one);
+    `ListenError` for anything else (the gRPC address and the web address alike)."""
+    try:
+        return address_parts(address)
+    except ValueError as exc:
+        raise ListenError(f"cannot listen on {address!r}: {exc}") from None
 
 
 def bind(address: str) -> socket.socket:
