@@ -10,9 +10,10 @@ Exit status: 0 success; 2 an unknown id (the message names it and the closest kn
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
+from tapis_cartes.clients.args import err as _err
+from tapis_cartes.referee.engine.errors import quoted
 from tapis_cartes.referee.rules_index import PAGES, RULES, closest_ids, engine_sites, find_rule
 
 __all__ = ["add_rules_parser", "cmd_rules"]
@@ -31,9 +32,10 @@ def cmd_rules(args: argparse.Namespace) -> int:
         return 0
     rule = find_rule(args.rule_id)
     if rule is None:
-        near = closest_ids(args.rule_id)
+        # (no id is longer than 40 characters: a longer text is near none, and its quote short)
+        near = closest_ids(args.rule_id) if len(args.rule_id) <= 40 else []
         hint = f"closest: {', '.join(near)}" if near else "`tapis rules` lists them all"
-        print(f"tapis rules: unknown rule id {args.rule_id!r} ({hint})", file=sys.stderr)
+        _err(f"tapis rules: unknown rule id {quoted(args.rule_id, 60)} ({hint})")
         return 2
     print(f"{rule.id}: {rule.statement}")
     print(f"game: {rule.page.title}")

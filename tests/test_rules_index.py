@@ -315,3 +315,6 @@ def test_tapis_rules_refuses_an_unknown_id(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert r.stdout == ""
     assert "unknown rule id 'IMP-A.E9'" in r.stderr and "IMP-A.E8" in r.stderr
+    # An id of 100,000 characters was quoted whole (and compared with every id, slowly).
+    long = tapis("rules", "X" * 100_000, cwd=tmp_path)
+    assert long.returncode == 2 and len(long.stderr) < 200, len(long.stderr)
