@@ -14,6 +14,7 @@ as verify shows it; then `N matches, H hands played in T s`.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,9 +50,13 @@ def cmd_corpus(args: argparse.Namespace) -> int:
     game = find_game(args.game).name
     make_rules(game, args.ruleset or None, opts, args.players)
     checked_workers(args.jobs)  # an `ExecutorError` for a number no pool can start
-    out = writable(args.output or f"{args.archive}.corpus.tapis")
-    if args.archive:
+    if args.archive:  # (an archive that is none was found only once every match was played)
         writable(args.archive)
+        if os.path.exists(args.archive):
+            from tapis_cartes.records.archive import open_archive
+
+            open_archive(args.archive).close()  # (an `ArchiveError` naming it)
+    out = writable(args.output or f"{args.archive}.corpus.tapis")
     t0 = time.perf_counter()
     hands = 0
     done = 0

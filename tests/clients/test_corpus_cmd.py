@@ -40,7 +40,11 @@ def _hands(record: bytes) -> int:
 
 def test_corpus_errors_are_one_line_before_any_match(tmp_path: Path) -> None:
     out = tmp_path / "c.tapis"
+    other = tmp_path / "other.txt"  # a file that is no archive: found once all was played
+    other.write_text("not an archive")
     cases = [
+        (("--archive", other, "-n", "300"), 2, "other.txt: not an archive"),
+        (("--archive", tmp_path / "none" / "a.db"), 2, "none/a.db: cannot write: no folder"),
         (("--option", "end_threshold=5000", "-o", out), 1, "end_threshold"),
         (("--game", "heart", "-o", out), 1, "unknown game 'heart'"),
         (("-o", tmp_path / "none" / "c.tapis"), 2, "cannot write: no folder"),
