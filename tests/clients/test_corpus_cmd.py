@@ -59,6 +59,7 @@ def test_corpus_errors_are_one_line_before_any_match(tmp_path: Path) -> None:
         done = tapis("corpus", *args)
         assert done.returncode == code, (args, done.stderr)
         assert "Traceback" not in done.stderr, args
+        assert " played in " not in done.stderr, args  # before any match
         assert message in done.stderr.strip().splitlines()[-1], args  # the last line says why
         assert not out.exists()
 
