@@ -293,14 +293,22 @@ def cmd_key_show(args: argparse.Namespace) -> int:
 
 
 def cmd_key_new(args: argparse.Namespace) -> int:
-    if Path(args.path).exists():
+    path = Path(args.path)
+    if not args.path or path.is_dir():
+        _err(
+            f"tapis key new: {args.path!r} is no file name"
+            if not args.path
+            else f"{args.path}: is a folder"
+        )
+        return 2
+    if path.exists() or path.is_symlink():
         _err(f"{args.path} exists: not overwritten")
-        return 1
+        return 2
     try:
         key = load_or_create_private_key(args.path)
     except TapisError as exc:
         _err(str(exc))
-        return 1
+        return exit_status(exc)
     print(terminal_text(f"{args.path}: new Ed25519 key, key id {key_id(key.public_key())}"))
     return 0
 

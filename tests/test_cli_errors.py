@@ -428,3 +428,21 @@ def test_a_referee_address_that_is_none_is_refused_naming_it(address: str) -> No
     got = tapis("bot", "--address", address, "--table", "T", "--join")
     assert got.returncode == 2, got.stderr
     assert f"argument --address: {address!r}: give HOST:PORT (a port 1 to 65535)" in got.stderr
+
+
+def test_key_new_refuses_what_is_no_new_file(tmp_path: Path) -> None:
+    """`key new ""` said " exists: not overwritten", a folder "folder exists", a dangling
+    link "cannot create the key: File exists"; each ended with 1 where errors.md says 2."""
+    (tmp_path / "k.key").write_text("a key already")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    for path, said in [
+        ("", "tapis key new: '' is no file name"),
+        (str(tmp_path), f"{tmp_path}: is a folder"),
+        (str(tmp_path / "k.key"), "k.key exists: not overwritten"),
+        (str(tmp_path / "dangling"), "dangling exists: not overwritten"),
+    ]:
+        got = tapis("key", "new", path)
+        assert got.returncode == 2, (path, got.stderr)
+        assert said in got.stderr, got.stderr
+    assert (tmp_path / "k.key").read_text() == "a key already"
+    assert not (tmp_path / "nowhere").exists()
