@@ -65,7 +65,8 @@ def parse_choice(text: str, legal: Sequence[pb.ActionChoice]) -> int:
     if not words:
         raise ValueError("type a number or an action")
     if len(words) == 1 and words[0].isdigit():
-        n = int(words[0])
+        # (ASCII digits, few: "²" and 4,301 digits were Python's own messages from int())
+        n = int(words[0]) if words[0].isascii() and len(words[0]) <= 6 else 0
         if not 1 <= n <= len(legal):
             raise ValueError(f"choose a number from 1 to {len(legal)}")
         return legal[n - 1].action

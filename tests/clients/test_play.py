@@ -88,6 +88,9 @@ def test_parse_choice() -> None:
         pb.ActionChoice(action=encode(PLAY, qs), text="play QS"),
     ]
     assert parse_choice("2", legal) == encode(PLAY, qs)
+    for typed in ("\u00b2", "9" * 4301, "3"):  # a superscript two, Python's digits limit
+        with pytest.raises(ValueError, match=r"^choose a number from 1 to 2$"):
+            parse_choice(typed, legal)
     assert parse_choice("Play qs", legal) == encode(PLAY, qs)
     assert parse_choice("QS", legal) == encode(PLAY, qs)
     assert parse_choice("KH", legal) == encode(PLAY, parse_card("KH"))  # the referee refuses it
