@@ -53,7 +53,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="tapis", description="Referee and record toolkit for trick-taking card games."
     )
     parser.add_argument("--version", action="version", version=f"tapis {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # Every command in the usage, whichever group is loaded (an argument a command does not
+    # take is said under this usage: it listed that command's group only).
+    every = ",".join(name for names, _, _ in COMMAND_GROUPS for name in names)
+    sub = parser.add_subparsers(dest="command", required=True, metavar=f"{{{every}}}")
     groups = [g for g in COMMAND_GROUPS if command in g[0]] or COMMAND_GROUPS
     for _, module, adder in groups:
         getattr(importlib.import_module(module), adder)(sub)

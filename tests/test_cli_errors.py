@@ -446,3 +446,12 @@ def test_key_new_refuses_what_is_no_new_file(tmp_path: Path) -> None:
         assert said in got.stderr, got.stderr
     assert (tmp_path / "k.key").read_text() == "a key already"
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_an_argument_no_command_takes_is_said_under_the_whole_usage() -> None:
+    """The usage printed with "unrecognized arguments" listed only the loaded command's group
+    (`usage: tapis [-h] [--version] {games} ...`), as if tapis had no other command."""
+    got = tapis("games", "--bogus")
+    assert got.returncode == 2
+    assert "{record,serve,table,key,play,bot,example,archive,games,rules,corpus}" in got.stderr
+    assert got.stderr.rstrip().endswith("tapis: error: unrecognized arguments: --bogus")
