@@ -347,7 +347,9 @@ async def _turn(
         print("> ", end="", file=prompt_out, flush=True)
         line = await reader.readline()
         if line is not None and not reader.interactive:
-            print(line, file=prompt_out, flush=True)  # a transcript reads as typed
+            # A transcript reads as typed, escapes shown (not obeyed), a long line cut short.
+            shown = terminal_text(line[:200]) + (" ..." if len(line) > 200 else "")
+            print(shown, file=prompt_out, flush=True)
         command = "resign-eof" if line is None else line.strip().lower()
         if command in ("help", "?", "list"):
             screen.legal(view.legal_actions, True)

@@ -161,3 +161,12 @@ def test_a_sigterm_or_a_hangup_at_the_prompt_resigns_and_leaves_nothing(
     assert proc.returncode == 130, err
     assert "Interrupted: you resign." in out and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []  # the private referee's folder removed
+
+
+def test_a_line_read_from_a_pipe_is_shown_escaped_and_short() -> None:
+    """With its input not a terminal, `tapis play` shows each line read as typed: an escape in
+    it reached the terminal, and a 50 MB line was shown whole."""
+    r = play("--bots", "random", stdin="\x1b[2Jhello\n" + "x" * 5000 + "\n")
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "> \\u001b[2Jhello" in r.stdout
+    assert "> " + "x" * 200 + " ...\n" in r.stdout and "x" * 201 not in r.stdout
