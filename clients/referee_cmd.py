@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import importlib.util
 import json
 import math
@@ -208,7 +209,7 @@ def cmd_table_create(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _err(f"tapis table create: {exc}")
         return 2
-    twice = sorted({k for k, _ in given if sum(1 for j, _ in given if j == k) > 1})
+    twice = sorted(k for k, n in collections.Counter(k for k, _ in given).items() if n > 1)
     if twice:
         _err(f"tapis table create: --option {', '.join(twice)} given more than once")
         return 2
@@ -294,12 +295,11 @@ def cmd_key_show(args: argparse.Namespace) -> int:
 
 def cmd_key_new(args: argparse.Namespace) -> int:
     path = Path(args.path)
-    if not args.path or path.is_dir():
-        _err(
-            f"tapis key new: {args.path!r} is no file name"
-            if not args.path
-            else f"{args.path}: is a folder"
-        )
+    if not args.path:
+        _err("tapis key new: '' is no file name")
+        return 2
+    if path.is_dir():
+        _err(f"{args.path}: is a folder")
         return 2
     if path.exists() or path.is_symlink():
         _err(f"{args.path} exists: not overwritten")

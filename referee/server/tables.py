@@ -1431,11 +1431,7 @@ class Referee:
                 self._idle_alarm(table, ttl * 1000.0 - idle)
                 return
             waiting = table.match.to_act()
-            to_act = (
-                f" (seat{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} to act)"
-                if waiting
-                else ""
-            )
+            to_act = f" ({_seats_text(waiting)} to act)" if waiting else ""
             table.stop(f"stopped by the referee: no action for {ttl:g} s{to_act}")
             await self._publish(table)
 
@@ -1446,10 +1442,7 @@ class Referee:
             if table.started or table.closed is not None:
                 return
             waiting = [i for i, s in enumerate(table.seats) if not s.taken]
-            reason = (
-                f"seat{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} not"
-                f" taken within {self.limits.open_seat_ttl:g} s"
-            )
+            reason = f"{_seats_text(waiting)} not taken within {self.limits.open_seat_ttl:g} s"
             await self.store.close_table(table.id, "expired", reason)
             table.closed = ClosedEvent("expired", reason)
             self._close(table)
@@ -1639,6 +1632,12 @@ _RESIGN = encode(RESIGN)
 
 # The limits of a table's replay before its last stored action (`Table.replayed`).
 _NO_LIMIT = 1 << 62
+
+
+def _seats_text(seats: Sequence[int]) -> str:
+    """Seats as the engine's texts name them ("seat 2", "seats 0, 2": records/score.py's
+    `named_seats` puts the players' names in their place)."""
+    return f"seat{'s' if len(seats) > 1 else ''} {', '.join(map(str, seats))}"
 
 
 def _stopped(count: int, limit: int, what: str) -> str:
