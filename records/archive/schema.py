@@ -90,7 +90,7 @@ def writing(db: sqlite_utils.Database) -> Iterator[None]:
     another command writing the archive is waited for (the busy timeout), where a deferred
     transaction that reads first would fail at its first write ("database is locked": SQLite
     cannot wait there without breaking what the read saw)."""
-    _begin_immediate(db.conn)
+    _waiting(db.conn, "BEGIN IMMEDIATE")
     try:
         yield
         db.conn.execute("COMMIT")
@@ -101,24 +101,29 @@ def writing(db: sqlite_utils.Database) -> Iterator[None]:
 
 
 # How long a command waits for another writing the archive (SQLite's busy timeout), and the
-# slices it waits in when it takes the write lock: between them, Python runs its signal
-# handlers (a Ctrl-C while SQLite waits in C took effect only when the wait ended).
+# slices it waits in when it takes a lock: between them, Python runs its signal handlers (a
+# Ctrl-C while SQLite waits in C took effect only when the wait ended).
 BUSY_SECONDS, BUSY_SLICE_MS = 30.0, 200
 
 
-def _begin_immediate(conn: sqlite3.Connection) -> None:
-    """BEGIN IMMEDIATE, waiting up to `BUSY_SECONDS` for the write lock in slices."""
+def _waiting(conn: sqlite3.Connection, statement: str) -> None:
+    """Run `statement`, which takes a lock on the archive (BEGIN IMMEDIATE; the switch to the
+    write-ahead log), waiting up to `BUSY_SECONDS` for it in slices. SQLite's busy handler
+    does not wait everywhere: the switch to WAL of a new archive that another command is
+    switching too says "database is locked" at once (one of six commands opening a new
+    archive together failed so); it is tried again, after a pause."""
     deadline = time.monotonic() + BUSY_SECONDS
     conn.execute(f"PRAGMA busy_timeout = {BUSY_SLICE_MS}")
     try:
         while True:
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(statement)
                 return
             except sqlite3.OperationalError as exc:
                 busy = getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
                 if not busy or time.monotonic() >= deadline:
                     raise
+                time.sleep(0.01)
     finally:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
 
@@ -303,9 +308,9 @@ def open_archive(
         # No text or blob above a record's bound: a value made by the file itself (a
         # generated column, a function's result) is an error, not gigabytes.
         db.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE)
-        if not cannot_write:
-            db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
+        if not cannot_write:
+            _waiting(db.conn, "PRAGMA journal_mode=WAL")
         _check_objects(db, p)  # (before a migration writes: a trigger would run)
         if not cannot_write:
             migrate(db, p)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -308,6 +309,43 @@ def test_commands_opening_a_new_archive_at_once_wait_for_each_other(tmp_path: Pa
         ]
         errors = [p.communicate(timeout=120)[1].decode() for p in procs]
         assert [p.returncode for p in procs] == [0] * 6, errors
+
+
+def _open_new_archives(folder: str, rounds: int, barrier: Any, failures: Any) -> None:
+    """One of the processes of the test below: each round, opens the round's new archive
+    together with the others (released by `barrier`), and counts its failures."""
+    from tapis_cartes.records.archive.schema import open_archive
+    from tapis_cartes.referee.errors import ArchiveError
+
+    for round_ in range(rounds):
+        barrier.wait()
+        try:
+            open_archive(Path(folder) / f"{round_}.db").close()
+        except ArchiveError as exc:
+            with failures.get_lock():
+                failures.value += 1
+            print(exc, file=sys.stderr)
+
+
+def test_processes_opening_a_new_archive_at_the_same_instant_all_open_it(tmp_path: Path) -> None:
+    """The switch of a new archive to the write-ahead log says "database is locked" at once
+    (SQLite's busy handler does not wait there) when another process switches it too: one of
+    six commands opening a new archive at once failed so. Eight processes released together,
+    twenty times."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    barrier, failures = context.Barrier(8), context.Value("i", 0)
+    procs = [
+        context.Process(target=_open_new_archives, args=(str(tmp_path), 20, barrier, failures))
+        for _ in range(8)
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=120)
+    assert [proc.exitcode for proc in procs] == [0] * 8
+    assert failures.value == 0
 
 
 def test_a_command_waiting_for_the_write_lock_stops_at_ctrl_c(
