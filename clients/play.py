@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from typing import TextIO
 
 import grpc
 
+from tapis_cartes.clients.args import err
 from tapis_cartes.clients.bots import make_bot, play_seat
 from tapis_cartes.clients.sdk import (
     ActionRefused,
@@ -41,7 +43,7 @@ from tapis_cartes.referee.engine.actions import (
 from tapis_cartes.referee.engine.cards import SUIT_WORDS, card_str
 from tapis_cartes.referee.engine.errors import InvalidAction
 from tapis_cartes.referee.engine.options import Option
-from tapis_cartes.referee.errors import json_text, terminal_lines, terminal_text
+from tapis_cartes.referee.errors import OutputError, json_text, terminal_lines, terminal_text
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 
@@ -493,8 +495,7 @@ async def _run_play(
             record_id = record_id or got.record_id
             screen.say(f"Final scores: {screen.scores(scores)}")
             if save is not None:
-                write_envelopes(save, [got.envelope])
-                screen.say(f"Record: {record_id} -> {save}")
+                return _save(save, got.envelope, record_id, screen)
             else:
                 screen.say(f"Record: {record_id} (tapis play --save FILE keeps it)")
             return 0
@@ -503,6 +504,29 @@ async def _run_play(
             await server.stop(0)
         if tmp is not None:
             tmp.cleanup()
+
+
+def _save(save: Path, envelope: rpb.RecordEnvelope, record_id: str, screen: Screen) -> int:
+    """Write the match's record to `save`; when it cannot be written there (a disk full, a
+    device that takes nothing: what `writable` could not know before the match), to a new
+    file of the temporary folder instead, said on stderr (status 1): the private referee's
+    store goes with its folder, and the record of a match played would be lost."""
+    try:
+        write_envelopes(save, [envelope])
+    except (OSError, OutputError) as exc:
+        fd, kept = tempfile.mkstemp(prefix=f"tapis-play-{record_id[:12]}-", suffix=".tapis")
+        os.close(fd)
+        try:
+            write_envelopes(kept, [envelope])
+        except (OSError, OutputError) as again:
+            os.unlink(kept)
+            err(f"tapis play: {exc}; nor in the temporary folder: {again} (the record"
+                f" {record_id} is lost)")  # fmt: skip
+            return 1
+        err(f"tapis play: {exc}; the record is kept in {kept}")
+        return 1
+    screen.say(f"Record: {record_id} -> {save}")
+    return 0
 
 
 # --- tapis bot -------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from tests.commands import cli_command
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def play(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
+def play(*args: str, stdin: str, tmpdir: str = "/tmp") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tapis_cartes.clients.cli", "play", *args],
         input=stdin,
@@ -38,7 +38,7 @@ def play(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
         text=True,
         cwd=ROOT,
         timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "TMPDIR": tmpdir},
     )
 
 
@@ -75,6 +75,26 @@ def test_end_of_input_resigns() -> None:
     assert not re.search(r"^[IWE]\d{4} ", r.stdout + r.stderr, re.M), r.stderr
     assert re.search(r"^Match over \(seat 0 resigned\)", r.stdout, re.M), r.stdout
     assert re.search(r"^Record: [0-9a-f]{64} \(tapis play --save FILE keeps it\)$", r.stdout, re.M)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_a_record_that_cannot_be_saved_where_asked_is_kept_in_the_temporary_folder(
+    tmp_path: Path,
+) -> None:
+    """`--save /dev/full` passed the check made before the match (a device), and the write at
+    its end failed: the record of the match played went with the private referee's folder."""
+    r = play("--game", "napoleon", "--bots", "random", "--seed", "1", "--save", "/dev/full",
+             stdin="", tmpdir=str(tmp_path))  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    said = re.search(
+        r"^tapis play: /dev/full: cannot write: .*; the record is kept in (\S+)$", r.stderr
+    )
+    assert said, r.stderr
+    kept = Path(said.group(1))
+    assert kept.parent == tmp_path and kept.name.startswith("tapis-play-")
+    envelopes = read_envelopes(kept)
+    assert len(envelopes) == 1 and verify_envelope(envelopes[0]).ok
+    assert [p.name for p in tmp_path.iterdir()] == [kept.name]  # (the referee's folder gone)
 
 
 def _choices(*actions: int) -> list[pb.ActionChoice]:
