@@ -861,7 +861,7 @@ class RefereeServicer:
     async def GetRecord(
         self, request: pb.GetRecordRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.GetRecordResponse:
-        envelope, rid = self.referee.record(request.table_id)
+        envelope, rid = await self.referee.stored_record(request.table_id)
         return pb.GetRecordResponse(
             envelope=rpb.RecordEnvelope.FromString(envelope),
             record_id=rid,

@@ -616,6 +616,10 @@ class Table:
 # The events of one batch of `Referee.watch` at most (a backlog is sent in batches).
 WATCH_CHUNK = 64
 
+# How long GetRecord waits for the record of a match that has just ended to be stored (a
+# moment: the store's next commit), before it says UNAVAILABLE.
+RECORD_WAIT = 5.0
+
 
 def is_backlog(table: Table, batch: Sequence[tuple[int, TableEventData] | Turn]) -> bool:
     """Whether a batch of `Referee.watch` is a backlog's: more than a batch behind the table
@@ -824,6 +828,22 @@ class Referee:
         while len(self._loaded) > self.limits.max_loaded_finished:
             old, _ = self._loaded.popitem(last=False)
             self.tables.pop(old, None)
+
+    async def stored_record(self, table_id: str, wait: float = RECORD_WAIT) -> tuple[bytes, str]:
+        """`record`, once it is stored: a match that has just ended has its record stored a
+        moment after its last action (GetTable may say FINISHED meanwhile), waited for up to
+        `wait` seconds; a record the store failed to keep is UNAVAILABLE at once (it is tried
+        again later)."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                return self.record(table_id)
+            except Unavailable:
+                table = self.tables.get(table_id)
+                left = deadline - time.monotonic()
+                if table is None or table.record_retry or left <= 0:
+                    raise
+                await table.wait_change(left)
 
     def record(self, table_id: str) -> tuple[bytes, str]:
         """The signed record (envelope bytes) of a finished table and its id; read from the

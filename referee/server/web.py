@@ -518,14 +518,14 @@ class WebFront:
 
     async def replay(self, request: Request) -> Response:
         table = self._table(request)
-        envelope, record_id = self.referee.record(table.id)
+        envelope, record_id = await self.referee.stored_record(table.id)
         key = self.referee.key.public_key().public_bytes_raw()  # the signature checked with it
         title = f"table {table.id} - Tapis replay"
         return HTMLResponse(await self._pages.get((table.id, record_id), (envelope, key, title)))
 
     async def record(self, request: Request) -> Response:
         table = self._table(request)
-        envelope, _ = self.referee.record(table.id)
+        envelope, _ = await self.referee.stored_record(table.id)
         body = encode_file([rpb.RecordEnvelope.FromString(envelope)])
         return Response(
             body,

@@ -163,8 +163,9 @@ class RefereeServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetRecord(self, request, context):
-        """The signed record of a finished table. Before the end, or for a table closed without a
-        record: FAILED_PRECONDITION.
+        """The signed record of a finished table (of a match that has just ended: once stored, a
+        moment after its last action, waited for). Before the end, or for a table closed
+        without a record: FAILED_PRECONDITION.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -185,8 +185,9 @@ class RefereeServiceStub:
     with), after which the stream stays open. It ends (OK) after MatchEnded or TableClosed.
     """
     GetRecord: _grpc.UnaryUnaryMultiCallable[_referee_pb2.GetRecordRequest, _referee_pb2.GetRecordResponse]
-    """The signed record of a finished table. Before the end, or for a table closed without a
-    record: FAILED_PRECONDITION.
+    """The signed record of a finished table (of a match that has just ended: once stored, a
+    moment after its last action, waited for). Before the end, or for a table closed
+    without a record: FAILED_PRECONDITION.
     """
 
 @_typing.type_check_only
@@ -223,8 +224,9 @@ class RefereeServiceAsyncStub(RefereeServiceStub):
     with), after which the stream stays open. It ends (OK) after MatchEnded or TableClosed.
     """
     GetRecord: _aio.UnaryUnaryMultiCallable[_referee_pb2.GetRecordRequest, _referee_pb2.GetRecordResponse]  # type: ignore[assignment]
-    """The signed record of a finished table. Before the end, or for a table closed without a
-    record: FAILED_PRECONDITION.
+    """The signed record of a finished table (of a match that has just ended: once stored, a
+    moment after its last action, waited for). Before the end, or for a table closed
+    without a record: FAILED_PRECONDITION.
     """
 
 class RefereeServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -318,8 +320,9 @@ class RefereeServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _referee_pb2.GetRecordRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_referee_pb2.GetRecordResponse, _abc.Awaitable[_referee_pb2.GetRecordResponse]]:
-        """The signed record of a finished table. Before the end, or for a table closed without a
-        record: FAILED_PRECONDITION.
+        """The signed record of a finished table (of a match that has just ended: once stored, a
+        moment after its last action, waited for). Before the end, or for a table closed
+        without a record: FAILED_PRECONDITION.
         """
 
 def add_RefereeServiceServicer_to_server(servicer: RefereeServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -543,6 +543,31 @@ def test_a_caller_gone_mid_commit_leaves_the_match_finished_with_its_record(
     run(body, tmp_path)
 
 
+def test_the_record_of_a_match_that_has_just_ended_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the last action was applied, GetRecord said UNAVAILABLE until the record was
+    stored (a commit later): a client that fetched the record then was told to retry."""
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        table_id, tokens = await new_table(stub, "dame-de-pique", "", {}, 4)
+        _slow_commits(tmp_path, 0.4)
+        resign = asyncio.ensure_future(
+            stub.Resign(pb.ResignRequest(table_id=table_id, seat=2), metadata=auth(tokens[2]))
+        )
+        table = server.referee.tables[table_id]
+        while not table.finished:  # the resignation stored (0.4 s) and applied
+            await asyncio.sleep(0.005)
+        assert table.envelope is None  # its record being stored (0.4 s)
+        got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
+        assert verify_envelope(got.envelope, [load_public_key(tmp_path / "k.key")]).ok
+        assert decode_record(got.envelope.record).outcome.resigned == 2
+        await resign
+
+    _slow_writer(monkeypatch)
+    run(body, tmp_path)
+
+
 def test_a_cancelled_submission_is_applied_once_and_answered_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
