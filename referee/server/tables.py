@@ -1313,6 +1313,14 @@ class Referee:
             raise error
 
     async def resign(self, table: Table, seat: int) -> int:
+        """Concede the match for `seat`; at a table still waiting for players, leave it: the
+        table closes as one whose seats were not taken (EXPIRED, no record), its creator's
+        place given back at once rather than when its open seats expire. Its index: that of
+        the resignation (0 for a table left)."""
+        if not table.started and await self._close_waiting(
+            table, lambda: f"{_seats_text([seat])} left before the match began"
+        ):
+            return 0
         index, _, _ = await self.submit(table, seat, ANY_INDEX, encode(RESIGN))
         return index
 
@@ -1458,15 +1466,25 @@ class Referee:
     async def _expire(self, table: Table) -> None:
         """Close a table still waiting for players once its open seats have waited
         `open_seat_ttl`."""
+
+        def reason() -> str:
+            waiting = [i for i, s in enumerate(table.seats) if not s.taken]
+            return f"{_seats_text(waiting)} not taken within {self.limits.open_seat_ttl:g} s"
+
+        await self._close_waiting(table, reason)
+
+    async def _close_waiting(self, table: Table, why: Callable[[], str]) -> bool:
+        """Close a table still waiting for players (expired, for the reason `why` gives under
+        the table's lock); False when it has started or closed meanwhile."""
         async with table.lock:
             if table.started or table.closed is not None:
-                return
-            waiting = [i for i, s in enumerate(table.seats) if not s.taken]
-            reason = f"{_seats_text(waiting)} not taken within {self.limits.open_seat_ttl:g} s"
+                return False
+            reason = why()
             await self.store.close_table(table.id, "expired", reason)
             table.closed = ClosedEvent("expired", reason)
             self._close(table)
             _log("table expired", table, reason=reason)
+            return True
 
     # -- counting and tasks ---------------------------------------------------------------
 

@@ -159,7 +159,9 @@ class _TableStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TableStat
     TABLE_STATUS_FINISHED: _TableStatus.ValueType  # 3
     """The match is over (or stopped at the referee's limits); its record can be fetched."""
     TABLE_STATUS_EXPIRED: _TableStatus.ValueType  # 4
-    """Closed before it started: its open seats were not taken in time. No record."""
+    """Closed before it started: its open seats were not taken in time, or a player seated
+    there left it (Resign). No record.
+    """
     TABLE_STATUS_BROKEN: _TableStatus.ValueType  # 5
     """Closed by an internal error of the referee, which isolated this table. No record."""
 
@@ -175,7 +177,9 @@ TABLE_STATUS_PLAYING: TableStatus.ValueType  # 2
 TABLE_STATUS_FINISHED: TableStatus.ValueType  # 3
 """The match is over (or stopped at the referee's limits); its record can be fetched."""
 TABLE_STATUS_EXPIRED: TableStatus.ValueType  # 4
-"""Closed before it started: its open seats were not taken in time. No record."""
+"""Closed before it started: its open seats were not taken in time, or a player seated
+there left it (Resign). No record.
+"""
 TABLE_STATUS_BROKEN: TableStatus.ValueType  # 5
 """Closed by an internal error of the referee, which isolated this table. No record."""
 Global___TableStatus: _TypeAlias = TableStatus  # noqa: Y015

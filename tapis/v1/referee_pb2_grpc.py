@@ -134,7 +134,8 @@ class RefereeServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Resign(self, request, context):
-        """Concede the match for a seat (authenticated).
+        """Concede the match for a seat (authenticated). At a table still waiting for players,
+        leave it: the table closes (TABLE_STATUS_EXPIRED, no record; action_index 0).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

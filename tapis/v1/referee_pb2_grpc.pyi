@@ -169,7 +169,9 @@ class RefereeServiceStub:
     SubmitAction: _grpc.UnaryUnaryMultiCallable[_referee_pb2.SubmitActionRequest, _referee_pb2.SubmitActionResponse]
     """Submit an action for a seat (authenticated). Acknowledged only once it is durable."""
     Resign: _grpc.UnaryUnaryMultiCallable[_referee_pb2.ResignRequest, _referee_pb2.ResignResponse]
-    """Concede the match for a seat (authenticated)."""
+    """Concede the match for a seat (authenticated). At a table still waiting for players,
+    leave it: the table closes (TABLE_STATUS_EXPIRED, no record; action_index 0).
+    """
     WatchTable: _grpc.UnaryStreamMultiCallable[_referee_pb2.WatchTableRequest, _referee_pb2.WatchTableResponse]
     """The table's events from an index on, then each new one as it happens; the stream ends
     (OK) after MatchEnded or TableClosed. Reconnect with from_event_index = last index
@@ -208,7 +210,9 @@ class RefereeServiceAsyncStub(RefereeServiceStub):
     SubmitAction: _aio.UnaryUnaryMultiCallable[_referee_pb2.SubmitActionRequest, _referee_pb2.SubmitActionResponse]  # type: ignore[assignment]
     """Submit an action for a seat (authenticated). Acknowledged only once it is durable."""
     Resign: _aio.UnaryUnaryMultiCallable[_referee_pb2.ResignRequest, _referee_pb2.ResignResponse]  # type: ignore[assignment]
-    """Concede the match for a seat (authenticated)."""
+    """Concede the match for a seat (authenticated). At a table still waiting for players,
+    leave it: the table closes (TABLE_STATUS_EXPIRED, no record; action_index 0).
+    """
     WatchTable: _aio.UnaryStreamMultiCallable[_referee_pb2.WatchTableRequest, _referee_pb2.WatchTableResponse]  # type: ignore[assignment]
     """The table's events from an index on, then each new one as it happens; the stream ends
     (OK) after MatchEnded or TableClosed. Reconnect with from_event_index = last index
@@ -286,7 +290,9 @@ class RefereeServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _referee_pb2.ResignRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_referee_pb2.ResignResponse, _abc.Awaitable[_referee_pb2.ResignResponse]]:
-        """Concede the match for a seat (authenticated)."""
+        """Concede the match for a seat (authenticated). At a table still waiting for players,
+        leave it: the table closes (TABLE_STATUS_EXPIRED, no record; action_index 0).
+        """
 
     @_abc_1.abstractmethod
     def WatchTable(

@@ -731,6 +731,49 @@ def test_open_seats_expire_and_free_the_cap(tmp_path: Path) -> None:
     run(after, tmp_path, max_tables_per_client=1, open_seat_ttl=0.5)
 
 
+def test_a_player_who_resigns_a_table_still_waiting_leaves_it_and_frees_the_cap(
+    tmp_path: Path,
+) -> None:
+    """Resign at a table waiting for players was FAILED_PRECONDITION ("the table is waiting
+    for players"): its creator, who the documentation tells to resign the tables it leaves,
+    held its place until the open seats expired (an hour)."""
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> str:
+        waiting = await stub.CreateTable(
+            pb.CreateTableRequest(
+                game="hearts",
+                seats=[pb.SeatRequest(name="A")] + [pb.SeatRequest(open=True)] * 3,
+            )
+        )
+        joined = await stub.JoinTable(pb.JoinTableRequest(table_id=waiting.table_id, name="B"))
+        code, _ = await _code(new_table(stub, "hearts", "", {}, 4))
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED  # the cap of 1 is taken
+        resign = pb.ResignRequest(table_id=waiting.table_id, seat=joined.token.seat)
+        left = await stub.Resign(resign, metadata=auth(joined.token.token))
+        assert left.action_index == 0
+        events = [
+            r.event async for r in stub.WatchTable(pb.WatchTableRequest(table_id=waiting.table_id))
+        ]
+        closed = events[-1].table_closed
+        assert closed.status == pb.TABLE_STATUS_EXPIRED
+        assert closed.reason == "seat 1 left before the match began", closed.reason
+        code, details = await _code(stub.Resign(resign, metadata=auth(joined.token.token)))
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and "expired" in details
+        code, details = await _code(stub.JoinTable(pb.JoinTableRequest(table_id=waiting.table_id)))
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and "expired" in details
+        await new_table(stub, "hearts", "", {}, 4)  # the cap is free at once
+        return waiting.table_id
+
+    table_id = run(body, tmp_path, max_tables_per_client=1)
+
+    async def after(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        got = await stub.GetTable(pb.GetTableRequest(table_id=table_id))
+        assert got.status == pb.TABLE_STATUS_EXPIRED  # still, after a restart
+        assert server.referee.open_tables("ipv4:127.0.0.1") == 1  # (the table made after)
+
+    run(after, tmp_path, max_tables_per_client=1)
+
+
 def test_a_match_is_stopped_at_the_referees_limits_with_a_record(tmp_path: Path) -> None:
     async def hands(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
         table_id, tokens = await new_table(stub, "hearts", "", {"end_threshold": 1000}, 4)
