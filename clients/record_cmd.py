@@ -143,7 +143,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         if args.out_dir is not None:
             out = Path(args.out_dir) / (Path(name).stem + ".tapis")
             write_envelopes(out, [env])
-            print(f"{name} -> {out}")
+            print(terminal_text(f"{name} -> {out}"))
         else:
             imported.append(env)
             closing_line(f"{name}: imported", args.output or "")
@@ -252,7 +252,9 @@ def _copied(path: str) -> Any:
 
 
 def _where(path: str, index: int, count: int) -> str:
-    return path if count == 1 else f"{path} (record {index})"
+    """Where a record is, for a person (a file's name may hold any character)."""
+    shown = terminal_text(path)
+    return shown if count == 1 else f"{shown} (record {index})"
 
 
 def _refused(where: str, exc: TapisError) -> None:
@@ -395,7 +397,7 @@ class _Repeats:
     def close(self) -> None:
         if self.first:
             many = f"records {self.first} to {self.last}" if self.last > self.first else ""
-            print(f"{self.path} ({many or f'record {self.first}'}): the same")
+            print(f"{terminal_text(self.path)} ({many or f'record {self.first}'}): the same")
         self.first = self.last = 0
 
 

@@ -415,10 +415,21 @@ def test_file_names_reach_no_terminal_raw(tmp_path: Path) -> None:
         tapis("key", "new", tmp_path / f"{esc}k.key"),
         tapis("key", "show", tmp_path / f"{esc}nope"),
     ]
+    # `record verify` printed it raw in its lines of valid (-v) and invalid records, `record
+    # score` of several files in its headings.
+    made = tmp_path / f"{esc}x.tapis"
+    bad = tmp_path / f"{esc}bad.tapis"
+    bad.write_bytes(b"TAPIS-RECORDS/1\n\x03\x0a\x01\x00")  # one record that is none
+    runs += [
+        tapis("record", "verify", "-v", made),
+        tapis("record", "verify", bad),
+        tapis("record", "score", made, made),
+    ]
     for got in runs:
         assert "\x1b" not in got.stdout + got.stderr, got
         assert "\\u001b[31m" in got.stdout + got.stderr, got
     assert (runs[0].returncode, runs[1].returncode) == (0, 0) and runs[2].returncode != 0
+    assert [got.returncode for got in runs[3:]] == [0, 1, 0], runs[3:]
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:99999", "127.0.0.1", "", "host:0", "::1:80"])
