@@ -265,6 +265,35 @@ def _refused(where: str, exc: TapisError) -> None:
         _err(f"{where}: {exc}")
 
 
+class _Refusals:
+    """The records a command does not take, each said as `_refused` says it; records of a
+    file refused alike one after another (a file of a million empty records) said once, then
+    counted: "(records 2 to 1000000): the same", as `verify` says them (`_Repeats`). `close`
+    at the end says the last run."""
+
+    def __init__(self) -> None:
+        self.said: tuple[str, str] | None = None  # the file and error said last
+        self.path = ""
+        self.last = 0  # the index of the last record refused so
+        self.first = 0  # the first of the run not said yet (0: none)
+
+    def say(self, path: str, index: int, count: int, exc: TapisError) -> None:
+        error = (path, f"{getattr(exc, 'code', '')}: {exc}")
+        if error == self.said and index == self.last + 1:
+            self.first = self.first or index
+            self.last = index
+            return
+        self.close()
+        self.said, self.path, self.last = error, path, index
+        _refused(_where(path, index, count), exc)
+
+    def close(self) -> None:
+        if self.first:
+            many = f"records {self.first} to {self.last}" if self.last > self.first else ""
+            _err(f"{terminal_text(self.path)} ({many or f'record {self.first}'}): the same")
+        self.first = 0
+
+
 def _changes(texts: Sequence[str]) -> dict[str, Option]:
     """The options of `--set KEY=VALUE ...`; `ValueError` for a text that is not KEY=VALUE,
     or a key set twice (which value was meant is not for Tapis to guess)."""
@@ -309,6 +338,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     status = 0
     counts = loaded.counts
     under = ", ".join(f"{k}={v}" for k, v in sorted(changes.items()))
+    refusals = _Refusals()
     for path, index, env in loaded:
         where = _where(path, index, counts[path])
         try:
@@ -316,7 +346,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             rec, _ = verified_match(env.record)
             shown, report = _rescored(rec, changes) if changes else (rec, None)
         except TapisError as exc:  # RecordError, NotReplayable
-            _refused(where, exc)
+            refusals.say(path, index, counts[path], exc)
             status = 1
             continue
         if args.json:
@@ -327,6 +357,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             print(score_sheet(shown))
             if report is not None:
                 print(report)
+    refusals.close()
     return status
 
 
@@ -471,19 +502,21 @@ def cmd_show(args: argparse.Namespace) -> int:
     loaded = _Loaded([args.record])
     status = 0
     shown = 0  # records shown, each after a rule from the one before (one left out: none)
+    refusals = _Refusals()
     for path, index, env in loaded:
         try:
             rec, match = verified_match(env.record)  # nothing shown the rules did not make
             notes = env.annotations if env.HasField("annotations") else None
             text = render_record(rec, env.record, notes, match)
         except RecordError as exc:
-            _refused(_where(path, index, len(loaded)), exc)
+            refusals.say(path, index, len(loaded), exc)
             status = 1
             continue
         if shown:
             print("\n" + "=" * 72 + "\n")
         print(text)
         shown += 1
+    refusals.close()
     return status
 
 
@@ -562,14 +595,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     def valid() -> Iterator[tuple[pb.RecordEnvelope, pb.GameRecord]]:
         """The records that verify, one at a time (the others named as they come)."""
         nonlocal refused
+        refusals = _Refusals()
         for path, index, env in loaded:
             try:
                 rec, _ = verified_match(env.record)
             except RecordError as exc:
-                _refused(_where(path, index, len(loaded)), exc)
+                refusals.say(path, index, len(loaded), exc)
                 refused += 1
                 continue
             yield env, rec
+        refusals.close()
 
     try:
         if args.format == "json":  # written as the records come: one in memory at a time
@@ -639,12 +674,14 @@ def cmd_html(args: argparse.Namespace) -> int:
         writable(out, [args.record])
     status = 0
     records = PageRecords()
+    refusals = _Refusals()
     for path, index, env in loaded:
         try:
             records.add(env, keys)
         except (RecordError, PageTooLarge) as exc:  # not from the rules, or past the page
-            _refused(_where(path, index, len(loaded)), exc)
+            refusals.say(path, index, len(loaded), exc)
             status = 1
+    refusals.close()
     if not records.records:
         return status
     page = replay_page(records.data(), f"{shown_file_name(args.record)} - Tapis replay")

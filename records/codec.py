@@ -554,9 +554,15 @@ def read_frames(f: BinaryIO, total: int | None, name: str = "input") -> Iterator
             b = f.read(1)
             if not b and total is None and shift == 0:
                 return  # the end of a stream, between two records
-            if not b or shift > 63:
+            if not b:
                 raise RecordFileError(
                     "truncated", f"{name}: record {index} has a truncated length prefix"
+                )
+            if shift > 63:
+                raise RecordFileError(
+                    "bad-envelope",
+                    f"{name}: record {index}'s length prefix at byte {pos - 10} is longer than"
+                    " a length is (10 bytes): the file is damaged from there",
                 )
             pos += 1
             size |= (b[0] & 0x7F) << shift

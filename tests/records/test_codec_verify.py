@@ -77,6 +77,13 @@ def test_record_file_errors(tmp_path: Path) -> None:
     with pytest.raises(RecordFileError) as exc:
         read_envelopes(tmp_path / "missing.tapis")
     assert exc.value.code == "unreadable"
+    # A length prefix of more than 10 bytes, more data after it: no truncation, a damage.
+    overlong = tmp_path / "o.tapis"
+    overlong.write_bytes(good + b"\xff" * 11 + b"\x01" + b"x" * 100)
+    with pytest.raises(RecordFileError) as exc:
+        read_envelopes(overlong)
+    assert exc.value.code == "bad-envelope", exc.value
+    assert f"record 2's length prefix at byte {len(good)} is longer than" in str(exc.value)
 
 
 # A file of at most 1 MiB is read in one call, a larger one as a stream (records/codec.py).
