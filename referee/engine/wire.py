@@ -203,7 +203,12 @@ def check_envelope_size(data: bytes) -> None:
     if part is None:
         return
     most = _actions_in(record)
+    # Comments, score lines and the other fields of all the annotations (each a value a
+    # reader makes an object of, from 2 bytes: an empty comment), the packed legal actions
+    # apart: past this, a 14 MB file of empty comments took a reader to 1 GB.
+    most_fields = NOTE_FIELDS_PER_ACTION * most + NOTE_FIELDS
     notes: i64 = 0
+    fields: i64 = 0
     while part is not None:
         note = _next_part(part, _NOTE_KEY)
         while note is not None:
@@ -220,6 +225,15 @@ def check_envelope_size(data: bytes) -> None:
                     "record-size", f"annotation {notes}: more than {MAX_HAND_FIELDS} values"
                 )
             note.pos = start
+            fields += _count_values(note, 0, MAX_HAND_FIELDS)
+            if fields > most_fields:
+                raise RecordError(
+                    "record-size",
+                    f"the annotations hold more than {most_fields} comments, score lines and"
+                    f" other fields ({NOTE_FIELDS_PER_ACTION} an action of the record, and"
+                    f" {NOTE_FIELDS}): Tapis makes far fewer",
+                )
+            note.pos = start
             longest = _longest_part(note, _NOTE_PACKED)
             if longest > MAX_NOTE_PART:
                 raise RecordError(
@@ -230,6 +244,12 @@ def check_envelope_size(data: bytes) -> None:
             note = _next_part(part, _NOTE_KEY)
         part = _next_part(r, _ENVELOPE_NOTES)
 
+
+# The most fields of all the annotations of an envelope, legal actions apart: so many an action
+# of its record, and so many more (Tapis's annotations hold 3 to 6 an action, and the comments
+# people add).
+NOTE_FIELDS_PER_ACTION: Final = 16
+NOTE_FIELDS: Final = 100_000
 
 # The most characters of one comment of an annotation (`tapis record annotate --comment`), and
 # the most bytes of one of its comments or score lines: 4 a character at most in UTF-8 (a score

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from tapis_cartes.records import export
 from tapis_cartes.records.annotate import MAX_COMMENT, CommentError, annotate, parse_comment
 from tapis_cartes.records.codec import (
+    MAGIC,
     decode_record,
     encode_file,
     encode_varint,
@@ -639,3 +640,32 @@ def test_show_and_the_replay_page_mark_as_forced_what_the_replay_says(tmp_path: 
         data = json.loads(found[1])
         forced = [p for h in data["records"][0]["hands"] for p in h["positions"] if p.get("forced")]
         assert len(forced) == len(FORCED_DP1)
+
+
+def test_annotations_past_their_bound_in_all_are_refused_before_they_are_decoded(
+    tmp_path: Path,
+) -> None:
+    """Annotations are outside the signature: anyone may add them to a genuine record. One
+    per action, each of 996 empty comments (2 bytes each, within the bound of one
+    annotation) made a 14 MB file that took `show` to 1 GB. All the annotations of an
+    envelope now hold at most 16 fields an action of the record, and 100,000 more; Tapis's
+    own annotations of every action of a long match stay within it."""
+    long = tmp_path / "long.tapis"
+    made = tapis("corpus", "--game", "hearts", "-n", "1", "--option", "end_threshold=1000",
+                 "-o", long)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    own = tapis("record", "annotate", long, "-o", tmp_path / "own.tapis", "--comment", "1:1:x")
+    assert own.returncode == 0, own.stderr
+    assert tapis("record", "verify", tmp_path / "own.tapis").returncode == 0
+    env = read_envelopes(long)[0]
+    actions = sum(len(h.actions) for h in decode_record(env.record).hands)
+    bound = 16 * actions + 100_000
+    for _ in range(bound // 999 + 1):  # 999 fields each: hand, action and 997 comments
+        env.annotations.actions.add(hand=1, action=1, comments=[""] * 997)
+    frame = env.SerializeToString()
+    bad = tmp_path / "bad.tapis"
+    bad.write_bytes(MAGIC + encode_varint(len(frame)) + frame)
+    for command in ("verify", "show"):
+        done = tapis("record", command, bad, memory_limit=400 << 20)
+        assert done.returncode == 2, done.stderr
+        assert f"the annotations hold more than {bound} comments, score lines" in done.stderr
