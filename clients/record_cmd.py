@@ -641,7 +641,7 @@ def _write_text(chunks: Iterable[str], f: IO[bytes]) -> None:
 def cmd_import_json(args: argparse.Namespace) -> int:
     try:
         data = read_at_most(args.json, MAX_EXPORT_JSON)
-        if len(data) > MAX_EXPORT_JSON:
+        if data is None:
             _err(f"{args.json}: larger than {MAX_EXPORT_JSON >> 20} MiB: not an export to read")
             return 2
         text = data.decode("utf-8")

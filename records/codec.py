@@ -665,13 +665,17 @@ def open_record_file(path: str | Path) -> tuple[BinaryIO, int | None]:
     return io.BytesIO(data), st.st_size
 
 
-def read_at_most(path: str | Path, most: int) -> bytes:
-    """The bytes of the file `path`, but no more than `most` + 1 of them: one more than
-    `most` tells a file larger than that, which the caller refuses, having read no more (a
-    device or a pipe without end, `/dev/zero`, is read no further). `OSError` when it cannot
-    be read."""
+def read_at_most(path: str | Path, most: int) -> bytes | None:
+    """The bytes of the file `path`; None when it holds more than `most`: a regular file
+    known so by its size, before any is read (an export of 300 MB was read whole before it
+    was refused), any other read no further than one byte past `most` (a device or a pipe
+    without end, `/dev/zero`). `OSError` when it cannot be read."""
     with open(path, "rb") as f:
-        return f.read(most + 1)
+        st = os.fstat(f.fileno())
+        if stat.S_ISREG(st.st_mode) and st.st_size > most:
+            return None
+        data = f.read(most + 1)
+    return None if len(data) > most else data
 
 
 def _read_up_to(fd: int, size: int) -> bytes:

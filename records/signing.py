@@ -61,7 +61,7 @@ def _read_key_file(p: Path, most: int, what: str) -> bytes:
         data = read_at_most(p, most)
     except OSError as exc:
         raise KeyFileError(f"{p}: cannot read {what}: {exc.strerror or exc}") from None
-    if len(data) > most:
+    if data is None:
         raise KeyFileError(f"{p}: larger than {most:,} bytes: not {what}")
     return data
 

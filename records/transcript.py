@@ -196,7 +196,7 @@ def load_transcript(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     try:
         data = read_at_most(p, MAX_TRANSCRIPT)
-        if len(data) > MAX_TRANSCRIPT:
+        if data is None:
             raise TranscriptError(f"{p}: larger than {MAX_TRANSCRIPT >> 20} MiB: not a transcript")
         # A byte order mark, which some editors write first, is no part of the JSON.
         bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0

@@ -669,3 +669,20 @@ def test_annotations_past_their_bound_in_all_are_refused_before_they_are_decoded
         done = tapis("record", command, bad, memory_limit=400 << 20)
         assert done.returncode == 2, done.stderr
         assert f"the annotations hold more than {bound} comments, score lines" in done.stderr
+
+
+def test_files_larger_than_their_bound_are_refused_before_they_are_read(tmp_path: Path) -> None:
+    """`import-json` of a 300 MB export (its bound 256 MiB) read 311 MB into memory before
+    refusing it; a transcript or a key larger than theirs alike. A regular file is now
+    refused by its size: here a sparse one, under a 200 MB memory limit."""
+    big = tmp_path / "big"
+    with big.open("wb") as f:
+        f.truncate(300 << 20)
+    for args, said in [
+        (["record", "import-json", big, "-o", tmp_path / "o.tapis"], "larger than 256 MiB"),
+        (["record", "import", big, "--out-dir", tmp_path], "larger than 64 MiB: not a transcript"),
+        (["key", "show", big], "larger than"),
+    ]:
+        done = tapis(*args, memory_limit=200 << 20)
+        assert done.returncode != 0 and said in done.stderr, (args, done.stderr)
+        assert "MemoryError" not in done.stderr and "Traceback" not in done.stderr
