@@ -34,8 +34,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import heapq
 import html
-import itertools
 import json
 import multiprocessing
 import re
@@ -172,6 +172,10 @@ def _status(table: Table) -> str:
     """The table's status as the pages name it: "waiting", "playing", "finished", "expired",
     "broken" (TableStatus's names)."""
     return pb.TableStatus.Name(table_status(table)).removeprefix("TABLE_STATUS_").lower()
+
+
+def _created(table: Table) -> tuple[float, str]:
+    return table.created, table.id
 
 
 def table_info(table: Table) -> dict[str, Any]:
@@ -470,7 +474,10 @@ class WebFront:
     def _index_page(self, number: int) -> bytes:
         tables = self.referee.tables
         first = (number - 1) * INDEX_ROWS
-        shown = list(itertools.islice(reversed(tables.values()), first, first + INDEX_ROWS))
+        # By creation: the referee's dict is in the order tables came into memory (a finished
+        # one asked for after a restart came back at the top).
+        latest = heapq.nlargest(first + INDEX_ROWS, tables.values(), key=_created)
+        shown = latest[first:]
         rows = []
         for table in shown:
             info = table_info(table)
@@ -490,7 +497,8 @@ class WebFront:
         body = "\n".join(rows) or "<li>no table yet</li>"
         total = len(tables)
         said = (
-            f"{total:,} tables, the most recent first: {first + 1:,} to {first + len(shown):,}"
+            f"{total:,} tables (waiting, being played, and the latest finished), the most"
+            f" recent first: {first + 1:,} to {first + len(shown):,}"
             if shown
             else f"{total:,} tables; page {number:,} has none"
         )
