@@ -149,13 +149,14 @@ def _text(value: str, where: str, limit: int = MAX_TEXT, hand: int | None = None
 # the offset. The archive's `--since`/`--until` compare instants (`played_at_key`): SQLite's
 # `julianday` reads no leap second and no offset past 14:59, which RFC 3339 allows.
 _RFC3339 = re.compile(
-    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}):(\d{2})(?:\.(\d{1,9}))?([Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
+    r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}):(\d{2})(?:\.(\d+))?([Zz]|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
 )
 
 
 def _played_at(text: str) -> tuple[datetime, int, str] | None:
     """An RFC 3339 date-time's instant to the second (a leap second's 60 read as 59, with
-    its offset), its seconds and its fraction's digits; None when `text` is none."""
+    its offset), its seconds and its fraction's first 9 digits (to the nanosecond: RFC 3339
+    bounds none); None when `text` is none."""
     m = _RFC3339.fullmatch(text)
     if m is None or int(m[3]) > 60:
         return None
@@ -164,7 +165,7 @@ def _played_at(text: str) -> tuple[datetime, int, str] | None:
         when = datetime.fromisoformat(f"{m[1]}T{m[2]}:{min(int(m[3]), 59):02d}{offset}")
     except ValueError:  # no such day or time
         return None
-    return when, int(m[3]), m[4] or ""
+    return when, int(m[3]), (m[4] or "")[:9]
 
 
 def played_at_key(text: str) -> str | None:

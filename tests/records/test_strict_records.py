@@ -743,3 +743,15 @@ def test_records_commands_never_quote_a_megabyte(
             out, err = capsys.readouterr()
             assert status == 1, (command, err[:300])
             assert len(out) + len(err) < 1000, (command, err[:300])
+
+
+def test_a_date_played_may_give_its_fraction_of_a_second_to_any_digit() -> None:
+    """RFC 3339 bounds no fraction of a second (`"." 1*DIGIT`): ten digits were refused,
+    where nine passed. The archive orders by the first nine (to the nanosecond)."""
+    from tapis_cartes.records.strict import check_played_at, played_at_key
+
+    for text in ("2026-01-01T00:00:00.123456789Z", "2026-01-01T00:00:00.1234567891234Z"):
+        check_played_at(text)
+        assert played_at_key(text) == "2026-01-01T00:00:00.123456789Z"
+    with pytest.raises(RecordError):
+        check_played_at("2026-01-01T00:00:00.Z")
