@@ -39,15 +39,21 @@ __all__ = [
 Comment = tuple[int, int, str]  # (hand, action, text), hand and action 1-based
 
 
-_NUMBER = re.compile(r"[0-9]{1,9}")  # a hand or action number (ASCII digits, no more than 9)
+_DIGITS = re.compile(r"[0-9]+")  # a number (ASCII digits)
+_NUMBER = re.compile(r"[0-9]{1,9}")  # a hand or action number (no more than 9 digits)
 
 
 def parse_comment(text: str) -> Comment:
     """`HAND:ACTION:TEXT` (1-based hand and action; TEXT may hold colons)."""
     parts = text.split(":", 2)
-    if len(parts) != 3 or not all(_NUMBER.fullmatch(p.strip()) for p in parts[:2]):
+    if len(parts) != 3 or not all(_DIGITS.fullmatch(p.strip()) for p in parts[:2]):
         raise CommentError(
             f"comment {quoted(text)}: expected HAND:ACTION:TEXT, e.g. 1:5:a fine lead"
+        )
+    if not all(_NUMBER.fullmatch(p.strip()) for p in parts[:2]):
+        raise CommentError(
+            f"comment {quoted(text)}: a hand or action number of more than 9 digits: no"
+            " record has so many"
         )
     hand, action, body = int(parts[0]), int(parts[1]), parts[2].strip()
     if hand < 1 or action < 1:

@@ -92,6 +92,9 @@ def test_comments_added_kept_and_checked() -> None:
     for bad in ("1:5", "x:5:text", "0:5:text", "1:5:  "):
         with pytest.raises(CommentError):
             parse_comment(bad)
+    # A number of 20 digits was said to be no HAND:ACTION:TEXT.
+    with pytest.raises(CommentError, match="a hand or action number of more than 9 digits"):
+        parse_comment("99999999999999999999:1:x")
     first = annotate(rec, [(1, 5, "the 2C leads"), (1, 5, "as always")])
     assert list(first.actions[4].comments) == ["the 2C leads", "as always"]
     # Annotating again recomputes the analysis and keeps the comments already there.
