@@ -170,7 +170,7 @@ def signature_form(env: pb.RecordEnvelope) -> str | None:
     if len(sig) != _SIGNATURE_SIZE:
         return f"a signature of {len(sig)} bytes (an Ed25519 signature has {_SIGNATURE_SIZE})"
     if not _KEY_ID.match(kid):
-        return f"key id {kid[:80]!r} is not 64 lowercase hex digits"
+        return f"a key id that is not 64 lowercase hex digits, {kid[:80]!r}"
     return None
 
 

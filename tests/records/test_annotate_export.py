@@ -292,7 +292,8 @@ def test_json_import_refuses_bad_input(tmp_path: Path) -> None:
         ),
         (
             lambda e: e.__setitem__("key_id", "NOT-HEX"),
-            r"^records\[1\]: the envelope has key id 'NOT-HEX' is not 64 lowercase hex",
+            r"^records\[1\]: the envelope has a key id that is not 64 lowercase hex digits,"
+            r" 'NOT-HEX'",
         ),
         (lambda e: e.pop("key_id"), r"^records\[1\]: the envelope has a signature without"),
     ],
