@@ -26,7 +26,7 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -266,32 +266,23 @@ def _refused(where: str, exc: TapisError) -> None:
 
 
 class _Refusals:
-    """The records a command does not take, each said as `_refused` says it; records of a
-    file refused alike one after another (a file of a million empty records) said once, then
-    counted: "(records 2 to 1000000): the same", as `verify` says them (`_Repeats`). `close`
-    at the end says the last run."""
+    """The records a command does not take, each said on stderr as `_refused` says it, but
+    records of a file refused alike one after another (a file of a million empty records)
+    said once, then counted (`_Repeats`), as `verify` says them. `close` at the end."""
 
     def __init__(self) -> None:
-        self.said: tuple[str, str] | None = None  # the file and error said last
-        self.path = ""
-        self.last = 0  # the index of the last record refused so
-        self.first = 0  # the first of the run not said yet (0: none)
+        self.run: _Repeats | None = None  # the file of the last record refused
 
     def say(self, path: str, index: int, count: int, exc: TapisError) -> None:
-        error = (path, f"{getattr(exc, 'code', '')}: {exc}")
-        if error == self.said and index == self.last + 1:
-            self.first = self.first or index
-            self.last = index
-            return
-        self.close()
-        self.said, self.path, self.last = error, path, index
-        _refused(_where(path, index, count), exc)
+        if self.run is None or self.run.path != path:
+            self.close()
+            self.run = _Repeats(path, _err)
+        if not self.run.seen(index, f"{getattr(exc, 'code', '')}: {exc}"):
+            _refused(_where(path, index, count), exc)
 
     def close(self) -> None:
-        if self.first:
-            many = f"records {self.first} to {self.last}" if self.last > self.first else ""
-            _err(f"{terminal_text(self.path)} ({many or f'record {self.first}'}): the same")
-        self.first = 0
+        if self.run is not None:
+            self.run.close()
 
 
 def _changes(texts: Sequence[str]) -> dict[str, Option]:
@@ -407,29 +398,35 @@ def _show_result(
 
 class _Repeats:
     """The records of a file refused with the same error as the one before each: counted, not
-    each said (`seen`), then said in one line (`close`, or when another result comes)."""
+    each said (`seen`), then said in one line by `say` (`close`, or when another comes)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, say: Callable[[str], None] = print) -> None:
         self.path = path
-        self.error = ""  # the error of the last result said ("" for a valid one)
-        self.first = self.last = 0  # the repeats of it not said yet, by index
+        self.say = say
+        self.error = ""  # the error of the last record seen ("" for one taken)
+        self.last = 0  # its index
+        self.first = 0  # the first of the repeats not said yet (0: none)
 
-    def seen(self, index: int | None, result: VerifyResult) -> bool:
-        """Whether `result` repeats the error said last (counted, not to be said)."""
-        error = "" if result.error is None else f"{result.error.code}: {result.error}"
-        if error and error == self.error and index is not None:
+    def seen(self, index: int | None, error: str) -> bool:
+        """Whether `error` (of record `index`; "" for none) repeats the error of the record
+        just before (counted, not to be said)."""
+        if error and error == self.error and index is not None and index == self.last + 1:
             self.first = self.first or index
             self.last = index
             return True
         self.close()
-        self.error = error
+        self.error, self.last = error, index or 0
         return False
 
     def close(self) -> None:
         if self.first:
             many = f"records {self.first} to {self.last}" if self.last > self.first else ""
-            print(f"{terminal_text(self.path)} ({many or f'record {self.first}'}): the same")
-        self.first = self.last = 0
+            self.say(f"{terminal_text(self.path)} ({many or f'record {self.first}'}): the same")
+        self.first = 0
+
+
+def _error_of(result: VerifyResult) -> str:
+    return "" if result.error is None else f"{result.error.code}: {result.error}"
 
 
 def _is_file_error(result: VerifyResult) -> bool:
@@ -461,12 +458,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
                     print(json_text(result_json(path, index, result)))
                     continue
                 if held is not None:
-                    same.seen(*held)
+                    same.seen(held[0], _error_of(held[1]))
                     _show_result(path, *held, True, args.verbose)
                     held, several = None, True
                 if not several:
                     held = (index, result)
-                elif not same.seen(index, result):
+                elif not same.seen(index, _error_of(result)):
                     _show_result(path, index, result, True, args.verbose)
             same.close()
             if held is not None:
