@@ -1376,8 +1376,7 @@ class Referee:
         # From here to the end event, nothing awaits: no watcher sees one without the other.
         table.envelope = envelope
         table.record_id = rid
-        self._uncount(table)
-        self._keep_loaded(table)
+        self._over(table)
         event = self._end_event(table, rec.outcome.reason)
         table.events.append(event)
         _log(
@@ -1413,12 +1412,21 @@ class Referee:
     def _close(self, table: Table) -> None:
         assert table.closed is not None
         table.events.append(table.closed)
-        if table.expiry is not None:
-            table.expiry.cancel()
-        self._uncount(table)
-        self._keep_loaded(table)
+        self._over(table)
         table.durable_events = len(table.events)
         table.notify()
+
+    def _over(self, table: Table) -> None:
+        """A table whose match is over (finished, or closed): its alarms called off (an untimed
+        match's idle alarm, set for `idle_match_ttl`, a day, held the table in memory that long
+        after it left the finished ones kept; a clock's, until it rang), no longer counted among
+        its creator's open tables, and kept in memory in its turn."""
+        for alarm in (table.expiry, table.alarm):
+            if alarm is not None:
+                alarm.cancel()
+        table.expiry = table.alarm = None
+        self._uncount(table)
+        self._keep_loaded(table)
 
     def _schedule_expiry(self, table: Table) -> None:
         """Set the alarm that ends the table if no one plays it: waiting for players, it
