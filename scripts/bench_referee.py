@@ -55,7 +55,8 @@ process:
    store adds to an acknowledgement: the pipes, the writer's queue, the transaction);
    the referee's CPU by thread (the event loop, the store's writer, gRPC's threads); and the
    garbage collector's pauses by generation (a full collection stops the event loop for tens
-   of milliseconds: every submission under way waits it out).
+   of milliseconds: every submission under way waits it out; the referee makes them itself,
+   every 10 minutes, app.py `sweep_garbage`: a run of this benchmark sees none).
 3. Memory: a fresh `tapis serve`; its VmRSS once it serves, then after ``--idle-tables``
    CreateTable calls of Dame de Pique with all four seats open (WAITING) and a short settle.
    The target is (RSS after - RSS before) / N <= 20 KB per table.
