@@ -31,6 +31,7 @@ from tapis_cartes.clients.sdk import (
     SeatHandle,
     StaleAction,
     is_finished,
+    retries_for,
 )
 from tapis_cartes.records.codec import write_envelopes
 from tapis_cartes.referee.engine.actions import (
@@ -543,10 +544,13 @@ async def run_bot(
     seed: int | None = None,
     out: TextIO = sys.stdout,
     as_json: bool = False,
+    patience: float | None = None,
 ) -> int:
     """Seat a bot at a remote table and play it to the end; print a one-line result (with
-    `as_json`, one JSON object)."""
-    async with RefereeClient(address) as client:
+    `as_json`, one JSON object). `patience`: seconds it keeps trying to reach a referee that
+    is down (None: the SDK's retries)."""
+    tries = {} if patience is None else {"retries": retries_for(patience)}
+    async with RefereeClient(address, **tries) as client:
         if join:
             handle = await client.join(table_id, seat, name)  # (empty: the seat keeps its name)
         else:

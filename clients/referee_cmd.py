@@ -108,6 +108,12 @@ def cmd_play(args: argparse.Namespace) -> int:
     )  # fmt: skip
 
 
+# Seconds a `tapis bot` keeps trying to reach its referee (`--patience`): a referee restarted
+# (a new version, a machine rebooted) comes back with every table, and a bot that waits for it
+# plays on; the SDK's own retries last 7 s. At most a day.
+BOT_PATIENCE, BOT_MOST_PATIENCE = 120.0, 86400.0
+
+
 def cmd_bot(args: argparse.Namespace) -> int:
     from tapis_cartes.clients.play import run_bot
 
@@ -119,7 +125,16 @@ def cmd_bot(args: argparse.Namespace) -> int:
     return _client_command(
         "bot",
         lambda: run_bot(
-            a.address, a.table, a.seat, a.token, a.join, a.name, a.kind, a.seed, as_json=a.json
+            a.address,
+            a.table,
+            a.seat,
+            a.token,
+            a.join,
+            a.name,
+            a.kind,
+            a.seed,
+            as_json=a.json,
+            patience=a.patience,
         ),
     )
 
@@ -507,6 +522,14 @@ def add_referee_parsers(sub: Any) -> None:
     )
     p.add_argument("--kind", choices=("heuristic", "random"), default="heuristic")
     p.add_argument("--seed", type=int, metavar="N", help="seed of a random bot")
+    p.add_argument(
+        "--patience",
+        type=_at_least(0.001, float, BOT_MOST_PATIENCE),
+        default=BOT_PATIENCE,
+        metavar="SECONDS",
+        help="how long the bot keeps trying to reach a referee that is down or restarting"
+        f" before it gives up (default {BOT_PATIENCE:g})",
+    )
     p.add_argument("--json", action="store_true", help="the result as one JSON object")
     p.set_defaults(func=cmd_bot)
 

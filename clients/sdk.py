@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import math
 import re
 import time
 import uuid
@@ -70,6 +71,7 @@ __all__ = [
     "is_finished",
     "option_messages",
     "refusal_error",
+    "retries_for",
 ]
 
 Resp = TypeVar("Resp")
@@ -148,12 +150,31 @@ class _Streak:
         self.count = 0
 
     def delay(self) -> float:
-        """The wait before the next try: doubled with each failure, up to `max_backoff`."""
-        return float(min(self.max_backoff, self.backoff * 2 ** (self.count - 1)))
+        """The wait before the next try: doubled with each failure, up to `max_backoff` (the
+        doubling stops long before a float would overflow: a client of many retries)."""
+        return float(min(self.max_backoff, self.backoff * 2 ** min(self.count - 1, 64)))
 
     def given_up(self, exc: grpc.aio.AioRpcError) -> RefereeError:
         """The error of the last failure, saying how many tries over how long."""
         return _error(exc, self.count, time.monotonic() - self.since)
+
+
+def retries_for(seconds: float, backoff: float = 0.05, max_backoff: float = 2.0) -> int:
+    """The fewest retries whose pauses (doubled from `backoff` with each failure in a row, up
+    to `max_backoff`, as `RefereeClient` makes them) add up to `seconds` at least: the
+    `retries` of a client that keeps trying that long to reach a referee that is down or
+    restarting. ValueError for a setting that is not a positive number of seconds."""
+    seconds = _seconds("patience", seconds)
+    backoff = _seconds("backoff", backoff)
+    max_backoff = _seconds("max_backoff", max_backoff)
+    n, waited = 0, 0.0
+    while waited < seconds:
+        pause = min(max_backoff, backoff * 2 ** min(n, 64))  # (`_Streak.delay`)
+        if n >= 64 or pause == max_backoff:  # every pause from here on is this one
+            return n + math.ceil((seconds - waited) / pause)
+        n += 1
+        waited += pause
+    return n
 
 
 def refusal_error(refused: pb.RefusalStatus) -> RefereeError:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -22,6 +24,7 @@ from tapis_cartes.referee.server.service import add_facts
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 from tests.clients.util import referee_and_client, verify
+from tests.server.util import Server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -294,3 +297,67 @@ def test_play_seat_falls_back_to_the_seat_stream_where_the_referee_has_no_play_s
             await server.stop(0)
 
     asyncio.run(main())
+
+
+def test_tapis_bot_waits_out_a_referee_restart_longer_than_the_sdks_retries(
+    tmp_path: Path,
+) -> None:
+    """A referee killed mid-match and down for 9 s (the SDK's own retries last 7 s), then
+    started again: the three `tapis bot`s waiting for the fourth seat play on to the end of
+    the match and its record. With `--patience 1`, a bot gives up on a referee that stays
+    down, saying how long it tried."""
+    server = Server(tmp_path)
+    server.start()
+    address = f"127.0.0.1:{server.port}"
+
+    def bot(seat: int, token: str, *more: str) -> Any:
+        return asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tapis_cartes.clients.cli", "bot", "--address", address,
+            "--table", table_id, "--seat", str(seat), "--token", token, "--kind", "random",
+            "--seed", str(seat), "--json", *more,
+            cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+
+    async def serving() -> None:
+        async with grpc.aio.insecure_channel(address) as channel:
+            await server.serving(channel)
+
+    async def main() -> None:
+        nonlocal table_id
+        await serving()
+        async with RefereeClient(address) as client:
+            seats = [(f"P{i}", False) for i in range(4)]
+            table = await client.create_table("hearts", options={"end_threshold": 20}, seats=seats)
+        table_id = table.table_id
+        bots = [await bot(i, table.tokens[i]) for i in (1, 2, 3)]
+        await asyncio.sleep(3)  # they start, pass their cards and wait for seat 0's
+        server.kill()
+        await asyncio.sleep(9)
+        server.start()
+        await serving()
+        for process in bots:  # still there, waiting (not given up)
+            if process.returncode is not None:
+                _, err = await process.communicate()
+                raise AssertionError(f"a bot gave up: {err.decode()}")
+        async with RefereeClient(address) as client:
+            ours = await asyncio.wait_for(
+                play_seat(client.seat(table_id, 0, table.tokens[0]), RandomBot(0)), 60
+            )
+        for process in bots:
+            out, err = await asyncio.wait_for(process.communicate(), 60)
+            assert process.returncode == 0, err.decode()
+            assert json.loads(out)["record_id"] == ours.record_id
+        # A referee that stays down: the bot gives up once its patience is spent.
+        server.kill()
+        process = await bot(1, table.tokens[1], "--patience", "1")
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode != 0 and not out
+        assert re.search(r"UNAVAILABLE: .* \(the last of 6 tries over \d+\.\d s\)$", err.decode())
+
+    table_id = ""
+    try:
+        asyncio.run(main())
+    finally:
+        if server.proc is not None and server.proc.poll() is None:
+            server.kill()

@@ -17,7 +17,9 @@ from tapis_cartes.clients.sdk import (
     RefereeError,
     SeatHandle,
     StaleAction,
+    _Streak,
     is_finished,
+    retries_for,
 )
 from tapis_cartes.referee.engine.cards import card_str, parse_card
 from tapis_cartes.v1 import referee_pb2 as pb
@@ -466,3 +468,21 @@ def test_a_client_closed_under_its_calls_ends_them_with_a_referee_error(tmp_path
                 assert "the client was closed" in str(caught.value)
 
     asyncio.run(main())
+
+
+def test_the_retries_for_a_patience_are_the_fewest_whose_pauses_last_it() -> None:
+    """`retries_for(seconds)`: the pauses of that many retries, as a client makes them, add
+    up to `seconds` at least, and those of one fewer to less; a client of that many retries
+    in a row keeps pausing its most (its pause once overflowed a float past 1,024)."""
+    pauses: list[float] = []
+    for seconds in (0.01, 0.05, 0.06, 3.15, 7.2, 120.0, 86400.0):
+        n = retries_for(seconds)
+        streak, pauses = _Streak(0.05, 2.0), []
+        for _ in range(n):
+            streak.failed()
+            pauses.append(streak.delay())
+        assert sum(pauses) >= seconds > sum(pauses[:-1]), (seconds, n)
+    assert len(pauses) > 40_000 and pauses[-1] == 2.0
+    assert retries_for(7.2) == 9  # the SDK's default of 8 lasts 7.15 s
+    with pytest.raises(ValueError, match="patience is 0"):
+        retries_for(0)
