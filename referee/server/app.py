@@ -448,24 +448,45 @@ class GcPauses:
 # waits it out. With 550 tables in play (61,000 action events) each took 90 ms, and came
 # every 6 s (`scripts/bench_referee.py`: one in the 5 s measured at half of echo's rate was
 # enough to take its p99 past 10 ms). The young generations are still collected as they
-# fill: what the full ones would free is the cycles that outlived them, a few thousand
-# objects a minute at that load (tables no longer kept are freed as they are let go, no
-# cycle holding them); they wait for the next sweep.
+# fill: what the full ones would free is the cycles that outlived them (tables no longer
+# kept, and the calls refused, are freed as they are let go: no cycle holds them); they
+# wait for the next sweep, which comes sooner when the process has grown by `SWEEP_GROWTH`
+# bytes since the last (a source of such cycles the referee does not know of is bounded).
 FULL_SWEEP = 600.0
+SWEEP_GROWTH = 256 << 20
 # A threshold of full collections Python never reaches (it counts the collections of the
 # generation below, from 0 after each full one).
 _NO_FULL_COLLECTION = 1 << 30
 
 
-async def sweep_garbage(every: float = FULL_SWEEP) -> None:
+def resident_memory() -> int:
+    """The memory this process holds now (its resident set, in bytes); 0 where the system
+    does not say (no /proc: not Linux)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+async def sweep_garbage(
+    every: float = FULL_SWEEP,
+    growth: int = SWEEP_GROWTH,
+    memory: Callable[[], int] = resident_memory,
+    check: float = 5.0,
+) -> None:
     """Run until cancelled: Python's automatic full collections off, one full collection every
-    `every` seconds instead (a pause then, counted by `GcPauses` as any). Their threshold is
-    set back when cancelled."""
+    `every` seconds instead, or sooner once `memory()` has grown by `growth` since the end of
+    the last (looked at every `check` seconds); a pause then, counted by `GcPauses` as any.
+    Their threshold is set back when cancelled."""
     young, middle, old = gc.get_threshold()
     gc.set_threshold(young, middle, _NO_FULL_COLLECTION)
+    loop = asyncio.get_running_loop()
     try:
         while True:
-            await asyncio.sleep(every)
+            due, base = loop.time() + every, memory()
+            while loop.time() < due and memory() - base < growth:
+                await asyncio.sleep(min(check, max(0.0, due - loop.time())))
             gc.collect()
     finally:
         gc.set_threshold(young, middle, old)

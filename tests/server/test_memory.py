@@ -16,6 +16,7 @@ import pytest
 
 from tapis_cartes.referee.server.app import Limits, sweep_garbage
 from tapis_cartes.v1 import record_pb2 as rpb
+from tapis_cartes.v1 import referee_pb2 as pb
 from tapis_cartes.v1 import referee_pb2_grpc as rpc
 
 from .util import new_table, play_random, referee
@@ -67,6 +68,43 @@ def test_full_collections_are_the_referees_own_while_it_serves() -> None:
     assert gc.get_threshold() == before
 
 
+def test_a_full_collection_comes_sooner_once_the_referee_has_grown() -> None:
+    """`sweep_garbage`'s other bound: memory grown by `growth` since the last sweep brings the
+    next one at once, not `every` seconds later (cycles from a source the referee does not
+    know of hold no more than that)."""
+    held = [100]
+    full: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            full.append(info["collected"])
+
+    async def main() -> None:
+        sweeping = asyncio.create_task(
+            sweep_garbage(every=3600.0, growth=50, memory=lambda: held[0], check=0.01)
+        )
+        gc.callbacks.append(seen)
+        try:
+            await asyncio.sleep(0.2)
+            held[0] = 149  # grown, but by less
+            await asyncio.sleep(0.2)
+            assert not full
+            held[0] = 150
+            for _ in range(250):
+                await asyncio.sleep(0.02)
+                if full:
+                    break
+            assert len(full) == 1
+            await asyncio.sleep(0.2)  # measured again from there: no other
+            assert len(full) == 1
+        finally:
+            gc.callbacks.remove(seen)
+            sweeping.cancel()
+            await asyncio.gather(sweeping, return_exceptions=True)
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("timed", [False, True], ids=["untimed", "timed"])
 def test_a_finished_table_no_longer_kept_leaves_memory(tmp_path: Path, timed: bool) -> None:
     """Matches played to their end, more than the referee keeps (`max_loaded_finished`): the
@@ -99,3 +137,53 @@ def test_a_finished_table_no_longer_kept_leaves_memory(tmp_path: Path, timed: bo
             assert held == [], f"tables {held} of 5 still in memory"
 
     asyncio.run(main())
+
+
+def test_refused_calls_leave_no_cycle_for_a_full_collection(tmp_path: Path) -> None:
+    """Calls the referee refuses (a table that does not exist, a wrong token, a stream of
+    either) leave nothing that only a full collection frees: before, each left its call's
+    state, context, request and the tracebacks of its refusal in a cycle (about 1.5 KB a
+    call, held until the referee's sweep, 10 minutes)."""
+
+    async def main() -> None:
+        async with (
+            referee(tmp_path) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            stub = rpc.RefereeServiceStub(channel)
+            table_id, _ = await new_table(stub, "dame-de-pique", "", {}, 4)
+            wrong = (("authorization", "Bearer wrong"),)
+            calls = [
+                lambda: stub.GetTable(pb.GetTableRequest(table_id="nosuchtable")),
+                lambda: stub.GetView(pb.GetViewRequest(table_id=table_id, seat=0), metadata=wrong),
+                lambda: stub.SubmitAction(
+                    pb.SubmitActionRequest(table_id=table_id, seat=0, action=1), metadata=wrong
+                ),
+                lambda: _read_all(stub.WatchTable(pb.WatchTableRequest(table_id="nosuchtable"))),
+                lambda: _read_all(
+                    stub.PlaySeat(
+                        iter([pb.PlaySeatRequest(open=pb.PlaySeatOpen(table_id=table_id, seat=0))]),
+                        metadata=wrong,
+                    )
+                ),
+            ]
+            gc.collect()
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            try:
+                for _ in range(40):
+                    for call in calls:
+                        with pytest.raises(grpc.aio.AioRpcError):
+                            await call()
+                gc.collect()
+                left = [type(o).__name__ for o in gc.garbage]
+            finally:
+                gc.set_debug(0)
+                gc.garbage.clear()
+            assert left.count("RPCState") == 0 and left.count("_ServicerContext") == 0, len(left)
+
+    asyncio.run(main())
+
+
+async def _read_all(stream: Any) -> None:
+    async for _ in stream:
+        pass
