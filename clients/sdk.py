@@ -150,13 +150,19 @@ class _Streak:
         self.count = 0
 
     def delay(self) -> float:
-        """The wait before the next try: doubled with each failure, up to `max_backoff` (the
-        doubling stops long before a float would overflow: a client of many retries)."""
-        return float(min(self.max_backoff, self.backoff * 2 ** min(self.count - 1, 64)))
+        """The wait before the next try (`_pause`)."""
+        return _pause(self.count - 1, self.backoff, self.max_backoff)
 
     def given_up(self, exc: grpc.aio.AioRpcError) -> RefereeError:
         """The error of the last failure, saying how many tries over how long."""
         return _error(exc, self.count, time.monotonic() - self.since)
+
+
+def _pause(n: int, backoff: float, max_backoff: float) -> float:
+    """The wait before retry `n` (from 0) of failures in a row: doubled with each, from
+    `backoff` up to `max_backoff` (the doubling stops long before a float would overflow: a
+    client of many retries)."""
+    return float(min(max_backoff, backoff * 2 ** min(n, 64)))
 
 
 def retries_for(seconds: float, backoff: float = 0.05, max_backoff: float = 2.0) -> int:
@@ -169,7 +175,7 @@ def retries_for(seconds: float, backoff: float = 0.05, max_backoff: float = 2.0)
     max_backoff = _seconds("max_backoff", max_backoff)
     n, waited = 0, 0.0
     while waited < seconds:
-        pause = min(max_backoff, backoff * 2 ** min(n, 64))  # (`_Streak.delay`)
+        pause = _pause(n, backoff, max_backoff)
         if n >= 64 or pause == max_backoff:  # every pause from here on is this one
             return n + math.ceil((seconds - waited) / pause)
         n += 1

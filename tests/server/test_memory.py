@@ -5,9 +5,11 @@ while it serves (app.py `sweep_garbage`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import random
 import weakref
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,23 +28,36 @@ class _Node:
     me: Any = None
 
 
-def test_full_collections_are_the_referees_own_while_it_serves() -> None:
-    """While `sweep_garbage` runs, no full collection comes of itself, however many objects
-    outlive the young collections (Python's own would scan them all, and every object alive);
-    one comes every `every` seconds, and frees the cycles the young collections left; the
-    threshold is given back when it ends."""
-    before = gc.get_threshold()
+@contextlib.asynccontextmanager
+async def _sweeping(**given: Any) -> AsyncIterator[list[int]]:
+    """`sweep_garbage(**given)` running, and the full collections meanwhile (what each freed),
+    in the list given."""
     full: list[int] = []
 
     def seen(phase: str, info: dict[str, int]) -> None:
         if phase == "stop" and info["generation"] == 2:
             full.append(info["collected"])
 
+    sweeping = asyncio.create_task(sweep_garbage(**given))
+    await asyncio.sleep(0)  # (it has begun)
+    gc.callbacks.append(seen)
+    try:
+        yield full
+    finally:
+        gc.callbacks.remove(seen)
+        sweeping.cancel()
+        await asyncio.gather(sweeping, return_exceptions=True)
+
+
+def test_full_collections_are_the_referees_own_while_it_serves() -> None:
+    """While `sweep_garbage` runs, no full collection comes of itself, however many objects
+    outlive the young collections (Python's own would scan them all, and every object alive);
+    one comes every `every` seconds, and frees the cycles the young collections left; the
+    threshold is given back when it ends."""
+    before = gc.get_threshold()
+
     async def main() -> None:
-        sweeping = asyncio.create_task(sweep_garbage(every=0.3))
-        await asyncio.sleep(0)  # (it has begun)
-        gc.callbacks.append(seen)
-        try:
+        async with _sweeping(every=0.3) as full:
             # A cycle in the oldest generation: a full collection alone frees it.
             node = _Node()
             node.me = node
@@ -59,10 +74,6 @@ def test_full_collections_are_the_referees_own_while_it_serves() -> None:
                     break
             assert gone() is None and full, full
             del kept
-        finally:
-            gc.callbacks.remove(seen)
-            sweeping.cancel()
-            await asyncio.gather(sweeping, return_exceptions=True)
 
     asyncio.run(main())
     assert gc.get_threshold() == before
@@ -73,18 +84,10 @@ def test_a_full_collection_comes_sooner_once_the_referee_has_grown() -> None:
     next one at once, not `every` seconds later (cycles from a source the referee does not
     know of hold no more than that)."""
     held = [100]
-    full: list[int] = []
-
-    def seen(phase: str, info: dict[str, int]) -> None:
-        if phase == "stop" and info["generation"] == 2:
-            full.append(info["collected"])
 
     async def main() -> None:
-        sweeping = asyncio.create_task(
-            sweep_garbage(every=3600.0, growth=50, memory=lambda: held[0], check=0.01)
-        )
-        gc.callbacks.append(seen)
-        try:
+        given = {"every": 3600.0, "growth": 50, "memory": lambda: held[0], "check": 0.01}
+        async with _sweeping(**given) as full:
             await asyncio.sleep(0.2)
             held[0] = 149  # grown, but by less
             await asyncio.sleep(0.2)
@@ -97,10 +100,6 @@ def test_a_full_collection_comes_sooner_once_the_referee_has_grown() -> None:
             assert len(full) == 1
             await asyncio.sleep(0.2)  # measured again from there: no other
             assert len(full) == 1
-        finally:
-            gc.callbacks.remove(seen)
-            sweeping.cancel()
-            await asyncio.gather(sweeping, return_exceptions=True)
 
     asyncio.run(main())
 
