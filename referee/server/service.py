@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -59,6 +58,7 @@ from tapis_cartes.referee.server.lenient import (
     first_request,
     lenient,
     one_request,
+    unchained,
 )
 from tapis_cartes.referee.server.limits import (
     DEFAULT_LIMITS,
@@ -248,43 +248,6 @@ def _client(context: grpc.aio.ServicerContext[Any, Any]) -> str:
 # --- requests: decoded leniently, then checked against their bounds -----------------------
 
 
-def _unchained(behavior: Callable[..., Any]) -> Callable[..., Any]:
-    """`behavior` as gRPC calls it, the exception that ends an aborted call let go of what it
-    holds. gRPC keeps the exception of `context.abort` on the call's state; raised through
-    the referee's frames, its traceback (and the exception it was raised while handling,
-    with its own) holds them, and each holds the call's context, which holds that state: a
-    cycle of about 40 objects a refused call, which the young collections leave once the
-    call outlives one of them, and only a full collection frees (the referee makes one every
-    10 minutes: app.py `sweep_garbage`). A client refused 2,000 calls a second held 3 MB
-    more each second. Caught here, stripped, and not raised further: gRPC ends the call with
-    the aborted status all the same. Same kind: a coroutine, or an async generator."""
-    if inspect.isasyncgenfunction(behavior):
-
-        async def each(requests: Any, context: Any) -> Any:
-            try:
-                async for response in behavior(requests, context):
-                    yield response
-            except grpc.aio.AbortError as exc:
-                _let_go(exc)
-
-        return each
-
-    async def one(requests: Any, context: Any) -> Any:
-        try:
-            return await behavior(requests, context)
-        except grpc.aio.AbortError as exc:
-            _let_go(exc)
-            return None
-
-    return one
-
-
-def _let_go(exc: BaseException) -> None:
-    """`exc` without its traceback and the exceptions it was raised with (their frames)."""
-    exc.__traceback__ = None
-    exc.__context__ = exc.__cause__ = None
-
-
 def add_referee_service(servicer: RefereeServicer, server: grpc.aio.Server) -> None:
     """Register the servicer as the generated code would, but with requests decoded
     leniently: bytes that are not the request give INVALID_ARGUMENT, in the method."""
@@ -302,7 +265,7 @@ def add_referee_service(servicer: RefereeServicer, server: grpc.aio.Server) -> N
         else:
             make = grpc.stream_unary_rpc_method_handler
         handlers[method.name] = make(
-            _unchained(behavior),
+            unchained(behavior),
             request_deserializer=lenient(request.FromString, request.DESCRIPTOR.full_name),
             response_serializer=response.SerializeToString,
         )

@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tapis_cartes.referee.server.app import Limits, sweep_garbage
 from tapis_cartes.v1 import record_pb2 as rpb
@@ -140,9 +141,10 @@ def test_a_finished_table_no_longer_kept_leaves_memory(tmp_path: Path, timed: bo
 
 def test_refused_calls_leave_no_cycle_for_a_full_collection(tmp_path: Path) -> None:
     """Calls the referee refuses (a table that does not exist, a wrong token, a stream of
-    either) leave nothing that only a full collection frees: before, each left its call's
-    state, context, request and the tracebacks of its refusal in a cycle (about 1.5 KB a
-    call, held until the referee's sweep, 10 minutes)."""
+    either; of gRPC's own services, a health check of a service it does not have, requests
+    that do not decode) leave nothing that only a full collection frees: before, each left
+    its call's state, context, request and the tracebacks of its refusal in a cycle (about
+    1.5 KB a call, held until the referee's sweep, 10 minutes)."""
 
     async def main() -> None:
         async with (
@@ -150,6 +152,7 @@ def test_refused_calls_leave_no_cycle_for_a_full_collection(tmp_path: Path) -> N
             grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
         ):
             stub = rpc.RefereeServiceStub(channel)
+            health = health_pb2_grpc.HealthStub(channel)
             table_id, _ = await new_table(stub, "dame-de-pique", "", {}, 4)
             wrong = (("authorization", "Bearer wrong"),)
             calls = [
@@ -164,6 +167,13 @@ def test_refused_calls_leave_no_cycle_for_a_full_collection(tmp_path: Path) -> N
                         iter([pb.PlaySeatRequest(open=pb.PlaySeatOpen(table_id=table_id, seat=0))]),
                         metadata=wrong,
                     )
+                ),
+                lambda: health.Check(health_pb2.HealthCheckRequest(service="no.such.Service")),
+                lambda: channel.unary_unary("/grpc.health.v1.Health/Check")(b"\xff\xff"),
+                lambda: _read_all(
+                    channel.stream_stream(
+                        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+                    )(iter([b"\xff\xff"]))
                 ),
             ]
             gc.collect()
