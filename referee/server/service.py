@@ -941,9 +941,6 @@ def _acknowledge(
         out.next_view.CopyFrom(turn.turn)
 
 
-_HALF_CLOSE_WAIT = 1.0  # seconds a PlaySeat stream that ended waits for the client's side
-
-
 class _SeatPlay:
     """One PlaySeat stream: the seat's held events and turns (`Referee.watch`, only_turns
     and hold, as WatchTable sends them) merged with the answers to its submissions (the
@@ -1009,12 +1006,10 @@ class _SeatPlay:
                         return  # the call ended under it (the client went away)
                     task.result()  # a side's error
         finally:
+            # The call ends now, with its status: a read of the client's side still pending
+            # (a client need not half-close; protocol.md's loop does not) is cancelled, and
+            # the client gets the status at once (it waited a second for its side's end).
             watcher.cancel()
-            if not reader.done():
-                # At the match's end a client half-closes its side (the SDK does): its reader
-                # then ends by itself, and the call ends with no read left pending; one that
-                # does not is cancelled after a moment.
-                await asyncio.wait({reader}, timeout=_HALF_CLOSE_WAIT)
             reader.cancel()
             await asyncio.gather(watcher, reader, return_exceptions=True)
 

@@ -147,6 +147,45 @@ def test_nothing_is_sent_after_the_message_that_ends_the_match(tmp_path: Path) -
     run(body, tmp_path)
 
 
+def test_the_call_ends_at_once_though_the_client_keeps_its_side_open(tmp_path: Path) -> None:
+    """A client need not half-close (protocol.md's loop does not): the call's status comes
+    as soon as the opening is refused, or once the message with `match_ended` is sent, not
+    after a wait for the client's side to end (it came a second late)."""
+
+    async def to_the_end(call: Call, table_id: str, seat: int, rng: random.Random) -> None:
+        while True:
+            message = await call.read()
+            assert message is not grpc.aio.EOF, "the stream ended before the match"
+            if message.WhichOneof("result") == "ack":
+                events, view = message.ack.events, message.ack.next_view
+                due = message.ack.HasField("next_view")
+            else:
+                events, view, due = message.events, message.turn, message.HasField("turn")
+            if ended(events):
+                async with asyncio.timeout(0.5):
+                    assert await call.read() is grpc.aio.EOF
+                assert await call.code() == grpc.StatusCode.OK
+                return
+            if due:
+                choice = rng.choice(view.legal_actions).action
+                await call.write(submission(table_id, seat, view.action_index, choice))
+
+    async def body(_: Any, stub: rpc.RefereeServiceStub, __: Any) -> None:
+        table_id, tokens = await new_table(stub, "napoleon", "", {"deals": 1}, 4)
+        call = await open_play(stub, table_id, 0, tokens[0], 10_000)
+        with pytest.raises(grpc.aio.AioRpcError) as exc:
+            async with asyncio.timeout(0.5):
+                await call.read()
+        assert exc.value.code() == grpc.StatusCode.OUT_OF_RANGE
+        rng = random.Random(11)
+        calls = {s: await open_play(stub, table_id, s, t) for s, t in tokens.items()}
+        await asyncio.wait_for(
+            asyncio.gather(*(to_the_end(calls[s], table_id, s, rng) for s in tokens)), 120
+        )
+
+    run(body, tmp_path)
+
+
 def test_a_refused_move_is_answered_in_stream_as_submit_action_would_then_play_goes_on(
     tmp_path: Path,
 ) -> None:
