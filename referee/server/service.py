@@ -102,6 +102,10 @@ __all__ = [
 log = logging.getLogger("tapis.referee")
 SERVICE = pb.DESCRIPTOR.services_by_name["RefereeService"]
 MAX_MESSAGE = 1000  # characters of a status message (a client value in it is quoted short)
+# The legal actions an ActionRefusal lists at most (the first, by code): the status is sent in
+# the call's trailers, which some gRPC clients read up to 8 KiB only (grpc-java's default),
+# and the 286 passes of the Dame de Pique exchange took 6.3 KB (8.4 KB in base64).
+REFUSAL_CHOICES = 100
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -124,8 +128,10 @@ def _status_of(exc: Exception, request: object = None) -> status_pb2.Status:
         code, message = code_pb2.Code.Value(name), str(exc)
     details: list[Any] = []
     if isinstance(exc, IllegalAction):
-        refusal = pb.ActionRefusal(code=exc.code, rule=exc.rule, reason=exc.reason)
-        _add_choices(refusal, exc.legal)
+        refusal = pb.ActionRefusal(
+            code=exc.code, rule=exc.rule, reason=exc.reason, legal_action_count=len(exc.legal)
+        )
+        _add_choices(refusal, exc.legal[:REFUSAL_CHOICES])
         details.append(refusal)
     elif isinstance(exc, Stale):
         details.append(pb.StaleAction(action_index=exc.index))
@@ -941,6 +947,9 @@ def _acknowledge(
         out.next_view.CopyFrom(turn.turn)
 
 
+_HALF_CLOSE_WAIT = 1.0  # seconds a PlaySeat stream at the match's end waits for the client
+
+
 class _SeatPlay:
     """One PlaySeat stream: the seat's held events and turns (`Referee.watch`, only_turns
     and hold, as WatchTable sends them) merged with the answers to its submissions (the
@@ -1006,10 +1015,15 @@ class _SeatPlay:
                         return  # the call ended under it (the client went away)
                     task.result()  # a side's error
         finally:
-            # The call ends now, with its status: a read of the client's side still pending
-            # (a client need not half-close; protocol.md's loop does not) is cancelled, and
-            # the client gets the status at once (it waited a second for its side's end).
             watcher.cancel()
+            if self.over and not reader.done():
+                # At the match's end a client closes its side (the SDK does): its reader then
+                # ends by itself, and the call ends with no read left pending; one that does
+                # not is cancelled after a moment. (Ended under a submission still being
+                # written, the call would be INTERNAL to grpcio's client, not OK: a seat may
+                # send one as the match ends, by another's resignation or time.) Any other end
+                # (an opening refused, an error) comes at once.
+                await asyncio.wait({reader}, timeout=_HALF_CLOSE_WAIT)
             reader.cancel()
             await asyncio.gather(watcher, reader, return_exceptions=True)
 

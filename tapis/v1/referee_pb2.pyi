@@ -1514,15 +1514,22 @@ class ActionRefusal(_message.Message):
     RULE_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     LEGAL_ACTIONS_FIELD_NUMBER: _builtins.int
+    LEGAL_ACTION_COUNT_FIELD_NUMBER: _builtins.int
     code: _builtins.str
     """Stable code, e.g. "must-follow"."""
     rule: _builtins.str
     """The RULES.md rule id, e.g. "DP.FOLLOW"."""
     reason: _builtins.str
     """For a person, e.g. "seat 1 must follow clubs; legal: 4C 10C"."""
+    legal_action_count: _builtins.int
+    """How many legal actions the seat had at that moment (`legal_actions` lists at most 100)."""
     @_builtins.property
     def legal_actions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ActionChoice]:
-        """The legal actions of the seat at that moment."""
+        """The legal actions of the seat at that moment, sorted by code: the first 100 of them when
+        it has more (`legal_action_count`; the seat's view lists them all). All 286 passes of
+        the Dame de Pique exchange would take the status past 8 KiB of trailers, the most some
+        gRPC clients read by default (grpc-java).
+        """
 
     def __init__(
         self,
@@ -1531,10 +1538,11 @@ class ActionRefusal(_message.Message):
         rule: _builtins.str = ...,
         reason: _builtins.str = ...,
         legal_actions: _abc.Iterable[Global___ActionChoice] | None = ...,
+        legal_action_count: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "legal_actions", b"legal_actions", "reason", b"reason", "rule", b"rule"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "legal_action_count", b"legal_action_count", "legal_actions", b"legal_actions", "reason", b"reason", "rule", b"rule"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -5,6 +5,7 @@ defaults ListGames gives for every number of players, and server reflection v1."
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 from typing import Any
@@ -360,13 +361,18 @@ def test_statuses_of_the_edge_cases(tmp_path: Path) -> None:
             return stub.SubmitAction(request, metadata=seat0)
 
         # A defined action the rules refuse, also one of a kind this game never uses (a bid):
-        # FAILED_PRECONDITION with an ActionRefusal holding the legal actions.
+        # FAILED_PRECONDITION with an ActionRefusal holding the legal actions: the first 100
+        # of the 286 passes, and their count; the status well within 8 KiB of trailers.
+        legal = list(view.view.legal_actions)
+        assert len(legal) == 286
         for action in (0 << 3 | 0, 1 << 3 | 2):  # play 2S (seat 0 must pass first), bid two
             code, message, status = await _status(submit(action))
             assert code == grpc.StatusCode.FAILED_PRECONDITION, message
             refusal = _detail(status, pb.ActionRefusal)
             assert refusal.rule.startswith("DP.") and refusal.code and refusal.reason
-            assert list(refusal.legal_actions) == list(view.view.legal_actions)
+            assert list(refusal.legal_actions) == legal[:100]
+            assert refusal.legal_action_count == 286
+            assert len(base64.b64encode(status.SerializeToString())) < 4096
         # A stale expected_action_index: ABORTED with a StaleAction giving the current index.
         code, message, status = await _status(submit(view.view.legal_actions[0].action, 5))
         assert code == grpc.StatusCode.ABORTED
