@@ -365,7 +365,8 @@ def _enable_reflection(services: tuple[str, ...], server: grpc.aio.Server) -> No
     grpcio-reflection ships v1, its own module replaces this.)"""
     _add_reflection_v1_file(descriptor_pool.Default())
     servicer = reflection.aio.ReflectionServicer(
-        (*services, REFLECTION_V1, reflection.SERVICE_NAME)
+        (*services, REFLECTION_V1, reflection.SERVICE_NAME),
+        pool=_MethodsFound(descriptor_pool.Default()),
     )
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
     method = grpc.stream_stream_rpc_method_handler(
@@ -378,6 +379,30 @@ def _enable_reflection(services: tuple[str, ...], server: grpc.aio.Server) -> No
         (grpc.method_handlers_generic_handler(REFLECTION_V1, handlers),)
     )
     server.add_registered_method_handlers(REFLECTION_V1, handlers)
+
+
+class _MethodsFound:
+    """A descriptor pool as reflection reads it, whose `FindFileContainingSymbol` also finds
+    a method (`tapis.v1.RefereeService.PlaySeat`: a symbol of the reflection protocol, what
+    `grpcurl describe` of a method asks for), the file of its service: protobuf's own pool
+    finds services, messages, fields and enums, but not methods (KeyError, and reflection
+    answered NOT_FOUND). The rest is the pool's."""
+
+    def __init__(self, pool: descriptor_pool.DescriptorPool) -> None:
+        self._pool = pool
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+    def FindFileContainingSymbol(self, symbol: str) -> Any:  # (the name of the pool's method)
+        try:
+            return self._pool.FindFileContainingSymbol(symbol)
+        except KeyError:
+            service, _, method = symbol.rpartition(".")
+            found = self._pool.FindServiceByName(service) if service else None  # or KeyError
+            if found is None or method not in found.methods_by_name:
+                raise
+            return found.file
 
 
 def _add_reflection_v1_file(pool: descriptor_pool.DescriptorPool) -> None:

@@ -287,6 +287,8 @@ def test_server_reflection_v1_lists_and_describes_the_services(tmp_path: Path) -
             request_type(file_containing_symbol="tapis.v1.RefereeService"),
             request_type(file_containing_symbol="grpc.reflection.v1.ServerReflection"),
             request_type(file_containing_symbol="tapis.v1.NoSuchThing"),
+            request_type(file_containing_symbol="tapis.v1.RefereeService.PlaySeat"),
+            request_type(file_containing_symbol="tapis.v1.RefereeService.NoSuchMethod"),
         ]
         replies = [r async for r in call(iter(requests))]
         assert len(replies) == len(requests)
@@ -313,6 +315,10 @@ def test_server_reflection_v1_lists_and_describes_the_services(tmp_path: Path) -
         assert method.input_type == ".grpc.reflection.v1.ServerReflectionRequest"
         assert method.client_streaming and method.server_streaming
         assert replies[3].error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0]
+        # A method (as `grpcurl describe` asks for one): the file of its service.
+        (data, *_) = replies[4].file_descriptor_response.file_descriptor_proto
+        assert descriptor_pb2.FileDescriptorProto.FromString(data).name == referee.name
+        assert replies[5].error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0]
         # v1alpha still answers, with the same services.
         old = channel.stream_stream(
             "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
