@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import signal
+import sqlite3
 import stat
 import sys
 import time
@@ -52,7 +53,7 @@ from tapis_cartes.referee.server.limits import (
     connection_bound,
 )
 from tapis_cartes.referee.server.service import RefereeServicer, add_referee_service
-from tapis_cartes.referee.server.store import Store
+from tapis_cartes.referee.server.store import Store, opening_failed
 from tapis_cartes.referee.server.tables import Referee
 from tapis_cartes.referee.server.timesource import SYSTEM_TIME, TimeSource
 from tapis_cartes.referee.server.web import WebFront, bind, host_port
@@ -325,13 +326,15 @@ async def create_server(
         if web_socket is not None:
             front = WebFront(referee, limits)
             await front.start(web_socket)
-    except BaseException:
+    except BaseException as exc:
         if front is not None:
             await front.stop()
         if web_socket is not None:
             web_socket.close()
         await server.stop(None)
         store.close()
+        if isinstance(exc, sqlite3.Error):  # the store read at the start: damaged?
+            raise opening_failed(str(db), exc) from None
         raise
     await health_servicer.set(SERVICE, health_pb2.HealthCheckResponse.SERVING)
     await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)

@@ -41,7 +41,15 @@ from tapis_cartes.referee.server.writer import connect, frame, take_frames, writ
 
 log = logging.getLogger("tapis.store")
 
-__all__ = ["REQUEST_MEMORY", "Request", "Store", "StoreError", "StoreLocked", "StoredTable"]
+__all__ = [
+    "REQUEST_MEMORY",
+    "Request",
+    "Store",
+    "StoreError",
+    "StoreLocked",
+    "StoredTable",
+    "opening_failed",
+]
 
 REQUEST_MEMORY = 24 * 3600.0  # seconds a client's request id is remembered
 COMMIT_SAMPLES = 65536  # the durations of the latest commits kept (`commit_stats`)
@@ -106,10 +114,35 @@ STORE_VERSION = 1
 _STORE_TABLES = frozenset({"tables", "seats", "actions", "requests"})
 
 
+def _columns(conn: sqlite3.Connection, table: str) -> frozenset[str]:
+    return frozenset(row[1] for row in conn.execute(f"PRAGMA table_info({table})"))
+
+
+def _schema_columns() -> dict[str, frozenset[str]]:
+    """The columns of each table of SCHEMA (a store of any version has them: COLUMNS come on
+    top)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.executescript(SCHEMA)
+        return {table: _columns(conn, table) for table in _STORE_TABLES}
+    finally:
+        conn.close()
+
+
+_STORE_COLUMNS = _schema_columns()
+
+
+def _shown(names: Sequence[str]) -> str:
+    return ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+
+
 def _check_kind(conn: sqlite3.Connection, path: str) -> None:
-    """`StoreError` for a file that is no store of this Tapis: another program's SQLite file,
-    none of whose tables is a store's (a Tapis archive: a store's tables would be added to
-    it), or a store of a newer Tapis."""
+    """`StoreError` for a file that is no store of this Tapis, read before anything is
+    written to it: another program's SQLite file, none of whose tables is a store's (a Tapis
+    archive: a store's tables would be added to it), or whose table of a store's name lacks
+    the store's columns (a `tables` of another program: the store's tables and columns were
+    added to the file, then its start failed), or that holds triggers (Tapis makes none: one
+    could change what the referee writes); or a store of a version this Tapis does not know."""
     names = {
         name
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
@@ -117,11 +150,25 @@ def _check_kind(conn: sqlite3.Connection, path: str) -> None:
     }
     other = sorted(names - _STORE_TABLES)
     if names and not names & _STORE_TABLES:  # (a store's own file may hold a table more)
-        shown = ", ".join(other[:5]) + (", ..." if len(other) > 5 else "")
         raise StoreError(
-            f"{path}: not a Tapis store (it has tables of another program: {shown}"
+            f"{path}: not a Tapis store (it has tables of another program: {_shown(other)}"
             + ("; a Tapis archive?" if "records" in names else "")
             + ")"
+        )
+    for table in sorted(names & _STORE_TABLES):
+        lacking = sorted(_STORE_COLUMNS[table] - _columns(conn, table))
+        if lacking:
+            raise StoreError(
+                f"{path}: not a Tapis store (its table {table!r} has no column "
+                f"{_shown(lacking)}: another program's table of that name?)"
+            )
+    triggers = sorted(
+        name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+    )
+    if triggers:
+        raise StoreError(
+            f"{path}: not a Tapis store (it has triggers, which Tapis never makes: "
+            f"{_shown(triggers)})"
         )
     (version,) = conn.execute("PRAGMA user_version").fetchone()
     if version > STORE_VERSION:
@@ -129,6 +176,46 @@ def _check_kind(conn: sqlite3.Connection, path: str) -> None:
             f"{path}: store schema version {version} is newer than this Tapis knows "
             f"({STORE_VERSION}): use a newer Tapis"
         )
+    if version < 0:
+        raise StoreError(f"{path}: not a Tapis store (its schema version is {version})")
+
+
+def _bring_up_to_date(conn: sqlite3.Connection) -> None:
+    """The store's tables, columns and version made those of this Tapis, where they are not
+    (a store already so is not written: a damaged one is found by its first read, unchanged)."""
+    tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if _STORE_TABLES - tables:  # (a table of SCHEMA missing)
+        conn.executescript(SCHEMA)
+    for table, column, decl in COLUMNS:
+        if column not in _columns(conn, table):
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+    if conn.execute("PRAGMA user_version").fetchone() != (STORE_VERSION,):
+        conn.execute(f"PRAGMA user_version = {STORE_VERSION}")
+
+
+def _empty(path: str) -> bool:
+    """Whether the file at `path` is empty, its write-ahead log too (or absent)."""
+    try:
+        return os.stat(path).st_size == 0 and not os.path.exists(path + "-wal")
+    except OSError:
+        return False
+
+
+def opening_failed(path: str, exc: sqlite3.Error) -> StoreError:
+    """The error of a store that cannot be opened or read at the start: the machine's doing
+    (the disk full or failing, ...), a damaged file, or a file that is no store."""
+    trouble = sqlite_trouble(exc)
+    if trouble is not None:  # the machine's doing, not the file's: said so
+        return StoreError(
+            f"{path}: cannot open the store: {exc} ({trouble}); the file is left as it is"
+        )
+    if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_CORRUPT:
+        return StoreError(
+            f"{path}: the store is damaged ({exc}): the referee does not serve it; start it on"
+            f" a copy made before, or recover what the file holds into a new one (`sqlite3"
+            f" {path} .recover`)"
+        )
+    return StoreError(f"{path}: not a Tapis store ({exc})")
 
 
 def store_unreadable(exc: sqlite3.Error) -> Unavailable:
@@ -212,32 +299,28 @@ class Store:
 
     def __init__(self, path: str | Path, lock_wait: float = LOCK_WAIT) -> None:
         self.path = str(path)
+        made = not os.path.lexists(self.path)  # a new store: its file made here
         self._lock_fd = _lock(self.path, lock_wait)
         try:
-            conn = connect(self.path)
+            # Read as it is first: the store's settings (its log, WAL) change the file.
+            conn = sqlite3.connect(self.path, isolation_level=None)
             try:
-                _check_kind(conn, self.path)  # (before anything is written to it)
-                conn.executescript(SCHEMA)
-                have = {
-                    (t, row[1])
-                    for t in {t for t, _, _ in COLUMNS}
-                    for row in conn.execute(f"PRAGMA table_info({t})")
-                }
-                for table, column, decl in COLUMNS:
-                    if (table, column) not in have:
-                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
-                conn.execute(f"PRAGMA user_version = {STORE_VERSION}")
+                _check_kind(conn, self.path)
             finally:
                 conn.close()
-        except sqlite3.Error as exc:
+            conn = connect(self.path)
+            try:
+                _bring_up_to_date(conn)
+            finally:
+                conn.close()
+        except (sqlite3.Error, StoreError) as exc:
             os.close(self._lock_fd)
-            trouble = sqlite_trouble(exc)
-            if trouble is not None:  # the machine's doing, not the file's: said so
-                raise StoreError(
-                    f"{self.path}: cannot open the store: {exc} ({trouble}); the file is left"
-                    " as it is"
-                ) from None
-            raise StoreError(f"{self.path}: not a Tapis store ({exc})") from None
+            if made and _empty(self.path):  # (a start that failed leaves no file behind)
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)
+            if isinstance(exc, StoreError):
+                raise
+            raise opening_failed(self.path, exc) from None
         self._closed = False
         self._failed = ""  # why the writer stopped on its own (every write then fails)
         self._file = _file_identity(self.path)  # the file opened (`_check_file`)
@@ -430,8 +513,10 @@ class Store:
                 if failure is None:
                     future.set_result(None)
                 else:
-                    kind, text = failure
-                    future.set_exception(getattr(sqlite3, kind, sqlite3.OperationalError)(text))
+                    kind, text, code = failure
+                    error = getattr(sqlite3, kind, sqlite3.OperationalError)(text)
+                    error.sqlite_errorcode = code  # (what `sqlite_trouble` reads)
+                    future.set_exception(error)
 
     def _fail(self, why: str) -> None:
         """The writer stopped on its own (or cannot be reached): every write under way and

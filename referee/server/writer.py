@@ -10,7 +10,8 @@ writer to stop: it commits what came before, answers, sends its CPU time and exi
 queued together is committed together (one transaction, at most `BATCH` writes); when one
 write of a transaction fails, none of them is kept and each is committed on its own instead,
 so only the failing ones fail. The answer to a transaction is `(acks, timing, cpu)`: each
-write's id with None or its failure (the name of its `sqlite3` exception and its text), the
+write's id with None or its failure (the name of its `sqlite3` exception, its text and its
+SQLite error code), the
 transaction's writes and how long it took (BEGIN to the end of COMMIT, and its COMMIT alone,
 in seconds), and None (the CPU time, in the last answer).
 
@@ -170,9 +171,9 @@ def _run(conn: sqlite3.Connection, steps: Any) -> None:
             raise getattr(sqlite3, check)(failure)
 
 
-def _failure(exc: Exception) -> tuple[str, str]:
+def _failure(exc: Exception) -> tuple[str, str, int]:
     kind = type(exc).__name__ if isinstance(exc, sqlite3.Error) else "OperationalError"
-    return kind, str(exc)
+    return kind, str(exc), getattr(exc, "sqlite_errorcode", 0)
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
@@ -182,7 +183,7 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 def commit(
     conn: sqlite3.Connection, writes: list[tuple[int, Any]]
-) -> tuple[list[tuple[int, tuple[str, str] | None]], list[tuple[int, float, float]]]:
+) -> tuple[list[tuple[int, tuple[str, str, int] | None]], list[tuple[int, float, float]]]:
     """Commit the writes together; if one fails, each on its own (see the module's doc)."""
     timing = []
     try:
@@ -198,7 +199,7 @@ def commit(
     else:
         timing.append((len(writes), done - began, done - committing))
         return [(wid, None) for wid, _ in writes], timing
-    acks: list[tuple[int, tuple[str, str] | None]] = []
+    acks: list[tuple[int, tuple[str, str, int] | None]] = []
     for wid, steps in writes:
         try:
             began = time.perf_counter()

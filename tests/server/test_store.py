@@ -501,3 +501,77 @@ def test_a_key_that_cannot_be_read_makes_no_store(tmp_path: Path) -> None:
                  tmp_path / "bad.key")  # fmt: skip
     assert done.returncode == 1 and "bad.key: not a PEM private key" in done.stderr, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.key"]
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _sqlite_file(path: Path, *sql: str) -> Path:
+    conn = sqlite3.connect(path)
+    with conn:
+        for statement in sql:
+            conn.execute(statement)
+    conn.close()
+    return path
+
+
+def test_another_programs_file_is_refused_and_left_byte_for_byte(tmp_path: Path) -> None:
+    """Another program's SQLite file is refused before anything is written to it: it was
+    switched to the store's log (WAL) first; one with a table named as a store's (`tables`)
+    got the store's tables and columns added, then its start ended with a traceback. A
+    file with triggers (Tapis makes none) or a negative schema version is no store either."""
+    store = tmp_path / "store.db"
+    Store(store).close()
+    cases = [
+        (_sqlite_file(tmp_path / "app.db", "CREATE TABLE users (name TEXT)"), "of another program"),
+        (
+            _sqlite_file(tmp_path / "furniture.db", "CREATE TABLE tables (id INTEGER, legs INT)"),
+            "its table 'tables' has no column created, creator, ",
+        ),
+        (
+            _sqlite_file(tmp_path / "log.db", "CREATE TABLE actions (at REAL, what TEXT)"),
+            "its table 'actions' has no column action, idx, seat, table_id",
+        ),
+        (
+            _sqlite_file(
+                tmp_path / "triggered.db",
+                *sqlite3.connect(store).execute("SELECT sql FROM sqlite_master").fetchall()[0],
+                "CREATE TRIGGER gone AFTER INSERT ON tables BEGIN DELETE FROM tables; END",
+            ),
+            "it has triggers, which Tapis never makes: gone",
+        ),
+        (_sqlite_file(tmp_path / "minus.db", "PRAGMA user_version = -5"), "schema version is -5"),
+    ]
+    for path, said in cases:
+        before = _sha(path)
+        with pytest.raises(StoreError, match="not a Tapis store") as exc:
+            Store(path)
+        assert said in str(exc.value), exc.value
+        assert _sha(path) == before, path.name
+        assert not Path(f"{path}-wal").exists()
+        mode = sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()
+        assert mode == ("delete",), path.name
+
+
+def test_a_damaged_store_is_said_so_at_the_start_without_a_traceback(tmp_path: Path) -> None:
+    """A store whose pages are damaged (a disk's fault): the start ended with SQLite's
+    traceback (`database disk image is malformed`) from the first read of the tables, or
+    said "not a Tapis store"."""
+    db = tmp_path / "s.db"
+    Store(db).close()
+    _table(db)
+    conn = sqlite3.connect(db)
+    (page,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'tables'").fetchone()
+    (size,) = conn.execute("PRAGMA page_size").fetchone()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    with db.open("r+b") as f:
+        f.seek((page - 1) * size)
+        f.write(b"\xa5" * size)
+    done = tapis("serve", "--listen", "127.0.0.1:0", "--db", db, "--key", tmp_path / "k.key")
+    assert done.returncode == 1, done.stderr
+    assert "the store is damaged (database disk image is malformed)" in done.stderr
+    assert ".recover" in done.stderr and "Traceback" not in done.stderr, done.stderr
