@@ -294,6 +294,13 @@ def _file_identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def _file_size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
 class Store:
     """SQLite store written by a writer process that commits in batches."""
 
@@ -324,6 +331,8 @@ class Store:
         self._closed = False
         self._failed = ""  # why the writer stopped on its own (every write then fails)
         self._file = _file_identity(self.path)  # the file opened (`_check_file`)
+        self._size = _file_size(self.path)  # its size when last checked
+        self._logs: list[tuple[int, int] | None] = [None, None]  # its -wal and -shm, once made
         self._file_checked = time.monotonic()
         self.writer_cpu = 0.0  # seconds of CPU the writer used, once it has stopped
         self.commits = 0  # number of commits (for tests and benchmarks)
@@ -474,7 +483,9 @@ class Store:
         """As writes are queued and answered, once a second at most: the store fails when its file
         is no longer the one opened (removed, or replaced by another program): its commits
         would go to a file no path reaches, lost at the next start, and a second referee
-        could open the path."""
+        could open the path; when its file was cut short (truncated); or when its -wal or
+        -shm file was removed or replaced (the commits in the log lost: a crash then lost
+        acknowledged moves)."""
         now = time.monotonic()
         if self._failed or now - self._file_checked < FILE_CHECK_SECONDS:
             return
@@ -487,6 +498,30 @@ class Store:
                 "move the file with its -wal and -shm files together), then start the "
                 "referee again on it"
             )
+            return
+        size = _file_size(self.path)
+        if size < self._size:  # (in WAL mode a store's file never shrinks)
+            self._fail(
+                f"the store's file was cut short while the referee ran ({self._size:,} bytes,"
+                f" then {size:,}): another program wrote to it, and what it held is damaged"
+                " (the referee stops)"
+            )
+            return
+        self._size = size
+        # Its write-ahead log and shared index, once made (the writer keeps them while it runs):
+        # either removed or replaced, the commits in the log are lost to the file, and those
+        # that follow go to a log no reader sees.
+        for i, suffix in enumerate(("-wal", "-shm")):
+            now_there = _file_identity(self.path + suffix)
+            if self._logs[i] is None:
+                self._logs[i] = now_there
+            elif now_there != self._logs[i]:
+                self._fail(
+                    f"the store's {self.path}{suffix} was removed or replaced while the referee"
+                    " ran: the commits in its log are lost to the store, and those to come"
+                    " would be (the referee stops; restart it on the store as it is now)"
+                )
+                return
 
     def _read_answers(self) -> None:
         """Settle the writes of each whole answer read so far."""

@@ -991,24 +991,41 @@ def test_a_record_the_store_could_not_keep_is_issued_later(tmp_path: Path) -> No
     run(after, tmp_path)
 
 
-def test_a_store_file_removed_under_the_referee_fails_the_store(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        (("", "-wal", "-shm"), "file was removed or replaced"),
+        (("-wal", "-shm"), "-wal was removed or replaced"),
+        (("-shm",), "-shm was removed or replaced"),
+        ((), "file was cut short"),
+    ],
+)
+def test_a_store_file_removed_under_the_referee_fails_the_store(
+    tmp_path: Path, fault: tuple[str, ...], said: str
+) -> None:
     """The store's file deleted while the referee runs: its writes went on into the unlinked
-    file, acknowledged, and a restart found an empty store. Now the next write that is
-    answered finds the file gone: it fails (UNAVAILABLE, nothing acknowledged) and the store
-    fails, which stops `tapis serve` (exit 1: app.py)."""
+    file, acknowledged, and a restart found an empty store. Its -wal (and -shm) deleted, or
+    its file cut to nothing: the referee went on acknowledging, and a crash then lost those
+    moves (or the store). Now the next write that is answered finds the fault: it fails
+    (UNAVAILABLE, nothing acknowledged) and the store fails, which stops `tapis serve` (exit
+    1: app.py). (No fault: the file truncated to 0 bytes.)"""
 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
         failures: list[str] = []
         server.store.on_failure = failures.append
         await new_table(stub, "hearts", "", {}, 4)
-        for name in (server.store.path, server.store.path + "-wal", server.store.path + "-shm"):
+        await asyncio.sleep(1.1)  # (the files are checked once a second at most)
+        await new_table(stub, "hearts", "", {}, 4)  # (its log and index seen once made)
+        for suffix in fault:
             with contextlib.suppress(FileNotFoundError):
-                os.remove(name)
-        await asyncio.sleep(1.1)  # (the file is checked once a second at most)
+                os.remove(server.store.path + suffix)
+        if not fault:
+            os.truncate(server.store.path, 0)
+        await asyncio.sleep(1.1)
         with pytest.raises(grpc.aio.AioRpcError) as exc:
             await new_table(stub, "hearts", "", {}, 4)
         assert exc.value.code() == grpc.StatusCode.UNAVAILABLE
-        assert len(failures) == 1 and "removed or replaced" in failures[0]
+        assert len(failures) == 1 and said in failures[0], failures
 
     run(body, tmp_path)
 
