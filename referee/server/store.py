@@ -26,6 +26,7 @@ import fcntl
 import json
 import logging
 import os
+import select
 import signal
 import sqlite3
 import subprocess
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from tapis_cartes.referee.errors import StoreError, StoreLocked, Unavailable, sqlite_trouble
-from tapis_cartes.referee.server.writer import connect, frame, take_frames, write_all
+from tapis_cartes.referee.server.writer import connect, frame, take_frames
 
 log = logging.getLogger("tapis.store")
 
@@ -283,6 +284,11 @@ LOCK_WAIT = 5.0  # seconds a new store waits for the lock of a referee still sto
 
 # How often, at most, the store checks that its file is still the one it opened.
 FILE_CHECK_SECONDS = 1.0
+# Seconds a write may wait for the writer's answer (a commit takes milliseconds): past them
+# the writer is taken for stalled (its disk hung, the process stopped) and the store fails,
+# the referee then stops (a restart serves what was committed); and the most a stop waits
+# for the writer to commit what is queued and end, before it is killed.
+WRITER_STALL = 30.0
 
 
 def _file_identity(path: str) -> tuple[int, int] | None:
@@ -304,8 +310,12 @@ def _file_size(path: str) -> int:
 class Store:
     """SQLite store written by a writer process that commits in batches."""
 
-    def __init__(self, path: str | Path, lock_wait: float = LOCK_WAIT) -> None:
+    def __init__(
+        self, path: str | Path, lock_wait: float = LOCK_WAIT, stall: float = WRITER_STALL
+    ) -> None:
         self.path = str(path)
+        self.stall = stall  # (`WRITER_STALL`)
+        self._watch: asyncio.TimerHandle | None = None  # the next look for a stall
         made = not os.path.lexists(self.path)  # a new store: its file made here
         self._lock_fd = _lock(self.path, lock_wait)
         try:
@@ -438,9 +448,30 @@ class Store:
         self._detach()
         self._loop = loop
         loop.add_reader(self._from, self._answers)
+        self._watch = loop.call_later(FILE_CHECK_SECONDS, self._check_stall)
+
+    def _check_stall(self) -> None:
+        """Once a second: the store fails when its oldest write under way has waited more
+        than `stall` seconds for the writer (stalled: its disk hung, or the process stopped;
+        the writes under way fail UNAVAILABLE, never acknowledged; the referee stops, and
+        its stop kills the writer). Clients waited for ever, and health said SERVING."""
+        if self._failed or self._closed or self._loop is None:
+            return
+        oldest = next(iter(self._pending.values()), None)
+        if oldest is not None and time.perf_counter() - oldest[1] > self.stall:
+            self._fail(
+                f"the store's writer has not answered for {self.stall:g} s (its disk stalled,"
+                " or the process was stopped?): the referee stops; what was committed is"
+                " served again once it is restarted"
+            )
+            return
+        self._watch = self._loop.call_later(FILE_CHECK_SECONDS, self._check_stall)
 
     def _detach(self) -> None:
         """No more reading of answers nor sending on the loop (when it is still open)."""
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.remove_reader(self._from)
@@ -579,13 +610,12 @@ class Store:
         if not self._failed:
             self._out += frame(None)  # the writer stops after it
             try:
-                os.set_blocking(self._to, True)
-                write_all(self._to, self._out)
-                self._out.clear()
-                os.set_blocking(self._from, True)
-                while data := os.read(self._from, 1 << 20):  # its answers, then its end
-                    self._in += data
-                    self._read_answers()
+                if not self._last_answers(time.monotonic() + self.stall):
+                    self._fail(
+                        f"the store's writer did not end within {self.stall:g} s of the stop"
+                        " (its disk stalled, or the process was stopped?): what it had not"
+                        " answered was not acknowledged"
+                    )
             except OSError as exc:
                 self._fail(f"the store's writer cannot be reached ({exc.strerror})")
         if self._pending:
@@ -595,6 +625,28 @@ class Store:
         self._writer.wait()
         for fd in (self._to, self._from, self._lock_fd):
             os.close(fd)
+
+    def _last_answers(self, deadline: float) -> bool:
+        """Give the writer what is queued (its stop last) and read its answers to its end;
+        False when that has not come by `deadline` (time.monotonic)."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            wanted = [self._to] if self._out else []
+            readable, writable, _ = select.select([self._from], wanted, [], left)
+            if writable:
+                with contextlib.suppress(BlockingIOError):
+                    del self._out[: os.write(self._to, self._out)]
+            if readable:
+                try:
+                    data = os.read(self._from, 1 << 20)
+                except BlockingIOError:
+                    continue
+                if not data:  # its end
+                    return True
+                self._in += data
+                self._read_answers()
 
     # -- the writes the referee makes -----------------------------------------------------
 
@@ -774,11 +826,39 @@ def _lock(path: str, wait: float) -> int:
             return fd
         except OSError:
             if time.monotonic() >= deadline:
+                said = _locked(path, fd)
                 os.close(fd)
-                raise StoreLocked(
-                    f"{path}: the store is in use by another referee (one referee owns a store)"
-                ) from None
+                raise StoreLocked(said) from None
             time.sleep(0.02)
+
+
+def _locked(path: str, fd: int) -> str:
+    """Why the store open at `fd` cannot be locked: another referee holds it, named by its
+    process where Linux tells (/proc/locks), or the writer of a referee that is gone (stopped,
+    it could not end with its referee) still does."""
+    said = f"{path}: the store is in use by another referee (one referee owns a store)"
+    try:
+        inode = os.fstat(fd).st_ino
+        with open("/proc/locks") as locks:
+            pids = [
+                int(f[4])
+                for f in map(str.split, locks)
+                if len(f) > 5 and f[5].endswith(f":{inode}")
+            ]
+        with open(f"/proc/{pids[0]}/cmdline", "rb") as cmdline:
+            writer = str(_WRITER).encode() in cmdline.read()
+        with open(f"/proc/{pids[0]}/stat") as stat:
+            parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return said
+    if not writer:
+        return f"{said}: process {pids[0]}"
+    if parent == 1:  # (its referee gone, it was given to the first process)
+        return (
+            f"{path}: the store's lock is held by the writer of a referee that is gone (process"
+            f" {pids[0]}; stopped?): end it (kill {pids[0]}), then start again"
+        )
+    return f"{said}: process {parent}, whose writer (process {pids[0]}) holds the lock"
 
 
 def _orphaned_log(path: str) -> str:

@@ -1353,10 +1353,13 @@ class Referee:
         finished without its end event (GetRecord: UNAVAILABLE), as after a restart that
         stopped before its record was stored."""
         table.record_retry = min(60.0, 2 * table.record_retry or 1.0)
+        stored = isinstance(exc, sqlite3.Error)  # the store's trouble (a full disk): one line
         log.error(
             "record not stored",
-            exc_info=exc,
-            extra={"fields": {"table": table.id, "retry_in_s": table.record_retry}},
+            exc_info=None if stored else exc,  # (else a bug: its traceback)
+            extra={
+                "fields": {"table": table.id, "retry_in_s": table.record_retry, "error": _what(exc)}
+            },
         )
 
         async def again() -> None:

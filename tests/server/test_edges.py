@@ -950,10 +950,13 @@ def test_a_table_that_fails_inside_the_referee_is_isolated(
     run(after, tmp_path)
 
 
-def test_a_record_the_store_could_not_keep_is_issued_later(tmp_path: Path) -> None:
+def test_a_record_the_store_could_not_keep_is_issued_later(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The store failing (a full disk) as the match's last action is answered: the action is
     stored, the record is not. The table was closed as broken for good, until a restart found
-    it finished and issued its record, under the same event index (then `match_ended`)."""
+    it finished and issued its record, under the same event index (then `match_ended`). The
+    store's failure is logged in one line (it was with a traceback, at every try)."""
 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> Any:
         table_id, tokens = await new_table(stub, "hearts", "", {}, 4)
@@ -980,6 +983,8 @@ def test_a_record_the_store_could_not_keep_is_issued_later(tmp_path: Path) -> No
         )
         got = await stub.GetRecord(pb.GetRecordRequest(table_id=table_id))
         assert verify_envelope(got.envelope, [load_public_key(tmp_path / "k.key")]).ok
+        (said,) = [r for r in caplog.records if r.getMessage() == "record not stored"]
+        assert said.exc_info is None and "disk is full" in said.fields["error"]  # type: ignore[attr-defined]
         return table_id, events[-1]
 
     table_id, last = run(body, tmp_path)

@@ -168,6 +168,40 @@ def test_a_second_store_on_the_same_file_is_refused(tmp_path: Path) -> None:
     Store(tmp_path / "s.db").close()  # free again once the first one closed
 
 
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="Linux's /proc/locks")
+def test_the_holder_of_the_stores_lock_is_named(tmp_path: Path) -> None:
+    """A referee killed while its writer was stopped (as a hung disk stops it) left the
+    writer holding the store's lock: the next start said only "in use by another referee",
+    though none ran. The message names the process that holds the lock."""
+    import os
+    import signal
+
+    db = tmp_path / "s.db"
+    code = (
+        "import sys, time\nfrom tapis_cartes.referee.server.store import Store\n"
+        "store = Store(sys.argv[1])\nprint(store._writer.pid, flush=True)\ntime.sleep(120)\n"
+    )
+    referee = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE)
+    assert referee.stdout is not None
+    writer = int(referee.stdout.readline())
+    try:
+        with pytest.raises(StoreLocked, match=f"process {referee.pid}, whose writer"):
+            Store(db, lock_wait=0.2)
+        os.kill(writer, signal.SIGSTOP)
+        referee.kill()
+        referee.wait()
+        with pytest.raises(StoreLocked, match=f"process {writer}") as exc:
+            Store(db, lock_wait=0.2)
+        if "a referee that is gone" in str(exc.value):  # (given to the first process)
+            assert f"kill {writer}" in str(exc.value)
+    finally:
+        os.kill(writer, signal.SIGKILL)
+        referee.kill()
+        referee.wait()
+        referee.stdout.close()
+    Store(db, lock_wait=5.0).close()
+
+
 def test_an_action_queued_to_follow_another_is_stored_only_with_it(tmp_path: Path) -> None:
     """`queue_action(follows=True)`: stored with the action before it (queued first), never
     without it: a gap in a table's actions cannot be committed."""
@@ -575,3 +609,43 @@ def test_a_damaged_store_is_said_so_at_the_start_without_a_traceback(tmp_path: P
     assert done.returncode == 1, done.stderr
     assert "the store is damaged (database disk image is malformed)" in done.stderr
     assert ".recover" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_stalled_writer_fails_the_store_and_does_not_hold_its_stop(tmp_path: Path) -> None:
+    """The writer stopped (as a hung disk stops it): a write waited for ever, and the
+    referee's stop too (health said SERVING all along). Now a write waiting longer than the
+    bound fails, the store fails (the referee then stops), and a stop kills the writer: the
+    store's lock is free again."""
+    import os
+    import signal
+
+    store = Store(tmp_path / "s.db", stall=1.0)
+    failures: list[str] = []
+    store.on_failure = failures.append
+
+    async def main() -> BaseException | None:
+        _table(tmp_path / "s.db")
+        await store.write(_insert("t", 0))
+        os.kill(store._writer.pid, signal.SIGSTOP)
+        try:
+            await asyncio.wait_for(store.write(_insert("t", 1)), 10)
+        except sqlite3.OperationalError as exc:
+            return exc
+        return None
+
+    error = asyncio.run(main())
+    assert error is not None and "has not answered for 1 s" in str(error), error
+    assert len(failures) == 1
+    store.close()  # (kills the stopped writer)
+    Store(tmp_path / "s.db", lock_wait=2.0).close()
+
+    # Stopped while the store closes: the stop waits `stall` seconds, then kills it.
+    store = Store(tmp_path / "s.db", stall=1.0)
+    os.kill(store._writer.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    store.close()
+    assert time.monotonic() - started < 10
+    assert store._writer.returncode == -signal.SIGKILL
+    conn = sqlite3.connect(tmp_path / "s.db")
+    assert conn.execute("SELECT idx FROM actions").fetchall() == [(0,)]  # acknowledged: kept
+    conn.close()
