@@ -131,6 +131,10 @@ def render_record(
             if clocks is not None and index <= len(hand.elapsed_ms):
                 forced += _clock(clocks, seat, hand.elapsed_ms[index - 1], index in timeouts)
             if action & 7 != PLAY:
+                if pending and index == len(hand.actions):  # (a resignation ends the trick)
+                    lines.append(f"  {t + 1:>2}. {'  '.join(pending)} (unfinished)")
+                    lines.extend(comments)
+                    pending, comments = [], []
                 said = "".join(f"  # {terminal_text(c)}" for c in said_here)
                 lines.append(f"  {names[seat]}: {action_str(action)}{forced}{said}")
                 score_lines(index)

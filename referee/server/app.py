@@ -260,6 +260,12 @@ async def create_server(
         # with a larger bound on requests.
         ("grpc.max_send_message_length", max(4 << 20, 4 * limits.max_message_bytes)),
         ("grpc.so_reuseport", 0),  # a port in use is an error, not a port shared
+        # What a client may send on a stream before the referee reads it: 64 KiB (a request's
+        # most, about), not the 4 MiB gRPC's bandwidth probing grows it to. Messages a client
+        # sends after a call's one request are never read: each stream held 1.7 MB of them
+        # (250 streams of one client, 400 MB). The replies' flow is the client's window.
+        ("grpc.http2.bdp_probe", 0),
+        ("grpc.http2.lookahead_bytes", 64 << 10),
         # A connection past the bound is closed at once; one silent past HEAD_SECONDS too.
         ("grpc.max_allowed_incoming_connections", limits.max_connections),
         ("grpc.server_handshake_timeout_ms", int(HEAD_SECONDS * 1000)),

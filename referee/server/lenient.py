@@ -57,6 +57,7 @@ __all__ = [
     "lenient",
     "narrowed_field",
     "one_request",
+    "served",
     "unchained",
     "unread_field",
 ]
@@ -393,6 +394,57 @@ class _LetGo:
 
 _LET_GO = _LetGo()  # (it holds nothing: one for every call)
 
+# The most metadata a call may carry, in bytes as gRPC counts them (each entry's key and
+# value and 32 more): gRPC's own hard bound (`grpc.absolute_max_metadata_size`, 16 KiB).
+MAX_METADATA = 16 << 10
+
+
+def metadata_size(context: grpc.aio.ServicerContext[Any, Any]) -> int:
+    """The size of the call's metadata, as gRPC counts it against its bound."""
+    return sum(len(k) + len(v) + 32 for k, v in context.invocation_metadata() or ())
+
+
+def _metadata_bounded(context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+    """Nothing to do, or the call ended RESOURCE_EXHAUSTED as it begins when its metadata is
+    past MAX_METADATA. gRPC refuses such a call itself, but only once the client has
+    acknowledged the server's settings: a client that sends its calls at once (raw HTTP/2)
+    had up to 16 MiB of metadata a call taken, each held while the call waited for its
+    request (10 s): one connection made the referee 850 MB larger. Ended here, the call lets
+    go of it at once."""
+    size = metadata_size(context)
+    if size <= MAX_METADATA:
+        return _NOTHING
+    return _Refusing(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        f"metadata: {size:,} bytes; at most {MAX_METADATA:,} (gRPC's bound)",
+        context,
+    )
+
+
+class _Refusing:
+    """An async context manager that ends the call with a status as it is entered."""
+
+    def __init__(
+        self, code: grpc.StatusCode, text: str, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> None:
+        self.code, self.text, self.context = code, text, context
+
+    async def __aenter__(self) -> None:
+        await self.context.abort(self.code, self.text)
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+_NOTHING = contextlib.nullcontext()
+
+
+def served(behavior: Callable[..., Any]) -> Callable[..., Any]:
+    """The outermost wrappers of every method the referee serves, its own and gRPC's
+    services': its metadata bounded (`_metadata_bounded`), the aborted call let go
+    (`unchained`)."""
+    return unchained(around(behavior, within=_metadata_bounded))
+
 
 def unchained(behavior: Callable[..., Any]) -> Callable[..., Any]:
     """`behavior` as gRPC calls it, the exception that ends an aborted call let go of what it
@@ -404,7 +456,7 @@ def unchained(behavior: Callable[..., Any]) -> Callable[..., Any]:
     10 minutes: app.py `sweep_garbage`). A client refused 2,000 calls a second held 3 MB
     more each second. Caught here, stripped, and not raised further: gRPC ends the call with
     the aborted status all the same. The outermost wrapper of every method the referee
-    serves, its own and gRPC's services'. Same kind: a coroutine, or an async generator."""
+    serves (`served`). Same kind: a coroutine, or an async generator."""
     return around(behavior, within=lambda context: _LET_GO)
 
 
@@ -468,17 +520,17 @@ class LenientRequests(grpc.aio.ServerInterceptor):
         }
         if handler.unary_unary is not None:
             unary = one_request(_unary_in(handler.unary_unary))
-            return grpc.stream_unary_rpc_method_handler(unchained(unary), **kept)
+            return grpc.stream_unary_rpc_method_handler(served(unary), **kept)
         if handler.unary_stream is not None:
             streamed = one_request(_unary_in(handler.unary_stream))
             if self.streams is not None:
                 streamed = _counted(streamed, self.streams)
-            return grpc.stream_stream_rpc_method_handler(unchained(streamed), **kept)
+            return grpc.stream_stream_rpc_method_handler(served(streamed), **kept)
         if handler.stream_unary is not None:
             read = _stream_in(handler.stream_unary)
-            return grpc.stream_unary_rpc_method_handler(unchained(read), **kept)
+            return grpc.stream_unary_rpc_method_handler(served(read), **kept)
         assert handler.stream_stream is not None
         both = _stream_in(handler.stream_stream)
         if self.streams is not None:
             both = _counted(both, self.streams)
-        return grpc.stream_stream_rpc_method_handler(unchained(both), **kept)
+        return grpc.stream_stream_rpc_method_handler(served(both), **kept)

@@ -58,7 +58,7 @@ from tapis_cartes.referee.server.lenient import (
     first_request,
     lenient,
     one_request,
-    unchained,
+    served,
 )
 from tapis_cartes.referee.server.limits import (
     DEFAULT_LIMITS,
@@ -271,7 +271,7 @@ def add_referee_service(servicer: RefereeServicer, server: grpc.aio.Server) -> N
         else:
             make = grpc.stream_unary_rpc_method_handler
         handlers[method.name] = make(
-            unchained(behavior),
+            served(behavior),
             request_deserializer=lenient(request.FromString, request.DESCRIPTOR.full_name),
             response_serializer=response.SerializeToString,
         )

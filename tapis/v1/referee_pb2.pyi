@@ -1777,7 +1777,7 @@ class PlaySeatOpen(_message.Message):
     """The seat (the token must be this seat's)."""
     from_event_index: _builtins.int
     """The first event index wanted (0: from the start); to resume after a dropped stream, the
-    last turn's view.event_index.
+    lowest index not received (in `events` or in an ack's events).
     """
     def __init__(
         self,

@@ -541,7 +541,7 @@ def test_a_record_with_its_clocks_tampered_and_re_signed_fails_verify(tmp_path: 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub) -> rpb.GameRecord:
         table_id, tokens = await new_table(stub, "hearts", "", {"end_threshold": 20}, 4, control)
         rng = random.Random(3)
-        for _ in range(12):
+        for _ in range(13):  # the pass, two tricks and a card of the third
             await act(stub, table_id, tokens, rng, clock, 400)
         clock.advance(2000)
         await settle(server)
@@ -558,6 +558,8 @@ def test_a_record_with_its_clocks_tampered_and_re_signed_fails_verify(tmp_path: 
     assert shown.returncode == 0, shown.stderr
     assert "clocks: 2 s per action, 5 s per seat, forfeit" in shown.stdout
     assert "(2.0 s, 0:" in shown.stdout and "out of time)" in shown.stdout
+    # The trick under way when the seat lost on time comes before its resignation (after it).
+    assert shown.stdout.index("(unfinished)") < shown.stdout.index("out of time)"), shown.stdout
     loser = rec.seats[rec.outcome.resigned].name  # (show names the seats)
     assert f"\n{loser} lost on time [CLOCK.FORFEIT]" in shown.stdout
     assert shown.stdout.endswith(f"({loser} lost on time).\n")  # the score sheet's last line
