@@ -393,6 +393,7 @@ class _LetGo:
 
 
 _LET_GO = _LetGo()  # (it holds nothing: one for every call)
+_NOTHING = contextlib.nullcontext()  # (an async context manager too)
 
 # The most metadata a call may carry, in bytes as gRPC counts them (each entry's key and
 # value and 32 more): gRPC's own hard bound (`grpc.absolute_max_metadata_size`, 16 KiB).
@@ -436,9 +437,6 @@ class _Refusing:
         return None
 
 
-_NOTHING = contextlib.nullcontext()
-
-
 def served(behavior: Callable[..., Any]) -> Callable[..., Any]:
     """The outermost wrappers of every method the referee serves, its own and gRPC's
     services': its metadata bounded (`_metadata_bounded`), the aborted call let go
@@ -474,8 +472,7 @@ def around(
     async def argument(arg: Any, context: Any) -> Any:
         return arg if given is None else await given(arg, context)
 
-    none = contextlib.nullcontext()
-    enclosing = within or (lambda context: none)
+    enclosing = within or (lambda context: _NOTHING)
     if inspect.isasyncgenfunction(behavior):
 
         async def each(arg: Any, context: Any) -> Any:
