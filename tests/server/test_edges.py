@@ -1113,7 +1113,8 @@ def test_a_backlog_comes_in_batches_and_few_streams_of_a_client_replay_at_once(
     # every message of a stream's backlog was built at once (2.7 GB), and their writes took
     # the event loop from every other table (a 2.5 s match took 130 s).
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
-        table_id, tokens = await new_table(stub, "dame-de-pique", "", {"end_threshold": 60}, 4)
+        # (At most 26 points a hand to a seat: five hands at least, more than 4 chunks.)
+        table_id, tokens = await new_table(stub, "dame-de-pique", "", {"end_threshold": 130}, 4)
         await play_random(stub, table_id, tokens, random.Random(4))
         table = server.referee.get(table_id)
         total = table.durable_events

@@ -199,7 +199,9 @@ def test_live_streams_share_each_message_and_take_turns_to_replay_a_backlog(
 
     async def main() -> None:
         async with web_referee(tmp_path) as (server, stub):
-            table_id, tokens = await new_table(stub, "hearts", "", {"end_threshold": 60}, 4)
+            # At most 26 points a hand to a seat: five hands at least, about 300 events (at
+            # 60 a match of random deals had 243 events in one run of 2,700: too short).
+            table_id, tokens = await new_table(stub, "hearts", "", {"end_threshold": 130}, 4)
             await play_random(stub, table_id, tokens, random.Random(4))
             total = server.referee.get(table_id).durable_events
             assert total > 4 * tables.WATCH_CHUNK
