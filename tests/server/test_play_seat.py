@@ -49,6 +49,30 @@ def submission(table_id: str, seat: int, index: int, action: int) -> pb.PlaySeat
     )
 
 
+async def _next_turn(call: Call) -> tuple[Any, pb.SeatView, bool]:
+    """The next message's events, its view and whether the seat must act on it (an ack's
+    next_view, or a turn)."""
+    message = await call.read()
+    assert message is not grpc.aio.EOF, "the stream ended before the match"
+    if message.WhichOneof("result") == "ack":
+        return message.ack.events, message.ack.next_view, message.ack.HasField("next_view")
+    return message.events, message.turn, message.HasField("turn")
+
+
+async def _play_until_ended(
+    call: Call, table_id: str, seat: int, rng: random.Random
+) -> pb.SeatView:
+    """Random legal moves on a PlaySeat stream until the message with the match's end, whose
+    view is returned (the stream is left to the caller)."""
+    while True:
+        events, view, due = await _next_turn(call)
+        if ended(events):
+            return view
+        if due:
+            choice = rng.choice(view.legal_actions).action
+            await call.write(submission(table_id, seat, view.action_index, choice))
+
+
 def ended(events: Any) -> bool:
     return any(e.HasField("match_ended") or e.HasField("table_closed") for e in events)
 
@@ -118,23 +142,11 @@ def test_nothing_is_sent_after_the_message_that_ends_the_match(tmp_path: Path) -
     call ends OK."""
 
     async def late(call: Call, table_id: str, seat: int, rng: random.Random) -> None:
-        while True:
-            message = await call.read()
-            assert message is not grpc.aio.EOF, "the stream ended before the match"
-            if message.WhichOneof("result") == "ack":
-                events, view = message.ack.events, message.ack.next_view
-                due = message.ack.HasField("next_view")
-            else:
-                events, view, due = message.events, message.turn, message.HasField("turn")
-            if ended(events):
-                await call.write(submission(table_id, seat, view.action_index + 1, 0))
-                after = await call.read()
-                assert after is grpc.aio.EOF, after
-                assert await call.code() == grpc.StatusCode.OK
-                return
-            if due:
-                choice = rng.choice(view.legal_actions).action
-                await call.write(submission(table_id, seat, view.action_index, choice))
+        view = await _play_until_ended(call, table_id, seat, rng)
+        await call.write(submission(table_id, seat, view.action_index + 1, 0))
+        after = await call.read()
+        assert after is grpc.aio.EOF, after
+        assert await call.code() == grpc.StatusCode.OK
 
     async def body(_: Any, stub: rpc.RefereeServiceStub, __: Any) -> None:
         table_id, tokens = await new_table(stub, "napoleon", "", {"deals": 4}, 4)
@@ -155,23 +167,11 @@ def test_the_call_ends_at_once_when_refused_or_when_the_client_closes_its_side(
     a match, at once once the client closes its side (protocol.md)."""
 
     async def to_the_end(call: Call, table_id: str, seat: int, rng: random.Random) -> None:
-        while True:
-            message = await call.read()
-            assert message is not grpc.aio.EOF, "the stream ended before the match"
-            if message.WhichOneof("result") == "ack":
-                events, view = message.ack.events, message.ack.next_view
-                due = message.ack.HasField("next_view")
-            else:
-                events, view, due = message.events, message.turn, message.HasField("turn")
-            if ended(events):
-                await call.done_writing()
-                async with asyncio.timeout(0.5):
-                    assert await call.read() is grpc.aio.EOF
-                assert await call.code() == grpc.StatusCode.OK
-                return
-            if due:
-                choice = rng.choice(view.legal_actions).action
-                await call.write(submission(table_id, seat, view.action_index, choice))
+        await _play_until_ended(call, table_id, seat, rng)
+        await call.done_writing()
+        async with asyncio.timeout(0.5):
+            assert await call.read() is grpc.aio.EOF
+        assert await call.code() == grpc.StatusCode.OK
 
     async def body(_: Any, stub: rpc.RefereeServiceStub, __: Any) -> None:
         table_id, tokens = await new_table(stub, "napoleon", "", {"deals": 1}, 4)
