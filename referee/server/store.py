@@ -340,6 +340,7 @@ class Store:
             raise opening_failed(self.path, exc) from None
         self._closed = False
         self._failed = ""  # why the writer stopped on its own (every write then fails)
+        self._copy_log = False  # failed, the writer is still let end as a stop ends it
         self._file = _file_identity(self.path)  # the file opened (`_check_file`)
         self._size = _file_size(self.path)  # its size when last checked
         self._logs: list[tuple[int, int] | None] = [None, None]  # its -wal and -shm, once made
@@ -549,8 +550,10 @@ class Store:
             elif now_there != self._logs[i]:
                 self._fail(
                     f"the store's {self.path}{suffix} was removed or replaced while the referee"
-                    " ran: the commits in its log are lost to the store, and those to come"
-                    " would be (the referee stops; restart it on the store as it is now)"
+                    " ran: what is written from now would be lost (the referee stops, its"
+                    " writer copying the commits of its log into the file; restart it on the"
+                    " store then)",
+                    copy_log=True,
                 )
                 return
 
@@ -584,13 +587,16 @@ class Store:
                     error.sqlite_errorcode = code  # (what `sqlite_trouble` reads)
                     future.set_exception(error)
 
-    def _fail(self, why: str) -> None:
+    def _fail(self, why: str, copy_log: bool = False) -> None:
         """The writer stopped on its own (or cannot be reached): every write under way and
         every later one fails (the referee answers UNAVAILABLE; a restart replays the store,
-        whose commits are the truth)."""
+        whose commits are the truth). With `copy_log` (its log removed under it), the store's
+        close lets the writer end as it does when the referee stops, its log's commits
+        copied into the file, rather than killing it (they were lost with the log)."""
         if self._failed:
             return
         self._failed = f"{self.path}: {why}"
+        self._copy_log = copy_log
         log.error("store failed", extra={"fields": {"store": self.path, "error": why}})
         self._detach()
         pending, self._pending = self._pending, {}
@@ -607,7 +613,7 @@ class Store:
             return
         self._closed = True
         self._detach()
-        if not self._failed:
+        if not self._failed or self._copy_log:
             self._out += frame(None)  # the writer stops after it
             try:
                 if not self._last_answers(time.monotonic() + self.stall):

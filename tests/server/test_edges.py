@@ -1015,12 +1015,12 @@ def test_a_store_file_removed_under_the_referee_fails_the_store(
     (UNAVAILABLE, nothing acknowledged) and the store fails, which stops `tapis serve` (exit
     1: app.py). (No fault: the file truncated to 0 bytes.)"""
 
-    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> list[str]:
         failures: list[str] = []
         server.store.on_failure = failures.append
-        await new_table(stub, "hearts", "", {}, 4)
+        made = [(await new_table(stub, "hearts", "", {}, 4))[0]]
         await asyncio.sleep(1.1)  # (the files are checked once a second at most)
-        await new_table(stub, "hearts", "", {}, 4)  # (its log and index seen once made)
+        made.append((await new_table(stub, "hearts", "", {}, 4))[0])  # (its log seen made)
         for suffix in fault:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(server.store.path + suffix)
@@ -1031,8 +1031,16 @@ def test_a_store_file_removed_under_the_referee_fails_the_store(
             await new_table(stub, "hearts", "", {}, 4)
         assert exc.value.code() == grpc.StatusCode.UNAVAILABLE
         assert len(failures) == 1 and said in failures[0], failures
+        return made
 
-    run(body, tmp_path)
+    made = run(body, tmp_path)
+    if fault and fault[0] != "":  # its log removed: what it held was copied into the file
+        # (It was lost: the writer was killed, and the commits in the removed log with it.)
+        async def after(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+            for table_id in made:
+                await stub.GetTable(pb.GetTableRequest(table_id=table_id))  # (NOT_FOUND: lost)
+
+        run(after, tmp_path)
 
 
 def test_streams_per_client_are_bounded(tmp_path: Path) -> None:
