@@ -469,22 +469,23 @@ def around(
     argument's making included, within `within(context)` (an async context manager; default:
     none). A method whose `behavior` returns a plain value is a coroutine."""
 
-    async def argument(arg: Any, context: Any) -> Any:
-        return arg if given is None else await given(arg, context)
-
     enclosing = within or (lambda context: _NOTHING)
     if inspect.isasyncgenfunction(behavior):
 
         async def each(arg: Any, context: Any) -> Any:
             async with enclosing(context):
-                async for response in behavior(await argument(arg, context), context):
+                if given is not None:
+                    arg = await given(arg, context)
+                async for response in behavior(arg, context):
                     yield response
 
         return each
 
     async def one(arg: Any, context: Any) -> Any:
         async with enclosing(context):
-            result = behavior(await argument(arg, context), context)
+            if given is not None:
+                arg = await given(arg, context)
+            result = behavior(arg, context)
             return await result if inspect.isawaitable(result) else result
 
     return one

@@ -293,18 +293,15 @@ WRITER_STALL = 30.0
 
 def _file_identity(path: str) -> tuple[int, int] | None:
     """The device and inode of the file at `path` (None: no file there)."""
+    found = _file_stat(path)
+    return None if found is None else (found.st_dev, found.st_ino)
+
+
+def _file_stat(path: str) -> os.stat_result | None:
     try:
-        st = os.stat(path)
+        return os.stat(path)
     except OSError:
         return None
-    return st.st_dev, st.st_ino
-
-
-def _file_size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
 
 
 class Store:
@@ -341,8 +338,9 @@ class Store:
         self._closed = False
         self._failed = ""  # why the writer stopped on its own (every write then fails)
         self._copy_log = False  # failed, the writer is still let end as a stop ends it
-        self._file = _file_identity(self.path)  # the file opened (`_check_file`)
-        self._size = _file_size(self.path)  # its size when last checked
+        opened = _file_stat(self.path)  # the file opened (`_check_file`)
+        self._file = None if opened is None else (opened.st_dev, opened.st_ino)
+        self._size = 0 if opened is None else opened.st_size  # its size when last checked
         self._logs: list[tuple[int, int] | None] = [None, None]  # its -wal and -shm, once made
         self._file_checked = time.monotonic()
         self.writer_cpu = 0.0  # seconds of CPU the writer used, once it has stopped
@@ -522,7 +520,8 @@ class Store:
         if self._failed or now - self._file_checked < FILE_CHECK_SECONDS:
             return
         self._file_checked = now
-        if _file_identity(self.path) != self._file:
+        found = _file_stat(self.path)
+        if found is None or (found.st_dev, found.st_ino) != self._file:
             self._fail(
                 "the store's file was removed or replaced while the referee ran: what it "
                 "writes would be lost (the referee stops). Its latest commits are in "
@@ -531,7 +530,7 @@ class Store:
                 "referee again on it"
             )
             return
-        size = _file_size(self.path)
+        size = found.st_size
         if size < self._size:  # (in WAL mode a store's file never shrinks)
             self._fail(
                 f"the store's file was cut short while the referee ran ({self._size:,} bytes,"
