@@ -48,6 +48,7 @@ from tapis_cartes.referee.errors import TapisError, exit_status, json_text, term
 from tapis_cartes.referee.server.limits import (
     MAX_CONNECTIONS,
     MAX_MESSAGE_BYTES,
+    MAX_RESTART_GRACE,
     MAX_STREAMS,
     Limits,
 )
@@ -75,6 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_connections=args.max_connections,
         open_seat_ttl=args.open_seat_ttl,
         idle_match_ttl=args.idle_match_ttl,
+        restart_grace=args.restart_grace,
         max_hands=args.max_hands,
         max_actions=args.max_actions,
     )
@@ -422,6 +424,15 @@ def add_referee_parsers(sub: Any) -> None:
         help="an untimed match no action has come to for this long (since its last action,"
         " its start or the referee's) is stopped, with its record saying so"
         f" (default {_LIMITS.idle_match_ttl:g}: a day)",
+    )
+    p.add_argument(
+        "--restart-grace",
+        type=_at_least(0, float, MAX_RESTART_GRACE),
+        default=_LIMITS.restart_grace,
+        metavar="SECONDS",
+        help="at a start, the running clock of each timed match waits for its seat's first"
+        " call, this long at most: the time its client takes to find the referee back is not"
+        f" counted (default {_LIMITS.restart_grace:g}; 0: the clocks run at once)",
     )
     p.add_argument(
         "--max-hands",

@@ -58,6 +58,7 @@ MAX_CONNECTIONS = 1_000_000  # the most `--max-connections` takes (gRPC's bound 
 # and the referee gives a connection 64 streams more than a client's cap, and a reply 4 times
 # the largest request.
 MAX_STREAMS = 1_000_000
+MAX_RESTART_GRACE = 86400.0  # seconds: a day
 MAX_MESSAGE_BYTES = (2**31 - 1) // 4
 
 
@@ -76,6 +77,10 @@ class Limits:
     # referee's start), then the referee stops it, with its record: a bot that hangs or a
     # player who leaves does not hold a table, and a count of its creator's, for ever.
     idle_match_ttl: float = 86400.0
+    # Seconds a restarted referee holds each running clock of its timed tables for its seat
+    # to come back (tables.py `Referee.load`): the clock runs from the seat's first call, or
+    # once these have passed.
+    restart_grace: float = 60.0
     max_hands: int = 1000  # hands of one match: then the referee stops it
     max_actions: int = 100_000  # actions of one match: then the referee stops it
     # Finished tables kept in memory, those finished or asked for most recently (one not kept is

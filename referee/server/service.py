@@ -82,6 +82,7 @@ from tapis_cartes.referee.server.tables import (
     HandEvent,
     Referee,
     SeatEvent,
+    Stopping,
     Table,
     TableEventData,
     Turn,
@@ -1032,8 +1033,13 @@ class _SeatPlay:
         watched = self.servicer.referee.watch(
             table, self.start, seat, only_turns=True, hold=True, chunk=MAX_BATCH
         )
-        async for batch in watched:
-            await self._sent(batch)
+        try:
+            async for batch in watched:
+                await self._sent(batch)
+        except Stopping as exc:
+            if exc.index != self.low:  # the events answers carried are received too
+                raise Stopping(self.low) from None
+            raise
         async with self.answering:  # the answer to a last submission goes first
             pass
 

@@ -96,6 +96,7 @@ __all__ = [
     "Referee",
     "SeatEvent",
     "Stale",
+    "Stopping",
     "Table",
     "TableClosed",
     "TooMany",
@@ -506,10 +507,11 @@ class Table:
 
     # -- clocks (a timed table) -----------------------------------------------------------
 
-    def run_clocks(self, now: float, acted: int | None = None) -> None:
-        """The running clocks after a change: each seat that may act runs from `now`,
-        unless its clock was already running (`acted`, the seat that just acted, starts
-        again if it must act again); the others stop."""
+    def run_clocks(self, now: float, acted: int | None = None, start: float | None = None) -> None:
+        """The running clocks after a change: each seat that may act runs from `now` (or
+        from `start`, later: held until then), unless its clock was already running
+        (`acted`, the seat that just acted, starts again if it must act again); the others
+        stop."""
         if acted is not None:
             self.since.pop(acted, None)
         live = self.clocks is not None and self.started and not self.finished
@@ -517,7 +519,7 @@ class Table:
         for seat in [s for s in self.since if s not in to_act]:
             del self.since[seat]
         for seat in to_act:
-            self.since.setdefault(seat, now)
+            self.since.setdefault(seat, now if start is None else start)
 
     def elapsed_of(self, seat: int, now: float) -> int:
         """The whole ms the seat's running clock shows (0 when it is not running)."""
@@ -672,6 +674,15 @@ class Referee:
         await self.store.forget_requests(time.time() - REQUEST_MEMORY)
         for stored in self.store.load(live=True):
             await self._reload(stored)
+        # The clocks run again, but neither the time the referee was down nor the time its
+        # clients take to find it back counts: a client's channel tries again after a
+        # back-off that grows (gRPC's: 1 s, then 1.6 times longer each time), so a bot that
+        # does what protocol.md section 11 says can come back seconds after the referee, and
+        # lost on time for it. Each running clock is held until its seat's first call
+        # (`seat_back`), or `restart_grace` seconds.
+        back = self.time_source.now() + 1000.0 * self.limits.restart_grace
+        for table in self.tables.values():
+            self._run_clocks(table, start=back)
         self._sweeper = asyncio.get_running_loop().create_task(self._forget_requests())
         self.ready = True
         return len(self.tables)
@@ -702,9 +713,9 @@ class Referee:
         self.tables[table.id] = table
         self._count(table)
         await self._publish(table)  # issues the record of a table finished without one
-        # (An idle match's time counts again from now, as its clocks: the referee was down.)
+        # (An idle match's time counts again from now, as its clocks (`load`): the referee
+        # was down.)
         self._schedule_expiry(table)
-        self._run_clocks(table)  # the time the referee was down is not counted
 
     def stop_clocks(self) -> None:
         """The first step of a shutdown, as new calls are refused: no seat's time runs out
@@ -1030,6 +1041,15 @@ class Referee:
         expected = table.seats[seat].token_hash
         if expected is None or not hmac.compare_digest(expected, token_hash(token)):
             raise PermissionDenied(f"the token is not the token of seat {seat}")
+        self._seat_back(table, seat)
+
+    def _seat_back(self, table: Table, seat: int) -> None:
+        """A call of the seat: its clock, if held since a restart (`load`), runs from now."""
+        start = table.since.get(seat)
+        now = self.time_source.now()
+        if start is not None and start > now:
+            table.since[seat] = now
+            self._run_clocks(table)  # its alarm comes sooner
 
     # -- tokens and request ids -----------------------------------------------------------
 
@@ -1244,16 +1264,18 @@ class Referee:
 
     # -- clocks ---------------------------------------------------------------------------
 
-    def _run_clocks(self, table: Table, acted: int | None = None) -> None:
-        """Restart the table's clocks after a change and set its alarm for the first that
-        runs out (nothing at an untimed table)."""
+    def _run_clocks(
+        self, table: Table, acted: int | None = None, start: float | None = None
+    ) -> None:
+        """Restart the table's clocks after a change (`Table.run_clocks`) and set its alarm
+        for the first that runs out (nothing at an untimed table)."""
         if table.clocks is None:
             return
         if table.alarm is not None:
             table.alarm.cancel()
             table.alarm = None
         now = self.time_source.now()
-        table.run_clocks(now, acted)
+        table.run_clocks(now, acted, start)
         first = table.first_deadline()
         if first is None or table.ended:
             return
@@ -1580,10 +1602,7 @@ class Referee:
         events = table.events
         while True:
             if self.streams_ended:
-                raise Unavailable(
-                    "the referee is stopping: open the stream again from event index "
-                    f"{index}, on the referee that comes back"
-                )
+                raise Stopping(index)
             durable = table.durable_events
             turn = (
                 seat is not None
@@ -1611,6 +1630,18 @@ class Referee:
             if table.ended and index >= durable:
                 return  # the match is over (its last event, the record, was sent) or closed
             await table.wait_change(idle, seat if only_turns else None)
+
+
+class Stopping(Unavailable):
+    """The end of a stream as the referee stops (`Referee.end_streams`): `index`, the lowest
+    event index its client has not received, is where it resumes (protocol.md section 11)."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(
+            f"the referee is stopping: open the stream again from event index {index}, on the "
+            "referee that comes back"
+        )
+        self.index = index
 
 
 async def _answered(coro: Coroutine[Any, Any, T], answer: asyncio.Future[T]) -> T:

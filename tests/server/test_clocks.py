@@ -361,8 +361,19 @@ def test_a_resignation_after_the_time_ran_out_is_made_after_the_referees_action(
     timed(body, tmp_path, clock)
 
 
-def test_clocks_survive_a_restart(tmp_path: Path) -> None:
+def test_clocks_survive_a_restart_and_wait_for_their_seat_to_come_back(tmp_path: Path) -> None:
+    """The budgets survive a restart, and neither the time the referee was down nor the time
+    a seat takes to find it back counts: a running clock is held until its seat's first call
+    (a client's channel tries again after a back-off: a C++ bot that reopened its stream as
+    protocol.md says came back 5 s after the referee, and lost on time at a limit of 5 s),
+    or `restart_grace` seconds when the seat does not come back."""
     control = rpb.TimeControl(action_ms=20_000, budget_ms=50_000, policy=AUTOPLAY)
+
+    async def to_act(stub: rpc.RefereeServiceStub, table_id: str) -> tuple[int, int]:
+        """The action index and the one seat whose clock runs (a spectator's view)."""
+        got = (await stub.GetView(pb.GetViewRequest(table_id=table_id))).view
+        (seat,) = [c.seat for c in got.clocks if c.running]
+        return got.action_index, seat
 
     async def main() -> None:
         clock = ManualTime()
@@ -383,15 +394,36 @@ def test_clocks_survive_a_restart(tmp_path: Path) -> None:
             grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
         ):
             stub = rpc.RefereeServiceStub(channel)
-            after = [c.remaining_ms for c in (await view(stub, table_id, 0, tokens[0])).clocks]
-            assert after == before
-            later.advance(20_000)  # the seat to act is played for
+            index, seat = await to_act(stub, table_id)
+            later.advance(59_000)  # far past the limit, within the grace: the seat is away
             await settle(server)
+            assert await to_act(stub, table_id) == (index, seat)
+            after = [
+                c.remaining_ms for c in (await view(stub, table_id, seat, tokens[seat])).clocks
+            ]
+            assert after == before  # (the seat's call: its clock runs from now)
+            later.advance(19_999)
+            await settle(server)
+            assert (await to_act(stub, table_id))[0] == index
+            later.advance(1)  # its 20 s since it came back: the seat is played for
+            await settle(server)
+            index, seat = await to_act(stub, table_id)
+        again = ManualTime()
+        async with (
+            referee(tmp_path, time_source=again) as server,
+            grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+        ):
+            stub = rpc.RefereeServiceStub(channel)
+            assert await to_act(stub, table_id) == (index, seat)
+            again.advance(60_000 + 20_000)  # a seat that does not come back: the grace, then
+            await settle(server)  # its limit, and it is played for
+            assert (await to_act(stub, table_id))[0] == index + 1
             await play_random(stub, table_id, tokens, rng)
             got = await signed_record(stub, table_id)
             assert verify_envelope(got.envelope, [load_public_key(tmp_path / "k.key")]).ok
             rec = decode_record(got.envelope.record)
-            assert sum(len(h.timeouts) for h in rec.hands) == 1
+            timeouts = [h.elapsed_ms[i - 1] for h in rec.hands for i in h.timeouts]
+            assert timeouts == [20_000, 20_000]
             elapsed = [e for h in rec.hands for e in h.elapsed_ms]
             assert all(e >= 1_500 for e in elapsed[:5])  # each thought 1.5 s or more
 

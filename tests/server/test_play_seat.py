@@ -21,7 +21,7 @@ from tapis_cartes.records.codec import decode_record
 from tapis_cartes.records.signing import load_public_key
 from tapis_cartes.records.verify import verify_envelope
 from tapis_cartes.referee.engine.actions import PLAY, encode
-from tapis_cartes.referee.server.app import RunningServer
+from tapis_cartes.referee.server.app import RunningServer, create_server
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
 from tapis_cartes.v1 import referee_pb2_grpc as rpc
@@ -482,3 +482,55 @@ def test_play_seat_streams_count_with_watch_table_streams(tmp_path: Path) -> Non
         watch.cancel()
 
     run(body, tmp_path, max_streams_per_client=1)
+
+
+def test_a_stop_names_the_index_each_stream_resumes_from(tmp_path: Path) -> None:
+    """As the referee stops, each PlaySeat stream ends UNAVAILABLE naming the event index to
+    open it again from: the lowest its client has not received. It named the watch's own
+    index, which the events an acknowledgement carries do not move: a client doing as told
+    received events again (a C++ bot: told 300 when it held every event to 301)."""
+
+    async def main() -> None:
+        server = await create_server("127.0.0.1:0", tmp_path / "t.db", tmp_path / "k.key")
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = rpc.RefereeServiceStub(channel)
+            table_id, tokens = await new_table(stub, "dame-de-pique", "", {}, 4)
+            rng = random.Random(5)
+            seen: dict[int, list[int]] = {s: [] for s in tokens}
+            acted = asyncio.Event()
+
+            async def play(seat: int) -> str:
+                call = await open_play(stub, table_id, seat, tokens[seat])
+                try:
+                    while True:
+                        message = await call.read()
+                        if message.WhichOneof("result") == "ack":
+                            events, view = message.ack.events, message.ack.next_view
+                            due = message.ack.HasField("next_view")
+                            if view.action_index >= 40 or message.ack.action_index >= 40:
+                                acted.set()
+                        else:
+                            events, view, due = (
+                                message.events,
+                                message.turn,
+                                message.HasField("turn"),
+                            )
+                        seen[seat].extend(e.index for e in events)
+                        if due and not acted.is_set():
+                            choice = rng.choice(view.legal_actions).action
+                            await call.write(submission(table_id, seat, view.action_index, choice))
+                except grpc.aio.AioRpcError as exc:
+                    assert exc.code() == grpc.StatusCode.UNAVAILABLE, exc
+                    return exc.details() or ""
+                raise AssertionError("the stream ended before the referee stopped")
+
+            players = [asyncio.create_task(play(s)) for s in tokens]
+            await asyncio.wait_for(acted.wait(), 60)
+            await server.referee.idle()
+            await server.stop(10.0)
+            said = await asyncio.wait_for(asyncio.gather(*players), 30)
+        for seat, details in zip(tokens, said, strict=True):
+            index = int(details.split("from event index ")[1].split(",")[0])
+            assert sorted(seen[seat]) == list(range(index)), (seat, details)
+
+    asyncio.run(main())
