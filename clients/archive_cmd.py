@@ -20,6 +20,7 @@ another program); 130 interrupted (rescore: run the same command again to contin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 import sqlite3
@@ -111,8 +112,24 @@ def _why(exc: sqlite3.Error) -> str:
 def _say(text: str) -> None:
     """Print a command's text for a person: what an archive holds (names, dates, options,
     rule texts, file names) is any text, so a character a terminal would obey is shown as
-    its escape, line by line."""
+    its escape, line by line. (The values put in `text` are escaped first, `_shown`: a line
+    break of theirs would make a line of the output.)"""
     print(terminal_lines(text))
+
+
+def _shown(value: Any) -> Any:
+    """A value read from the archive, to be put in a text for a person: each text in it
+    (and each key) through `terminal_text`, so that none of its characters, a line break
+    or a line separator included, is obeyed by a terminal or starts a line of the output
+    (`_say` keeps the breaks between the lines it is given). Not for JSON output: JSON
+    escapes them itself."""
+    if isinstance(value, str):
+        return terminal_text(value)
+    if isinstance(value, dict):
+        return {_shown(k): _shown(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(map(_shown, value))
+    return value
 
 
 def _unlisted(more: int, what: str) -> None:
@@ -222,8 +239,8 @@ def cmd_add(args: argparse.Namespace) -> int:
 def _table(rows: list[dict[str, Any]]) -> str:
     header = ["record", "game", "ruleset", "hands", "players", "scores", "winners", "played"]
     body = []
-    for r in rows:
-        names = [terminal_text(n) for n in r["players"]]
+    for r in map(_shown, rows):
+        names = r["players"]
         scores = " ".join("/".join(map(str, s)) for s in r["scores"])
         winners = ", ".join(seat_name(r["players"], w) for w in r["winners"])
         body.append(
@@ -342,7 +359,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             if args.json:
                 print("\n".join(_dumps(r) for r in runs))
             else:
-                _say(runs_text(runs))
+                _say(runs_text(_shown(runs)))
             return 0
         run, results = run_results(db, args.run_id, args.changed, args.limit)
     finally:
@@ -351,10 +368,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
         for r in results:
             print(_dumps(r))
     else:
-        _say(runs_text([run]))
+        _say(runs_text(_shown([run])))
         for r in results:
             names, units = r.pop("names"), find_game(r.pop("game")).units
-            _say("  " + result_text(Rescored(**r), names, units))
+            _say("  " + result_text(Rescored(**_shown(r)), _shown(names), units))
     return 0
 
 
@@ -402,7 +419,13 @@ def cmd_rescore(args: argparse.Namespace) -> int:
             )
         )
     else:
-        _say(summary_text(summary, elapsed))
+        shown = dataclasses.replace(
+            summary,
+            options=_shown(summary.options),
+            samples=_shown(summary.samples),
+            refusals=_shown(summary.refusals),
+        )
+        _say(summary_text(shown, elapsed))
     return 0
 
 

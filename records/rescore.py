@@ -270,12 +270,18 @@ def runs_text(runs: Sequence[Mapping[str, Any]]) -> str:
     lines = []
     for r in runs:
         game = f", game {r['game']}" if r["game"] else ""
+        # (A run not marked as this user's: archive/provenance.py.)
+        elsewhere = "not marked as yours (begun elsewhere, or by an older Tapis)"
         if not r["finished_at"]:
             stored = counted(r.get("stored", 0), "result")
             lines.append(
                 f"run {r['run_id']} ({_opts(r['options'])}{game}): started {r['started_at']}, "
-                f"unfinished (interrupted, or under way); {stored} stored (the same command "
-                "continues it)"
+                f"unfinished (interrupted, or under way); {stored} stored "
+                + (
+                    "(the same command continues it)"
+                    if r.get("here", True)
+                    else f"({elsewhere}: the same command begins a new run)"
+                )
             )
             continue
         state = f"finished {r['finished_at']}"
@@ -285,5 +291,6 @@ def runs_text(runs: Sequence[Mapping[str, Any]]) -> str:
             f"{r['not_replayable']:,} not replayable, {r['scores_changed']:,} scores changed, "
             f"{r['winners_changed']:,} winners changed, {r['no_longer_finished']:,} no longer "
             f"finished, {r['now_finished']:,} now finished"
+            + ("" if r.get("here", True) else f"; {elsewhere}")
         )
     return "\n".join(lines) or "no re-scoring runs"

@@ -3,6 +3,7 @@ working tree, with nothing of the caller's environment but what it is given."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,8 +33,14 @@ def tapis(
         text=True,
         cwd=cwd or ROOT,
         timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **env},
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **_data_home(), **env},
     )
+
+
+def _data_home() -> dict[str, str]:
+    """The run's own data folder (conftest.py `own_data_home`), for the commands too."""
+    home = os.environ.get("XDG_DATA_HOME")
+    return {} if home is None else {"XDG_DATA_HOME": home}
 
 
 # What a child sets itself, first, rather than a `preexec_fn`: with one, the child is forked

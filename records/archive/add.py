@@ -13,7 +13,9 @@ still go in.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +23,13 @@ from typing import Any
 
 import sqlite_utils
 
-from tapis_cartes.records.archive.schema import now, to_json, writing
+from tapis_cartes.records.archive.schema import (
+    CHANGED_ELSEWHERE,
+    now,
+    record_at,
+    to_json,
+    writing,
+)
 from tapis_cartes.records.codec import RecordFileError, decode_record, file_chunks, options_from_pb
 from tapis_cartes.records.executors import Executor, SerialExecutor, map_in_order
 from tapis_cartes.records.rescore import record_scores
@@ -124,6 +132,7 @@ class Checked:
     """What verifying a chunk of envelopes gave: rows to insert and records refused."""
 
     rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # by record id
+    where: dict[str, tuple[str, int]] = field(default_factory=dict)  # its (file, index)
     players: list[tuple[str, int, str]] = field(default_factory=list)
     refused: list[tuple[str, int, str]] = field(default_factory=list)
     untrusted: list[tuple[str, int, str]] = field(default_factory=list)
@@ -167,6 +176,7 @@ def _check(
         out.refused.append((name, index, f"{error} ({error.code})"))
         return
     out.rows[rid] = row
+    out.where[rid] = (name, index)
     out.players.extend(players)
 
 
@@ -200,7 +210,10 @@ def check_task(task: AddTask) -> Checked:
 
 def _insert(db: sqlite_utils.Database, checked: Checked, report: AddReport) -> None:
     """Store a verified chunk in one transaction; records already in the archive are
-    counted as duplicates."""
+    counted as duplicates. A new record's rows of `record_players` left in the archive
+    without it (its record removed by another program) are replaced by its own. A record
+    that SQLite still refuses to store (a constraint of its rows) is refused alone, named:
+    the others of the chunk go in."""
     report.note(checked.refused, checked.untrusted)
     report.duplicates += checked.duplicates
     with writing(db):
@@ -215,15 +228,58 @@ def _insert(db: sqlite_utils.Database, checked: Checked, report: AddReport) -> N
                     f"SELECT record_id FROM records WHERE record_id IN ({marks})", chunk
                 )
             )
-        new = [row for rid, row in checked.rows.items() if rid not in existing]
-        if new:
-            db.conn.executemany(_INSERT_RECORD, new)
-            db.conn.executemany(
-                "INSERT INTO record_players (record_id, seat, name) VALUES (?, ?, ?)",
-                [p for p in checked.players if p[0] not in existing],
-            )
-    report.added += len(new)
+        new = [rid for rid in checked.rows if rid not in existing]
+        players: dict[str, list[tuple[str, int, str]]] = {rid: [] for rid in new}
+        for p in checked.players:
+            if p[0] in players:
+                players[p[0]].append(p)
+        try:
+            with _savepoint(db):
+                _store(db, new, checked, players)
+            added = len(new)
+        except sqlite3.IntegrityError:  # one record's rows, not found at once: one at a time
+            added = 0
+            for rid in new:
+                try:
+                    with _savepoint(db):
+                        _store(db, [rid], checked, players)
+                    added += 1
+                except sqlite3.IntegrityError as exc:
+                    name, index = checked.where[rid]
+                    refusal = f"{record_at(rid)} cannot be stored in the archive: {exc} {CHANGED_ELSEWHERE}"
+                    report.note([(name, index, refusal)], [])
+    report.added += added
     report.duplicates += len(existing)
+
+
+def _store(
+    db: sqlite_utils.Database,
+    rids: list[str],
+    checked: Checked,
+    players: dict[str, list[tuple[str, int, str]]],
+) -> None:
+    """Insert the rows of the records `rids` (new in the archive), their players' rows in
+    place of any the archive holds for them."""
+    db.conn.executemany("DELETE FROM record_players WHERE record_id = ?", [(r,) for r in rids])
+    db.conn.executemany(_INSERT_RECORD, [checked.rows[rid] for rid in rids])
+    db.conn.executemany(
+        "INSERT INTO record_players (record_id, seat, name) VALUES (?, ?, ?)",
+        [p for rid in rids for p in players[rid]],
+    )
+
+
+@contextlib.contextmanager
+def _savepoint(db: sqlite_utils.Database) -> Iterator[None]:
+    """A part of the transaction undone alone when it fails."""
+    db.execute("SAVEPOINT part")
+    try:
+        yield
+    except BaseException:
+        if db.conn.in_transaction:  # (else SQLite undid the whole transaction: a full disk)
+            db.execute("ROLLBACK TO part")
+            db.execute("RELEASE part")
+        raise
+    db.execute("RELEASE part")
 
 
 def add_envelopes(

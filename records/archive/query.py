@@ -25,6 +25,7 @@ from tapis_cartes.records.archive.schema import (
     another_record,
     damaged,
     envelope_too_long,
+    record_at,
     stored,
 )
 from tapis_cartes.records.codec import decode_record
@@ -169,7 +170,7 @@ def iter_records(
     column and the record)."""
     for rowid, rid, *values in selection.rows(db, "rowid, " + ", ".join(SUMMARY_COLUMNS)):
         rid = stored(rid, str, "records.record_id", f"row {rowid}")
-        at = f"record {rid}"
+        at = record_at(rid)
         row = {"record_id": rid}
         for (column, kind), value in zip(_VALUE_KINDS, values, strict=True):
             row[column] = stored(value, kind, f"records.{column}", at)
@@ -183,19 +184,19 @@ def stored_envelope(value: Any, rid: str, length: Any = None) -> pb.RecordEnvelo
     (`value`, `length`: as selected by schema.py's `ENVELOPE`.)"""
     too_long = envelope_too_long(value, length)
     if too_long is not None:
-        raise ArchiveError(f"record {rid}: its stored envelope {too_long} {CHANGED_ELSEWHERE}")
-    stored(value, bytes, "records.envelope", f"record {rid}")
+        raise ArchiveError(f"{record_at(rid)}: its stored envelope {too_long} {CHANGED_ELSEWHERE}")
+    stored(value, bytes, "records.envelope", record_at(rid))
     try:
         env = pb.RecordEnvelope.FromString(value)
         decode_record(env.record)
     except (DecodeError, RecordError) as exc:
         why = "is not a record envelope" if isinstance(exc, DecodeError) else "holds no record"
         raise ArchiveError(
-            f"record {rid}: its stored envelope {why}: {exc} {CHANGED_ELSEWHERE}"
+            f"{record_at(rid)}: its stored envelope {why}: {exc} {CHANGED_ELSEWHERE}"
         ) from None
     other = another_record(env.record, rid)
     if other is not None:
-        raise ArchiveError(f"record {rid}: its stored envelope {other}")
+        raise ArchiveError(f"{record_at(rid)}: its stored envelope {other}")
     return env
 
 

@@ -21,11 +21,13 @@ from typing import Any
 
 import sqlite_utils
 
+from tapis_cartes.records.archive.provenance import is_ours, local_key, mark
 from tapis_cartes.records.archive.query import where_sql
 from tapis_cartes.records.archive.schema import (
     ArchiveError,
     now,
     open_archive,
+    record_at,
     stored,
     to_json,
     writing,
@@ -36,32 +38,64 @@ from tapis_cartes.records.executors import Executor, make_executor
 from tapis_cartes.records.rescore import RescoreSummary
 from tapis_cartes.referee.engine import RulesError, find_game, make_rules
 from tapis_cartes.referee.engine.options import Option
+from tapis_cartes.referee.errors import quoted
 
 __all__ = ["Shard", "check_changes", "rescore", "run_shard", "store_shard"]
 
 
 def _run_for(db: sqlite_utils.Database, options: str, game: str) -> tuple[int, bool]:
-    """The unfinished run with these options (to continue it), or a new one: looked for and
-    made under the archive's write lock, so that the same command run twice at once makes
-    one run, which both continue."""
+    """The unfinished run with these options that this user began (provenance.py), to
+    continue it, or a new one: looked for and made under the archive's write lock, so that
+    the same command run twice at once makes one run, which both continue. An unfinished run
+    begun elsewhere (an archive from someone else: its results are the sender's word) is
+    left as it is."""
+    key = local_key()
     with writing(db):
-        row = db.execute(
-            "SELECT run_id FROM rescore_runs WHERE options = ? AND game = ? "
-            "AND finished_at IS NULL ORDER BY run_id DESC LIMIT 1",
+        for run_id, started_at, made_by in db.execute(
+            "SELECT run_id, started_at, made_by FROM rescore_runs WHERE options = ? AND game = ? "
+            "AND finished_at IS NULL ORDER BY run_id DESC",
             [options, game],
-        ).fetchone()
-        if row is not None:
-            return int(row[0]), True
+        ):
+            if is_ours(key, run_id, options, game, started_at, made_by):
+                return int(run_id), True
         # A new id, above every run's and every result's: the id of a run removed (its
         # command failed) is never given again, to results it may have left or not.
-        cur = db.execute(
-            "INSERT INTO rescore_runs (run_id, options, game, started_at) VALUES (1 + max("
-            "coalesce((SELECT max(run_id) FROM rescore_runs), 0), "
-            "coalesce((SELECT max(run_id) FROM rescore_results), 0)), ?, ?, ?)",
-            [options, game, now()],
+        run_id = 1 + _last_run_id(db)
+        started_at = now()
+        db.execute(
+            "INSERT INTO rescore_runs (run_id, options, game, started_at, made_by) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [
+                run_id,
+                options,
+                game,
+                started_at,
+                None if key is None else mark(key, run_id, options, game, started_at),
+            ],
         )
-    assert cur.lastrowid is not None
-    return int(cur.lastrowid), False
+    return run_id, False
+
+
+def _last_run_id(db: sqlite_utils.Database) -> int:
+    """The largest run id of the runs and the results (0 for none). `ArchiveError` when it
+    is no id or the largest SQLite holds (no run can be numbered after it)."""
+    last = 0
+    for table in ("rescore_runs", "rescore_results"):
+        (top,) = db.execute(f"SELECT max(run_id) FROM {table}").fetchone()
+        if top is None:
+            continue
+        if not isinstance(top, int) or top >= _MAX_ID:
+            raise ArchiveError(
+                f"the archive's {table}.run_id holds {quoted(top, 40)}, "
+                + ("not a run id" if not isinstance(top, int) else "the largest id SQLite holds")
+                + ": no new re-scoring run can be numbered (was the file changed by another "
+                "program?)"
+            )
+        last = max(last, top)
+    return last
+
+
+_MAX_ID = 2**63 - 1  # SQLite's largest integer
 
 
 def store_shard(db: sqlite_utils.Database, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -148,8 +182,15 @@ def check_changes(
     """`ArchiveError` when the changed options do not hold for a game and ruleset selected
     (an unknown option, a wrong value): such a run would refuse every record."""
     where, params = where_sql(game)
-    for g, ruleset, count in db.execute(RULE_SETS.format(where=where), params):
-        at = "a record"  # (a rule set is that of many records)
+    sets = list(db.execute(RULE_SETS.format(where=where), params))
+    for g, ruleset, count in sets:
+        # A record of this rule set, for the messages (a rule set is that of many records).
+        one = db.execute(
+            "SELECT record_id FROM records WHERE game = ? AND ruleset = ? AND player_count = ? "
+            "LIMIT 1",
+            [g, ruleset, count],
+        ).fetchone()
+        at = record_at(one[0]) if one else "a record"
         stored(g, str, "records.game", at)
         stored(ruleset, str, "records.ruleset", at)
         stored(count, int, "records.player_count", at)
@@ -159,17 +200,13 @@ def check_changes(
             try:
                 make_rules(g, ruleset or None, {}, count)
             except RulesError as own:  # not the changes: the summary holds no rule set
-                one = db.execute(
-                    "SELECT record_id FROM records WHERE game = ? AND ruleset = ? "
-                    "AND player_count = ? LIMIT 1",
-                    [g, ruleset, count],
-                ).fetchone()
-                at = f"record {one[0]}" if one else at
                 raise ArchiveError(
                     f"the archive's records.game, ruleset and player_count of {at} "
                     f"({g!r}, {ruleset!r}, {count}) are no rule set of Tapis: {own} (was the "
                     "file changed by another program?)"
                 ) from None
+            if len(sets) == 1:  # the changes do not hold for the one rule set chosen
+                raise ArchiveError(f"{g} ({ruleset}): {exc}") from None
             hint = (
                 "--game chooses the records of one game"
                 if game is None

@@ -12,8 +12,10 @@ Scores are stored as JSON lists, one list per seat of the game's units (`[[26], 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from tapis_cartes.records.codec import MAX_ENVELOPE, record_id
 from tapis_cartes.records.strict import played_at_key
-from tapis_cartes.referee.errors import ArchiveError, sqlite_trouble
+from tapis_cartes.referee.errors import ArchiveError, quoted, sqlite_trouble
 
 if TYPE_CHECKING:  # imported where an archive is opened: a re-scoring worker never loads it
     import sqlite_utils
@@ -46,6 +48,7 @@ __all__ = [
     "now",
     "open_archive",
     "read_text",
+    "record_at",
     "schema_version",
     "stored",
     "to_json",
@@ -142,6 +145,17 @@ def to_json(value: Any) -> str:
         if not text.strip("[]-0123456789,"):  # anything else keeps a character of its own
             return text
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+_RECORD_ID = re.compile(r"[0-9a-f]{64}")
+
+
+def record_at(rid: Any) -> str:
+    """How a message names a record by the id stored for it: as it is when it is an id Tapis
+    makes (64 hex digits), else quoted (a line break or a terminal's escape stored there
+    would make a line, or worse, of its own)."""
+    shown = rid if isinstance(rid, str) and _RECORD_ID.fullmatch(rid) else quoted(rid, 80)
+    return f"record {shown}"
 
 
 def _shown(value: Any) -> str:
@@ -281,22 +295,29 @@ def open_archive(
     SQLite makes its write-ahead log beside it) is an `ArchiveError` saying so when the
     command `writes` (by default: when it may `create` the archive; `archive add`, `rescore`).
     Else it is opened read-only, so that `query`, `show`, `runs` and `export` read an archive
-    on a read-only medium; its schema must then be current (a migration writes). An archive
-    that can be written is opened for writing, as always: its schema brought to the current
-    version by any command."""
+    on a read-only medium; its schema must then be current (a migration writes). The file is
+    read and checked as it is (`_check_objects`) before anything is written to it; then a
+    command that `writes` switches it to the write-ahead log (one that only reads leaves its
+    journal as it is), and any command brings the schema of an archive it can write to the
+    current version."""
     import sqlite_utils
 
     p = Path(path)
     _check_path(p, create)
+    writes = create if writes is None else writes
     cannot_write = _cannot_write(p)
-    if (create if writes is None else writes) and cannot_write:
+    if writes and cannot_write:
         raise ArchiveError(f"{p}: the archive cannot be written: {cannot_write}")
     db = None
     try:
+        # Read and checked as it is first, by a plain connection: its journal mode and its
+        # version are changed (WAL, a migration) only after the checks, and only by a command
+        # that writes it; a command that only reads changes nothing in the file.
         db = sqlite_utils.Database(_read_only(p) if cannot_write else sqlite3.connect(p))
         db.conn.text_factory = read_text
         # (`--since`/`--until`: records/archive/query.py; not text is no instant)
         db.conn.create_function("played_at_key", 1, _played_at_key, deterministic=True)
+        db.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
         tables = db.table_names()
         if tables and not set(tables) & set(_TABLES):  # another program's file: left as is
             shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
@@ -308,18 +329,18 @@ def open_archive(
         # No text or blob above a record's bound: a value made by the file itself (a
         # generated column, a function's result) is an error, not gigabytes.
         db.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE)
-        db.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
-        if not cannot_write:
+        version = _known_version(db, p)
+        _check_objects(db, p, version)  # (before a migration writes: a trigger would run)
+        if writes:
             _waiting(db.conn, "PRAGMA journal_mode=WAL")
-        _check_objects(db, p)  # (before a migration writes: a trigger would run)
         if not cannot_write:
-            migrate(db, p)
-        elif _known_version(db, p) < SCHEMA_VERSION:
+            migrate(db, p)  # (by any command: what the readers select is the current schema's)
+        elif version < SCHEMA_VERSION:
             raise ArchiveError(
-                f"{p}: the archive needs upgrading (schema version {schema_version(db)}, this"
-                f" Tapis's is {SCHEMA_VERSION}), which writes it, and it cannot be written"
-                f" here: {cannot_write} (run any `tapis archive` command on it, or on a copy,"
-                " once where it can be written: that upgrades it)"
+                f"{p}: the archive needs upgrading (schema version {version}, this Tapis's"
+                f" is {SCHEMA_VERSION}), which writes it, and it cannot be written here:"
+                f" {cannot_write} (run any `tapis archive` command on it, or on a copy, once"
+                " where it can be written: that upgrades it)"
             )
     except ArchiveError:
         if db is not None:
@@ -416,10 +437,14 @@ def envelope_too_long(value: Any, length: Any) -> str | None:
     return f"is {length:,} bytes long, more than a record holds ({MAX_ENVELOPE:,})"
 
 
-def _check_objects(db: sqlite_utils.Database, path: Path) -> None:
+def _check_objects(db: sqlite_utils.Database, path: Path, version: int) -> None:
     """`ArchiveError` when the archive holds what Tapis never makes there: a view or a
-    trigger (a query or a write of Tapis would run it: it may never end), a virtual table, or
-    a generated or hidden column (its value is made when read, of any size)."""
+    trigger (a query or a write of Tapis would run it: it may never end), a virtual table, a
+    generated or hidden column (its value is made when read, of any size), or a table or
+    index of Tapis's tables whose SQL is not what Tapis makes (`_not_made`). Read before any
+    write: SQLite evaluates an index's expression or `WHERE`, a `CHECK`, a column's
+    `DEFAULT` on each row Tapis writes, and a column named `rowid`, a table without rowid or
+    without its primary key change what Tapis's queries read."""
     for kind, name, sql in db.execute("SELECT type, name, sql FROM sqlite_master"):
         if kind in ("view", "trigger") or (
             kind == "table" and not str(sql or "").upper().startswith("CREATE TABLE")
@@ -436,6 +461,133 @@ def _check_objects(db: sqlite_utils.Database, path: Path) -> None:
                     f"{path}: the archive's {table}.{row[1]} is a generated column, which"
                     " Tapis never makes (was the file changed by another program?)"
                 )
+    _not_made(db, path, version)
+
+
+# A token of SQL as SQLite reads it (`_tokens`): space and comments, a quoted name or text,
+# a word, or one other character.
+_TOKEN = re.compile(
+    r"""(?P<space>\s+|--[^\n]*|/\*.*?(?:\*/|\Z))
+    |(?P<quoted>'(?:[^']|'')*'|"(?:[^"]|"")*"|`(?:[^`]|``)*`|\[[^\]]*\])
+    |(?P<word>\w+)
+    |.""",
+    re.S | re.X,
+)
+
+
+def _tokens(sql: str) -> tuple[str, ...]:
+    """The SQL of a table or an index as compared with Tapis's own: its tokens, without
+    space or comments, words in capitals (SQLite reads names and keywords so), and without
+    a column's `REFERENCES table(column)` (the first archives were made without them, and
+    SQLite does not enforce them: Tapis never turns foreign keys on)."""
+    out: list[str] = []
+    for m in _TOKEN.finditer(sql):
+        if m.lastgroup != "space":
+            out.append(m.group().upper() if m.lastgroup == "word" else m.group())
+        if len(out) >= 5 and out[-5] == "REFERENCES" and out[-3:-2] == ["("] and out[-1] == ")":
+            del out[-5:]
+    return tuple(out)
+
+
+def _tapis_objects(db: sqlite_utils.Database) -> dict[str, tuple[str, str, str]]:
+    """The tables of an archive (`_TABLES`) and the indexes on them that have SQL (not those
+    SQLite makes for a key), by name in lower case: (type, name, SQL)."""
+    marks = ", ".join("?" * len(_TABLES))
+    return {
+        name.lower(): (kind, name, sql)
+        for kind, name, sql in db.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'index') AND"
+            f" lower(tbl_name) IN ({marks}) AND sql IS NOT NULL ORDER BY type = 'index'",
+            _TABLES,
+        )
+    }
+
+
+@functools.cache
+def _made_by_tapis() -> dict[str, tuple[str, ...]]:
+    """What the migrations make in a new archive: the SQL of each table and index, by name
+    (`_tapis_objects`), as `_tokens`."""
+    import sqlite_utils
+
+    db = sqlite_utils.Database(memory=True)
+    for _, step in MIGRATIONS:
+        step(db)
+    return {name: _tokens(sql) for name, (_, _, sql) in _tapis_objects(db).items()}
+
+
+def _not_made(db: sqlite_utils.Database, path: Path, version: int) -> None:
+    """`ArchiveError` naming a table or index of the archive's tables whose SQL is not what
+    Tapis makes. The archive's own are made again in an empty database in memory (nothing
+    written to the file, no row to evaluate anything on) and brought there to the current
+    version by the migrations of `version` on, then compared with those of a new archive:
+    an archive of any earlier version that Tapis made compares equal, and an extra index,
+    an index on an expression or with `WHERE`, a `CHECK`, a `DEFAULT` that is not Tapis's,
+    a column more (`rowid`), a table `WITHOUT ROWID` or without its primary key do not.
+    (An object missing is not refused here: a query that needs it names it.)"""
+    import sqlite_utils
+
+    held = _tapis_objects(db)
+    if not held:
+        return
+    copy = sqlite_utils.Database(memory=True)
+    try:
+        for kind, name, sql in held.values():  # (tables first)
+            try:
+                copy.execute(sql)
+            except sqlite3.Error as exc:
+                raise ArchiveError(
+                    f"{path}: the archive's {kind} {name!r} is not as Tapis makes it:"
+                    f" {_shown(sql)} ({exc}) {CHANGED_ELSEWHERE}"
+                ) from None
+        copy.execute(f"PRAGMA user_version = {version}")
+        try:
+            for _, step in MIGRATIONS[version:]:
+                step(copy)
+        except sqlite3.Error as exc:
+            raise ArchiveError(
+                f"{path}: the archive's tables cannot be brought to this Tapis's schema"
+                f" ({exc}): they are not as Tapis makes them {CHANGED_ELSEWHERE}"
+            ) from None
+        made = _made_by_tapis()
+        for key, (_, _, sql) in _tapis_objects(copy).items():
+            kind, name, own_sql = held.get(key, ("object", key, sql))  # (as the archive has it)
+            ours = made.get(key)
+            if ours is None:
+                raise ArchiveError(
+                    f"{path}: the archive holds {_a(kind)} {name!r}, which Tapis never makes:"
+                    f" {_shown(own_sql)} {CHANGED_ELSEWHERE}"
+                )
+            differs = _first_difference(ours, _tokens(sql))
+            if differs is not None:
+                theirs, tapis = differs
+                raise ArchiveError(
+                    f"{path}: the archive's {kind} {name!r} is not as Tapis makes it: it has"
+                    f" {_shown(theirs)} where Tapis's has {_shown(tapis)} {CHANGED_ELSEWHERE}"
+                )
+    finally:
+        copy.close()
+
+
+def _first_difference(ours: tuple[str, ...], theirs: tuple[str, ...]) -> tuple[str, str] | None:
+    """Where the archive's SQL of an object (`theirs`, as `_tokens`) first differs from
+    Tapis's (`ours`): a few tokens of each from there; None when it is Tapis's with some
+    `NOT NULL` left out (as another program may, to store a NULL: nothing is evaluated for
+    it, and every value read is checked where it is decoded)."""
+    i = j = 0
+    while i < len(ours) or j < len(theirs):
+        if i < len(ours) and j < len(theirs) and ours[i] == theirs[j]:
+            i, j = i + 1, j + 1
+        elif ours[i : i + 2] == ("NOT", "NULL"):
+            i += 2
+        else:
+            return " ".join(theirs[j : j + 6]) or "(its end)", " ".join(
+                ours[i : i + 6]
+            ) or "(its end)"
+    return None
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
 def schema_version(db: sqlite_utils.Database) -> int:
@@ -546,10 +698,19 @@ def _rule_sets_index(db: sqlite_utils.Database) -> None:
     )
 
 
+def _made_by_column(db: sqlite_utils.Database) -> None:
+    """Version 4: the mark of the user who began a re-scoring run (provenance.py): a run is
+    continued only by its own user. The runs of an older archive have none: an unfinished one
+    is not continued (a new run begins)."""
+    if "made_by" not in db["rescore_runs"].columns_dict:
+        db.execute("ALTER TABLE rescore_runs ADD COLUMN made_by TEXT")
+
+
 # The migrations, in order: MIGRATIONS[v] brings an archive of version v to version v + 1.
 MIGRATIONS: tuple[tuple[int, Callable[[sqlite_utils.Database], None]], ...] = (
     (1, _tables),
     (2, _finish_columns),
     (3, _rule_sets_index),
+    (4, _made_by_column),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -15,6 +15,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from tapis_cartes.records.archive.schema import (
+    CHANGED_ELSEWHERE,
     ENVELOPE,
     MAX_VALUE,
     another_record,
@@ -68,19 +69,26 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
     """Read the shard's records from the archive (read-only), re-score them, and return the
     `rescore_results` rows. `ArchiveError` when the archive cannot be read, or when its
     records table lacks records its index lists (a damaged file: a run must not count
-    them as none)."""
+    them as none). A row that cannot be read as a record (its id not text, or longer than
+    an archive holds) is one result, not replayable (`record:id`), under a stand-in id
+    (`_stand_in`): the others are re-scored, and the run can finish."""
     uri = Path(shard.db_path).as_uri() + "?mode=ro"
     game, params = ("game = ?", [shard.game]) if shard.game else ("1", [])
     where = f"WHERE {game} AND rowid BETWEEN ? AND ? AND {NOT_DONE}"
     args = [*params, shard.lo, shard.hi, shard.run_id]
+    changes = dict(shard.changes)
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=30)
         conn.text_factory = read_text  # (as open_archive's)
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE)  # (as open_archive's)
         try:
-            rows = conn.execute(
-                f"SELECT rowid, record_id, {ENVELOPE} FROM records {where} ORDER BY rowid", args
-            ).fetchall()
+            select = f"SELECT rowid, record_id, {ENVELOPE} FROM records"
+            try:
+                rows = conn.execute(f"{select} {where} ORDER BY rowid", args).fetchall()
+            except sqlite3.Error as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_TOOBIG:
+                    raise
+                rows = _one_by_one(conn, select, game, [*params, shard.lo, shard.hi], shard.run_id)
             # Fewer than listed: listed again from the index, whose rows SQLite then looks up in
             # the table, and finds missing (the damage, said as SQLite's error); fewer may also
             # have been done meanwhile by the same run elsewhere, and are not listed again.
@@ -89,6 +97,15 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
                 listed = len(
                     conn.execute(f"SELECT rowid FROM records {_LISTED} {where}", args).fetchall()
                 )
+            results = []
+            for n, rid, env, length in rows:
+                unusable = _unusable_id(rid, n)
+                rescored = (
+                    _rescored(rid, env, changes, length)
+                    if unusable is None
+                    else _not_replayable(_stand_in(conn, n), "id", unusable)
+                )
+                results.append(result_row(shard.run_id, rescored))
         finally:
             conn.close()
     except sqlite3.Error as exc:
@@ -105,16 +122,57 @@ def run_shard(shard: Shard) -> list[tuple[Any, ...]]:
             shard.db_path,
             f"its records table gave {len(rows)} of the {listed} records its index lists",
         )
-    changes = dict(shard.changes)
-    run_id = shard.run_id
-    # A record id that is not text (NULL) is no record a result can be stored for: the run stops.
-    return [
-        result_row(
-            run_id,
-            _rescored(stored(rid, str, "records.record_id", f"row {n}"), env, changes, length),
+    return results
+
+
+# A record id SQLite would not read (longer than `MAX_VALUE`), in a row `_one_by_one` gives.
+_UNREADABLE = object()
+
+
+def _one_by_one(
+    conn: sqlite3.Connection, select: str, game: str, args: list[Any], run_id: int
+) -> list[tuple[Any, ...]]:
+    """The shard's rows (`select`), read one at a time: a value in one of them is longer than
+    SQLite reads here (`MAX_VALUE`), which failed the reading of the whole shard. Its row is
+    given with the record id `_UNREADABLE`."""
+    rows: list[tuple[Any, ...]] = []
+    for (n,) in conn.execute(
+        f"SELECT rowid FROM records WHERE {game} AND rowid BETWEEN ? AND ? ORDER BY rowid", args
+    ).fetchall():
+        try:
+            rows += conn.execute(f"{select} WHERE rowid = ? AND {NOT_DONE}", [n, run_id])
+        except sqlite3.Error as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_TOOBIG:
+                raise
+            rows.append((n, _UNREADABLE, None, None))
+    return rows
+
+
+def _unusable_id(rid: Any, rowid: int) -> str | None:
+    """Why the record id `rid` read in row `rowid` is no record's id (NULL, not text, too
+    long to be read), naming the row and the column; None when it is text."""
+    if rid is _UNREADABLE:
+        return (
+            f"the archive's records.record_id of row {rowid} is longer than an archive holds"
+            f" ({MAX_VALUE:,} bytes) {CHANGED_ELSEWHERE}"
         )
-        for n, rid, env, length in rows
-    ]
+    try:
+        stored(rid, str, "records.record_id", f"row {rowid}")
+    except ArchiveError as exc:
+        return str(exc)
+    return None
+
+
+def _stand_in(conn: sqlite3.Connection, rowid: int) -> str:
+    """The id a result of the row `rowid` is stored under when the row's own record id is
+    none (NULL, not text, too long to read): "(records row N)", which no record's id is (an
+    id is 64 hexadecimal digits; one changed to this text by another program too is looked
+    up, and passed with "'"). The same for the same row in every shard and every run, so
+    that a run continued replaces its result, and the run's results number its records."""
+    key = f"(records row {rowid})"
+    while conn.execute("SELECT 1 FROM records WHERE record_id = ?", [key]).fetchone():
+        key += "'"
+    return key
 
 
 def _rescored(rid: str, envelope: Any, changes: dict[str, Option], length: Any = None) -> Rescored:

@@ -7,6 +7,7 @@ from typing import Any
 
 import sqlite_utils
 
+from tapis_cartes.records.archive.provenance import is_ours, local_key
 from tapis_cartes.records.archive.schema import (
     FIRST_DIFF,
     NAMES,
@@ -16,6 +17,7 @@ from tapis_cartes.records.archive.schema import (
     ArchiveError,
     Shape,
     now,
+    record_at,
     stored,
 )
 from tapis_cartes.referee.engine import RulesError, find_game
@@ -100,7 +102,7 @@ def summarize(db: sqlite_utils.Database, run_id: int, finish: bool) -> dict[str,
         "AND status NOT IN (?, ?) LIMIT 1",
         [run_id, *STATUSES],
     ):
-        stored(status, STATUSES, "rescore_results.status", f"record {rid} (run {run_id})")
+        stored(status, STATUSES, "rescore_results.status", f"{record_at(rid)} (run {run_id})")
     counts = db.execute(
         "SELECT count(*), "
         "coalesce(sum(status = 'ok'), 0), "
@@ -113,6 +115,28 @@ def summarize(db: sqlite_utils.Database, run_id: int, finish: bool) -> dict[str,
         [run_id],
     ).fetchone()
     total, scored, refused, changed, winners, unfinished, finished = (int(x) for x in counts)
+    # Everything read before the run is marked finished: a read that fails (a damaged
+    # archive) leaves it unfinished.
+    samples = []
+    for row in db.query(
+        "SELECT r.record_id, r.old_scores, r.new_scores, r.old_winners, r.new_winners, "
+        "r.first_diff, records.game, records.players AS names "
+        "FROM rescore_results r JOIN records USING (record_id) "
+        "WHERE r.run_id = ? AND r.status = 'ok' AND r.new_scores != r.old_scores "
+        "ORDER BY records.rowid LIMIT 5",
+        [run_id],
+    ):
+        samples.append(
+            _checked(row, "rescore_results", f"{record_at(row['record_id'])} (run {run_id})")
+        )
+    refusals = {
+        rule: int(n)
+        for rule, n in db.execute(
+            "SELECT rule, count(*) FROM rescore_results WHERE run_id = ? AND status != 'ok' "
+            "GROUP BY rule ORDER BY count(*) DESC, rule",
+            [run_id],
+        )
+    }
     with db.atomic():
         db.execute(
             "UPDATE rescore_runs SET total = ?, scored = ?, not_replayable = ?, "
@@ -130,26 +154,6 @@ def summarize(db: sqlite_utils.Database, run_id: int, finish: bool) -> dict[str,
                 run_id,
             ],
         )
-    samples = []
-    for row in db.query(
-        "SELECT r.record_id, r.old_scores, r.new_scores, r.old_winners, r.new_winners, "
-        "r.first_diff, records.game, records.players AS names "
-        "FROM rescore_results r JOIN records USING (record_id) "
-        "WHERE r.run_id = ? AND r.status = 'ok' AND r.new_scores != r.old_scores "
-        "ORDER BY records.rowid LIMIT 5",
-        [run_id],
-    ):
-        samples.append(
-            _checked(row, "rescore_results", f"record {row['record_id']} (run {run_id})")
-        )
-    refusals = {
-        rule: int(n)
-        for rule, n in db.execute(
-            "SELECT rule, count(*) FROM rescore_results WHERE run_id = ? AND status != 'ok' "
-            "GROUP BY rule ORDER BY count(*) DESC, rule",
-            [run_id],
-        )
-    }
     return {
         "total": total,
         "scored": scored,
@@ -170,19 +174,29 @@ _RUN_COLUMNS = (
 
 
 def list_runs(db: sqlite_utils.Database) -> list[dict[str, Any]]:
-    """The re-scoring runs kept in the archive, oldest first. An unfinished run was
-    interrupted: its counts are those of its last summary, if any, and `stored` says how
-    many of its results are stored."""
-    out = []
-    for row in db.query(f"SELECT {_RUN_COLUMNS} FROM rescore_runs ORDER BY run_id"):
-        run = _checked(row, "rescore_runs", f"run {row['run_id']}")
-        if run["finished_at"] is None:  # its counts are not made yet: the results stored
-            ((stored,),) = db.execute(
-                "SELECT count(*) FROM rescore_results WHERE run_id = ?", [run["run_id"]]
-            ).fetchall()
-            run["stored"] = int(stored)
-        out.append(run)
-    return out
+    """The re-scoring runs kept in the archive, oldest first (`_run`)."""
+    key = local_key(make=False)
+    return [
+        _run(db, row, key)
+        for row in db.query(f"SELECT {_RUN_COLUMNS}, made_by FROM rescore_runs ORDER BY run_id")
+    ]
+
+
+def _run(db: sqlite_utils.Database, row: dict[str, Any], key: bytes | None) -> dict[str, Any]:
+    """A run's row, checked; `here`: whether this user began it (provenance.py: else its
+    results are only what the file says, and an unfinished one is not continued). An
+    unfinished run was interrupted: its counts are those of its last summary, if any, and
+    `stored` says how many of its results are stored."""
+    made_by = row.pop("made_by")
+    here = is_ours(key, row["run_id"], row["options"], row["game"], row["started_at"], made_by)
+    run = _checked(row, "rescore_runs", f"run {row['run_id']}")
+    run["here"] = here
+    if run["finished_at"] is None:  # its counts are not made yet: the results stored
+        ((stored,),) = db.execute(
+            "SELECT count(*) FROM rescore_results WHERE run_id = ?", [run["run_id"]]
+        ).fetchall()
+        run["stored"] = int(stored)
+    return run
 
 
 def run_results(
@@ -191,13 +205,15 @@ def run_results(
     """A run and its per-record results (JSON decoded), in archive order; with `changed`,
     only the records whose scores, winners or finish changed, or that were not replayable.
     `ArchiveError` when there is no such run."""
-    run = next(
-        iter(db.query(f"SELECT {_RUN_COLUMNS} FROM rescore_runs WHERE run_id = ?", [run_id])),
+    row = next(
+        iter(
+            db.query(f"SELECT {_RUN_COLUMNS}, made_by FROM rescore_runs WHERE run_id = ?", [run_id])
+        ),
         None,
     )
-    if run is None:
+    if row is None:
         raise ArchiveError(f"no re-scoring run {run_id} in the archive")
-    run = _checked(run, "rescore_runs", f"run {run_id}")
+    run = _run(db, row, local_key(make=False))
     sql = (
         "SELECT r.record_id, r.status, r.rule, r.detail, r.old_scores, r.new_scores, "
         "r.old_winners, r.new_winners, r.old_finished, r.new_finished, r.first_diff, "
@@ -216,7 +232,7 @@ def run_results(
         params.append(limit)
     results = []
     for row in db.query(sql, params):
-        row = _checked(row, "rescore_results", f"record {row['record_id']} (run {run_id})")
+        row = _checked(row, "rescore_results", f"{record_at(row['record_id'])} (run {run_id})")
         for key in ("old_finished", "new_finished"):
             row[key] = None if row[key] is None else bool(row[key])
         results.append(row)

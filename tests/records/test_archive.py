@@ -353,7 +353,8 @@ def test_rescore_of_a_record_whose_bytes_were_changed_in_the_file(
 def test_a_json_column_changed_by_hand_is_a_clear_error(archive: Path, tmp_path: Path) -> None:
     """The archive's own JSON columns (a record's players, a run's results), changed by
     another program: the commands that read them say which column of which row is not what
-    Tapis stores (exit 2), never a traceback; a re-score's results are stored first."""
+    Tapis stores (exit 2), never a traceback; a re-score's results are stored first, and
+    its run left unfinished (its summary could not be read whole)."""
     db = copy_of(archive, tmp_path)
     conn = sqlite3.connect(db)
     with conn:
@@ -365,7 +366,7 @@ def test_a_json_column_changed_by_hand_is_a_clear_error(archive: Path, tmp_path:
         assert "records.players of record " in done.stderr and "'not json'" in done.stderr
         assert "Traceback" not in done.stderr
     ((run_id, finished),) = rows(db, "SELECT run_id, finished_at FROM rescore_runs")
-    assert finished is not None
+    assert finished is None
     assert rows(db, "SELECT count(*) FROM rescore_results WHERE run_id = ?", run_id) == [(N,)]
     conn = sqlite3.connect(db)
     with conn:
@@ -438,6 +439,91 @@ def test_interrupted_rescore_continues(
     want = expected_counts(corpus)
     assert {k: got[k] for k in want} == want
     assert rows(db, "SELECT count(*) FROM rescore_runs WHERE finished_at IS NOT NULL") == [(1,)]
+
+
+def test_an_unfinished_run_of_someone_elses_archive_is_not_taken_as_done(
+    archive: Path, corpus: list[pb.RecordEnvelope], tmp_path: Path
+) -> None:
+    """An archive from someone else held an unfinished run with the very options about to be
+    re-scored, and results made up for it (and for records it does not hold): `rescore`
+    continued it, reporting the sender's scores as its own (300 of 300 "changed", or 5,300
+    records of an archive of 300). A run is continued only when it bears its user's mark."""
+    db = copy_of(archive, tmp_path)
+    sender = {"XDG_DATA_HOME": str(tmp_path / "sender")}
+    stopped = tapis(
+        "archive", "rescore", db, *SET, "--workers", "1", setup=STOP_AFTER_ONE_SHARD, **sender
+    )
+    assert stopped.returncode == 130, stopped.stderr
+    ((theirs,),) = rows(db, "SELECT run_id FROM rescore_runs")
+    with sqlite3.connect(db) as conn:  # the sender's results: made up
+        conn.execute(
+            "UPDATE rescore_results SET new_scores = '[[0],[0],[0],[999]]', first_diff = NULL"
+        )
+        conn.executemany(
+            "INSERT INTO rescore_results (run_id, record_id, status, rule, detail, old_scores, "
+            "new_scores, old_winners, new_winners) VALUES (?, ?, 'ok', '', '', '[[1]]', "
+            "'[[2]]', '[0]', '[1]')",
+            [(theirs, f"{i:064x}") for i in range(50)],
+        )
+    listed = tapis("archive", "runs", db)
+    assert (
+        "not marked as yours (begun elsewhere, or by an older Tapis): the same command "
+        "begins a new run" in listed.stdout
+    ), listed.stdout
+    done = tapis("archive", "rescore", db, *SET, "--workers", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["run_id"] != theirs and got["resumed"] == 0 and got["total"] == N
+    want = expected_counts(corpus)
+    assert {k: got[k] for k in want} == want
+    # Theirs is left as it was; the sender continues it, as its own.
+    assert rows(db, "SELECT finished_at FROM rescore_runs WHERE run_id = ?", theirs) == [(None,)]
+    again = tapis("archive", "rescore", db, *SET, "--workers", "1", "--json", **sender)
+    assert again.returncode == 0 and json.loads(again.stdout)["run_id"] == theirs, again.stderr
+    # `runs RUN_ID` of an unfinished run counts its results (it said 0).
+    stopped = tapis(
+        "archive", "rescore", db, "--set", "moon_mode=add_to_others", setup=STOP_AFTER_ONE_SHARD
+    )
+    ((mine, partial),) = rows(
+        db,
+        "SELECT run_id, (SELECT count(*) FROM rescore_results r WHERE r.run_id = u.run_id) "
+        "FROM rescore_runs u WHERE finished_at IS NULL",
+    )
+    shown = tapis("archive", "runs", db, str(mine))
+    assert f"{partial} results stored (the same command continues it)" in shown.stdout, shown.stdout
+
+
+def test_a_run_id_past_what_sqlite_holds_is_named(archive: Path, tmp_path: Path) -> None:
+    db = copy_of(archive, tmp_path)
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO rescore_runs (run_id, options, game, started_at, finished_at) "
+            "VALUES (9223372036854775807, '{}', '', '2026-01-01T00:00:00Z', "
+            "'2026-01-01T00:00:01Z')"
+        )
+    done = tapis("archive", "rescore", db, *SET)
+    assert done.returncode == 2
+    assert "rescore_runs.run_id holds 9223372036854775807, the largest id SQLite holds" in (
+        done.stderr
+    ), done.stderr
+    assert rows(db, "SELECT count(*) FROM rescore_runs") == [(1,)]
+
+
+def test_rescore_refusals_name_a_record_and_give_no_wrong_hint(
+    archive: Path, tmp_path: Path
+) -> None:
+    db = copy_of(archive, tmp_path)
+    # One rule set chosen: a value out of range is said alone (it added "an option of one
+    # ruleset cannot be changed where records of another are chosen too").
+    done = tapis("archive", "rescore", db, "--set", "end_threshold=-1", "--game", "hearts")
+    assert done.returncode == 2
+    assert "-1 is not allowed" in done.stderr and "chosen too" not in done.stderr, done.stderr
+    ((rid,),) = rows(db, "SELECT record_id FROM records WHERE rowid = 2")
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE records SET player_count = 'four' WHERE rowid = 2")
+    done = tapis("archive", "rescore", db, *SET)
+    assert done.returncode == 2
+    assert f"records.player_count of record {rid} is 'four'" in done.stderr, done.stderr
 
 
 def test_corpus_script_writes_a_file_and_an_archive(tmp_path: Path) -> None:

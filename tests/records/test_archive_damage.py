@@ -299,13 +299,26 @@ def test_rescore_counts_a_bad_envelope_as_not_replayable(
 # --- SQLite's own errors --------------------------------------------------------------------
 
 
+def _empty_records_root(db: Path) -> None:
+    """The records table's root page overwritten with an empty leaf: the table reads as
+    empty, without an error of SQLite, while its indexes still list every record."""
+    ((page_size,),) = rows(db, "PRAGMA page_size")
+    ((root,),) = rows(db, "SELECT rootpage FROM sqlite_master WHERE name = 'records'")
+    with db.open("r+b") as f:
+        f.seek((root - 1) * page_size)
+        f.write(bytes([0x0D, 0, 0, 0, 0, 0, page_size >> 8 & 0xFF, 0]))  # no cell
+
+
 def test_a_failed_rescore_leaves_no_run_behind(archive: Path, tmp_path: Path) -> None:
-    """A record id of NULL: no result can be stored for it, the run fails before storing any;
-    it is not left as an "interrupted" run of no record."""
-    db = changed(archive, tmp_path, "UPDATE records SET record_id = NULL WHERE rowid = 1")
+    """The records table unreadable to the workers (its root page emptied: they find fewer
+    records than its indexes list): the run fails before storing any result; it is not left
+    as an "interrupted" run of no record. (A record id of NULL no longer fails a run: it is
+    one result, not replayable; test_archive_hostile.py.)"""
+    db = copy_of(archive, tmp_path)
+    _empty_records_root(db)
     before = rows(db, "SELECT * FROM rescore_runs")
     done = tapis("archive", "rescore", db, "--set", "end_threshold=50", "--workers", "1")
-    refused(done, "records.record_id of row 1 is NULL")
+    refused(done, "the archive is damaged")
     assert rows(db, "SELECT * FROM rescore_runs") == before
 
 
@@ -368,11 +381,7 @@ def test_a_records_table_emptied_by_damage_is_not_read_as_empty(
     # an error of SQLite, while its indexes still list every record. A re-scoring stored a
     # finished run of 0 records; a query and an export said "0 records".
     db = copy_of(archive, tmp_path)
-    ((page_size,),) = rows(db, "PRAGMA page_size")
-    ((root,),) = rows(db, "SELECT rootpage FROM sqlite_master WHERE name = 'records'")
-    with db.open("r+b") as f:
-        f.seek((root - 1) * page_size)
-        f.write(bytes([0x0D, 0, 0, 0, 0, 0, page_size >> 8 & 0xFF, 0]))  # no cell
+    _empty_records_root(db)
     runs = rows(db, "SELECT * FROM rescore_runs")
     out = tmp_path / "out.tapis"
     args = [a.format(out=out) for a in command]

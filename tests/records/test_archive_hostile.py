@@ -7,6 +7,7 @@ and changed with SQLite; each command runs as a real subprocess."""
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import subprocess
 import sys
@@ -399,3 +400,285 @@ def test_an_add_of_files_none_of_which_can_be_read_makes_no_archive(
     assert done.returncode == 2, done.stderr
     assert "1 added" in done.stdout and "typo.tapis: No such file or directory" in done.stderr
     assert len(ids(new)) == 1
+
+
+# --- rows, schema objects and texts of an archive a stranger sends ----------------------------
+
+
+def _rescore_json(db: Path, *flags: str) -> dict[str, Any]:
+    done = tapis("archive", "rescore", db, "--set", "end_threshold=50", "--json", *flags)
+    no_traceback(done)
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_row_without_a_readable_record_id_is_one_result_and_the_run_finishes(
+    archive: Path, tmp_path: Path, workers: str
+) -> None:
+    """A record id NULL, a blob, or longer than an archive holds (a record's bound): that row
+    is one result, not replayable (`record:id`), stored under "(records row N)" with a detail
+    naming the row and the column; every other record is re-scored and the run finishes. It
+    stopped every run, every time. A row whose text id is that stand-in already keeps it, and
+    the stand-in takes a mark more: the run's results still number its records."""
+    db = copy_of(archive, tmp_path)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE records SET record_id = NULL WHERE rowid = 2")
+        conn.execute("UPDATE records SET record_id = x'00ff' WHERE rowid = 3")
+        conn.execute("UPDATE records SET record_id = '(records row 2)' WHERE rowid = 4")
+        conn.execute("UPDATE records SET record_id = printf('%.*c', 66 << 20, 'a') WHERE rowid = 5")
+    conn.close()
+    summary = _rescore_json(db, "--workers", workers)
+    assert summary["finished"] and summary["total"] == N, summary
+    assert summary["scored"] == N - 4 and summary["refusals"] == {"record:id": 4}, summary
+    results = rows(
+        db,
+        "SELECT record_id, rule, detail FROM rescore_results WHERE status != 'ok' ORDER BY 1",
+    )
+    assert [r[:2] for r in results] == [
+        ("(records row 2)", "record:id"),  # row 4's own (text) id: holds another record
+        ("(records row 2)'", "record:id"),
+        ("(records row 3)", "record:id"),
+        ("(records row 5)", "record:id"),
+    ], results
+    details = {r[0]: r[2] for r in results}
+    assert "holds another record" in details["(records row 2)"]
+    assert "records.record_id of row 2 is NULL, not text" in details["(records row 2)'"]
+    assert "records.record_id of row 3 is b'\\x00\\xff', not text" in details["(records row 3)"]
+    assert (
+        "records.record_id of row 5 is longer than an archive holds" in (details["(records row 5)"])
+    )
+    assert len(rows(db, "SELECT 1 FROM rescore_results")) == N
+    assert _rescore_json(db, "--workers", workers)["finished"]  # (and again: a new run)
+
+
+# SQL another program may add to an archive's tables: each makes SQLite evaluate an expression
+# on what Tapis writes or reads, or changes what Tapis's queries read.
+NOT_TAPIS = [
+    (  # an index on an expression: evaluated on each result a re-scoring stores
+        "CREATE INDEX idx_rescore_results_detail ON rescore_results (length(hex(detail)))",
+        "index 'idx_rescore_results_detail', which Tapis never makes",
+    ),
+    (  # a partial index: its WHERE evaluated on each record added
+        "CREATE INDEX idx_records_game ON records (game) WHERE length(hex(envelope)) > 0",
+        "index 'idx_records_game' is not as Tapis makes it: it has 'WHERE LENGTH",
+    ),
+    ("CREATE INDEX extra ON record_players (seat)", "index 'extra', which Tapis never makes"),
+    (  # a CHECK: evaluated on each row written
+        "records: , CHECK (length(hex(envelope)) > 0))",
+        "table 'records' is not as Tapis makes it: it has ', CHECK ( LENGTH",
+    ),
+    (  # a DEFAULT that is not a constant: evaluated on each run begun
+        "rescore_runs: total INTEGER NOT NULL DEFAULT (length(hex(randomblob(9))))",
+        "table 'rescore_runs' is not as Tapis makes it: it has '( LENGTH",
+    ),
+    (  # a column named rowid: Tapis's queries would read it, not the row's id
+        "records: , rowid TEXT)",
+        "table 'records' is not as Tapis makes it: it has ', ROWID TEXT )'",
+    ),
+    (  # without its primary key: one record stored twice
+        "records: record_id TEXT,",
+        "table 'records' is not as Tapis makes it: it has ', GAME TEXT NOT NULL",
+    ),
+    ("records: ) WITHOUT ROWID", "table 'records' is not as Tapis makes it: it has 'WITHOUT"),
+]
+
+
+def _made_again(db: Path, table: str, change: str) -> None:
+    """Make `table` of `db` again with its SQL changed (`change`: a new column's or a
+    constraint's text before its last parenthesis, `, ...)`; a column's whole text, `name
+    ...,`, for the column of that name; or `) WITHOUT ROWID`), its rows kept, its indexes
+    not made again."""
+    conn = sqlite3.connect(db)
+    ((sql,),) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", [table])
+    if change.startswith(")"):
+        sql += change[1:]
+    elif change.startswith(","):
+        sql = sql[: sql.rindex(")")] + change
+    else:
+        column = change.split()[0]
+        start = sql.index(f"{column} ")
+        end = min(i for i in (sql.find(",", start), sql.find(")", start)) if i > 0)
+        sql = sql[:start] + change.rstrip(",") + sql[end:]
+    columns = ", ".join(r[1] for r in conn.execute(f"PRAGMA table_info({table})"))
+    with conn:
+        conn.execute(f"CREATE TABLE kept AS SELECT * FROM {table}")
+        conn.execute(f"DROP TABLE {table}")
+        conn.execute(sql)
+        copy = f"INSERT INTO {table} ({columns}) SELECT {columns} FROM kept"
+        conn.execute(copy)
+        if "TEXT," in change:  # (no primary key: the first record stored twice)
+            conn.execute(copy + " LIMIT 1")
+        conn.execute("DROP TABLE kept")
+    conn.close()
+
+
+@pytest.mark.parametrize(("sql", "named"), NOT_TAPIS)
+def test_a_table_or_index_tapis_never_makes_is_refused_before_anything_is_written(
+    archive: Path, tmp_path: Path, sql: str, named: str
+) -> None:
+    """Tapis refused views, triggers and generated columns, not the rest of what SQLite runs
+    on its own writes (an index of 100 bytes made a re-scoring of 300 records take 68 s and
+    239 MB) or what changes its reads (a traceback, a record exported twice): each command
+    refuses the archive, naming the table or index, and the file is left as it is."""
+    db = copy_of(archive, tmp_path)
+    done = tapis("archive", "rescore", db, "--set", "end_threshold=70", "--workers", "1")
+    assert done.returncode == 0, done.stderr  # (a run, for `runs 1`)
+    if sql.startswith("CREATE"):
+        conn = sqlite3.connect(db)
+        with conn:
+            if "idx_records_game " in sql:  # in place of Tapis's own index of that name
+                conn.execute("DROP INDEX idx_records_game")
+            conn.execute(sql)
+        conn.close()
+    else:
+        table, change = sql.split(": ", 1)
+        _made_again(db, table, change)
+    before = db.read_bytes()
+    corpus = archive.parent / "corpus.tapis"
+    for command in (
+        ["query"],
+        ["show", ids(archive)[0][:12]],
+        ["export", "-o", tmp_path / "out.tapis"],
+        ["runs", "1"],
+        ["add", corpus],
+        ["rescore", "--set", "end_threshold=80", "--workers", "1"],
+    ):
+        done = tapis("archive", command[0], db, *command[1:])
+        no_traceback(done)
+        assert done.returncode == 2, (command, done.stdout)
+        assert f"{db}: the archive" in done.stderr and named in done.stderr, done.stderr
+        assert db.read_bytes() == before, command
+    assert not (tmp_path / "out.tapis").exists()
+
+
+def test_tapis_own_tables_written_otherwise_or_without_a_not_null_are_read(
+    tmp_path: Path,
+) -> None:
+    """The checks above compare the SQL as SQLite reads it: Tapis's own table with other
+    spaces and a comment, and with a NOT NULL left out (as another program may, to store a
+    NULL: each value read is checked), is read. (The first archive, of no version, brought to
+    this one by its migrations: test_archive.py.)"""
+    db = tmp_path / "a.db"
+    records = tmp_path / "one.tapis"
+    write_envelopes(records, make_corpus("hearts", 1, seed="archive-hostile-old"))
+    assert tapis("archive", "add", db, records).returncode == 0
+    conn = sqlite3.connect(db)
+    with conn:
+        ((sql,),) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'records'")
+        conn.execute("PRAGMA writable_schema = 1")
+        conn.execute(
+            "UPDATE sqlite_master SET sql = ? WHERE name = 'records'",
+            [sql.replace("game TEXT NOT NULL", "game   TEXT  /* a comment */")],
+        )
+        conn.execute("PRAGMA writable_schema = 0")
+    conn.close()
+    done = tapis("archive", "query", db, "--json")
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_new_records_players_left_behind_by_another_program_are_replaced(
+    archive: Path, tmp_path: Path
+) -> None:
+    """A record removed with plain SQL, its `record_players` rows left: adding it again
+    failed the whole chunk (UNIQUE constraint failed, no record named, nothing added). Its
+    stale rows are replaced by its own, and every other record of the chunk goes in."""
+    db = copy_of(archive, tmp_path)
+    first = ids(db)[0]
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DELETE FROM records WHERE rowid IN (1, 2)")
+        conn.execute(
+            "INSERT INTO record_players (record_id, seat, name) VALUES (?, 9, 'Ghost')", [first]
+        )
+    conn.close()
+    done = tapis("archive", "add", db, archive.parent / "corpus.tapis")
+    no_traceback(done)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == f"2 added, {N - 2} duplicates, 0 refused"
+    assert rows(db, "SELECT seat FROM record_players WHERE record_id = ? ORDER BY seat", first) == [
+        (0,),
+        (1,),
+        (2,),
+        (3,),
+    ]
+    assert sorted(ids(db)) == sorted(ids(archive))
+    done = tapis("archive", "query", db, "--player", "Ghost")
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "0 records", done.stdout
+
+
+LINE_BREAKS = ["\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", "\u2029"]
+
+
+@pytest.mark.parametrize("brk", LINE_BREAKS, ids=[f"U+{ord(b):04X}" for b in LINE_BREAKS])
+def test_a_line_break_in_what_an_archive_holds_makes_no_line_of_the_output(
+    archive: Path, tmp_path: Path, brk: str
+) -> None:
+    """A line break (or a line or paragraph separator, a CR) in a date, a player's name, a
+    run's option: printed as its escape, in the line of its value. It made lines of its
+    own, a record or a run the archive does not hold."""
+    db = copy_of(archive, tmp_path)
+    assert tapis("archive", "rescore", db, "--set", "end_threshold=70").returncode == 0
+    plain = {
+        args: tapis("archive", *args).stdout.count("\n") for args in (("query", db), ("runs", db))
+    }
+    conn = sqlite3.connect(db)
+    with conn:
+        fake = f"2026-01-01{brk}deadbeef0001  dame-de-pique  standard  11  Ann"
+        conn.execute("UPDATE records SET played_at = ? WHERE rowid = 1", [fake])
+        conn.execute(
+            "UPDATE records SET players = ? WHERE rowid = 2",
+            [json.dumps(["Ann", f"Bob{brk}run 9", "Cat", "Dan"])],
+        )
+        conn.execute("UPDATE rescore_runs SET options = ?", [json.dumps({f"end{brk}run 8": 1})])
+    conn.close()
+    escape = f"\\u{ord(brk):04x}"
+    for args in (("query", db), ("runs", db)):
+        done = tapis("archive", *args)
+        no_traceback(done)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.count("\n") == plain[args], done.stdout
+        assert escape in done.stdout and brk not in done.stdout.replace("\n", ""), done.stdout
+    done = tapis("archive", "runs", db, "1")
+    assert done.returncode == 0, done.stderr
+    assert brk not in done.stdout.replace("\n", "") and done.stdout.count("\n") == 1 + N
+    done = tapis("archive", "query", db, "--json")  # JSON escapes them itself
+    assert json.loads(done.stdout.split("\n")[0])["played_at"] == fake
+
+
+@pytest.mark.parametrize("mode", ["DELETE", "WAL"])
+def test_the_reading_commands_change_nothing_in_the_file(
+    archive: Path, tmp_path: Path, mode: str
+) -> None:
+    """query, show, runs and export on an archive in either journal mode: the file is as it
+    was (they switched a rollback-journal archive to WAL, before the checks refused it). An
+    archive of an earlier schema version is upgraded by the first of them, as by any command,
+    and its journal left as it was."""
+    db = copy_of(archive, tmp_path)
+    assert tapis("archive", "rescore", db, "--set", "end_threshold=70").returncode == 0
+    conn = sqlite3.connect(db)
+    conn.execute(f"PRAGMA journal_mode = {mode}")
+    conn.close()
+    before = db.read_bytes()
+    reads = (
+        ["query"],
+        ["show", ids(archive)[0][:12]],
+        ["runs"],
+        ["runs", "1"],
+        ["export", "-o", tmp_path / "out.tapis"],
+    )
+    for command in reads:
+        done = tapis("archive", command[0], db, *command[1:])
+        assert done.returncode == 0, (command, done.stderr)
+        assert db.read_bytes() == before, command
+    conn = sqlite3.connect(db)
+    ((version,),) = conn.execute("PRAGMA user_version")
+    conn.execute(f"PRAGMA user_version = {version - 1}")
+    conn.close()
+    for command in reads:
+        done = tapis("archive", command[0], db, *command[1:])
+        no_traceback(done)
+        assert done.returncode == 0, (command, done.stderr)
+        assert rows(db, "PRAGMA user_version") == [(version,)]
+        assert rows(db, "PRAGMA journal_mode") == [(mode.lower(),)]
