@@ -246,7 +246,10 @@ def _insert(db: sqlite_utils.Database, checked: Checked, report: AddReport) -> N
                     added += 1
                 except sqlite3.IntegrityError as exc:
                     name, index = checked.where[rid]
-                    refusal = f"{record_at(rid)} cannot be stored in the archive: {exc} {CHANGED_ELSEWHERE}"
+                    refusal = (
+                        f"{record_at(rid)} cannot be stored in the archive: {exc} "
+                        f"{CHANGED_ELSEWHERE}"
+                    )
                     report.note([(name, index, refusal)], [])
     report.added += added
     report.duplicates += len(existing)
