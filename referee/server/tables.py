@@ -46,7 +46,14 @@ import logging
 import secrets
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Sequence,
+)
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -349,7 +356,12 @@ class Table:
     # -- replaying ------------------------------------------------------------------------
 
     @classmethod
-    def replayed(
+    def replayed(cls, *args: Any, **kwargs: Any) -> Table:
+        """`replaying`, at once."""
+        return drained(cls.replaying(*args, **kwargs))
+
+    @classmethod
+    def replaying(
         cls,
         table_id: str,
         rules: Rules,
@@ -362,13 +374,14 @@ class Table:
         limits: Limits,
         time_control: TimeControl | None = None,
         timing: Sequence[tuple[int, bool]] = (),
-    ) -> Table:
+    ) -> Generator[None, None, Table]:
         """A table rebuilt from its durable form: seats taken in their order, then every
         action (the seed gives the deals) with, at a timed table, its elapsed time and
         whether it was made on time (`timing`). Every stored action is replayed, whatever
         `limits` say (it was acknowledged under the limits of its time); they apply from the
         last one on: a match past them (a restart with lower `--max-hands` or
-        `--max-actions`) is then stopped."""
+        `--max-actions`) is then stopped. A pause (a yield) after each `REPLAY_CHUNK`
+        actions: a caller on the event loop lets the others run there (`Referee.fetch`)."""
         table = cls(
             table_id,
             rules,
@@ -391,6 +404,8 @@ class Table:
             if i == len(actions) - 1:
                 table.limits = limits
             table.apply(seat, action, elapsed, timeout)
+            if i % REPLAY_CHUNK == REPLAY_CHUNK - 1:
+                yield
         table.durable_events = len(table.events)
         return table
 
@@ -618,6 +633,20 @@ class Table:
 # The events of one batch of `Referee.watch` at most (a backlog is sent in batches).
 WATCH_CHUNK = 64
 
+# The actions a table over is replayed by before the event loop runs the others' calls
+# (`Referee.fetch`): about 3 ms of Napoléon.
+REPLAY_CHUNK = 500
+
+
+def drained(steps: Generator[None, None, T]) -> T:
+    """What a generator of pauses (`Table.replaying`) returns, run to its end at once."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
 # How long GetRecord waits for the record of a match that has just ended to be stored (a
 # moment: the store's next commit), before it says UNAVAILABLE.
 RECORD_WAIT = 5.0
@@ -663,6 +692,8 @@ class Referee:
         self._broken_said: set[str] = set()  # tables over found broken when asked for: logged
         # the streams sending a backlog at once, of every front (gRPC's and the web's)
         self.replays = ReplayGate()
+        self._fetching: dict[str, asyncio.Task[Table]] = {}  # tables over being replayed
+        self._replaying = asyncio.Lock()  # one at a time (`fetch`)
 
     # -- start-up and shutdown ------------------------------------------------------------
 
@@ -761,10 +792,14 @@ class Referee:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def _restore(self, stored: StoredTable) -> Table:
+        return drained(self._restoring(stored))
+
+    def _restoring(self, stored: StoredTable) -> Generator[None, None, Table]:
+        """A table rebuilt from the store (`Table.replaying`, pausing as it does)."""
         if stored.problem:
             raise ValueError(stored.problem)
         rules = self._rules_for(stored.game, stored.ruleset, stored.options, stored.players)
-        table = Table.replayed(
+        table = yield from Table.replaying(
             stored.id,
             rules,
             stored.options,
@@ -811,24 +846,62 @@ class Referee:
         kept among the `max_loaded_finished` most recently asked for)."""
         table = self.tables.get(table_id)
         if table is None:
-            stored = self.store.load(only=[table_id]) if table_id else []
-            if not stored:
-                raise NotFound(f"no table {quoted(table_id)}")
-            try:
-                table = self._restore(stored[0])
-            except Exception as exc:
-                why = stored[0].closed_reason or f"it cannot be replayed ({_what(exc)})"
-                if not stored[0].closed_reason and table_id not in self._broken_said:
-                    # said once a table (a client asking again and again logs nothing more)
-                    if len(self._broken_said) >= MAX_BROKEN_SAID:
-                        self._broken_said.clear()
-                    self._broken_said.add(table_id)
-                    _log_broken(table_id, why, exc)
-                raise TableClosed(f"table {table_id} is broken: {why}") from None
-            self.tables[table_id] = table
+            return self._loaded_table(table_id, drained(self._rebuilding(table_id)))
+        if table_id in self._loaded:
             self._keep_loaded(table)
-        elif table_id in self._loaded:
-            self._keep_loaded(table)
+        return table
+
+    async def fetch(self, table_id: str) -> Table:
+        """`get`, for a call: a table over, not in memory, is replayed a chunk at a time,
+        one table at a time, the event loop running the others' calls between the chunks
+        (anyone may ask for any finished table: asking in turn for more of them than are
+        kept, one client made the referee replay a match of 60,000 actions, 0.36 s on the
+        loop, again and again, and every call waited: p99 360 ms). Callers asking for the
+        same table share its replay."""
+        table = self.tables.get(table_id)
+        if table is not None:
+            if table_id in self._loaded:
+                self._keep_loaded(table)
+            return table
+        task = self._fetching.get(table_id)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._fetched(table_id))
+            self._fetching[table_id] = task
+            task.add_done_callback(lambda _: self._fetching.pop(table_id, None))
+        return await asyncio.shield(task)  # (a caller gone leaves it to the others)
+
+    async def _fetched(self, table_id: str) -> Table:
+        async with self._replaying:
+            steps = self._rebuilding(table_id)
+            while True:
+                try:
+                    next(steps)
+                except StopIteration as done:
+                    return self._loaded_table(table_id, done.value)
+                await asyncio.sleep(0)
+
+    def _rebuilding(self, table_id: str) -> Generator[None, None, Table]:
+        """A table over, rebuilt from the store (`_restoring`). `NotFound` when there is no
+        such table; `TableClosed` when it cannot be replayed (said in the log once)."""
+        stored = self.store.load(only=[table_id]) if table_id else []
+        if not stored:
+            raise NotFound(f"no table {quoted(table_id)}")
+        try:
+            return (yield from self._restoring(stored[0]))
+        except Exception as exc:
+            why = stored[0].closed_reason or f"it cannot be replayed ({_what(exc)})"
+            if not stored[0].closed_reason and table_id not in self._broken_said:
+                # said once a table (a client asking again and again logs nothing more)
+                if len(self._broken_said) >= MAX_BROKEN_SAID:
+                    self._broken_said.clear()
+                self._broken_said.add(table_id)
+                _log_broken(table_id, why, exc)
+            raise TableClosed(f"table {table_id} is broken: {why}") from None
+
+    def _loaded_table(self, table_id: str, table: Table) -> Table:
+        """A table rebuilt, now in memory (unless another call put it there meanwhile)."""
+        table = self.tables.setdefault(table_id, table)
+        self._keep_loaded(table)
         return table
 
     def _keep_loaded(self, table: Table) -> None:

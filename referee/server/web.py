@@ -22,7 +22,8 @@ WatchTable stream does; one caught up is sent what is new at most every LIVE_INT
 write, the messages shared by every page of the table (`_Shared`). Every input has a bound
 (a table id 64 characters, an event index 10 digits, `max_streams_per_client` streams per
 client address (the socket's peer: proxy headers
-such as `X-Forwarded-For` are not trusted), `max_connections` connections, each whole request,
+such as `X-Forwarded-For` are not trusted), `max_connections` connections (of one address,
+its streams and 16 more, half of them at most), each whole request,
 head and body, within `HEAD_SECONDS`); an error is one HTTP status (`http_status`) with a short
 text. Every response forbids framing and content sniffing and sends no referrer
 (`SECURITY_HEADERS`); no redirect is made (a path with a trailing slash is not found), and no
@@ -32,6 +33,7 @@ protocol upgrade (WebSocket, h2c) is made: such a request is answered as plain H
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import heapq
@@ -62,6 +64,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from tapis_cartes.records.codec import encode_file
 from tapis_cartes.records.html import card_table, fill, page_asset, signed_record_page
+from tapis_cartes.referee import __version__
 from tapis_cartes.referee.engine import find_game
 from tapis_cartes.referee.engine.cards import SUIT_SYMBOLS
 from tapis_cartes.referee.errors import (
@@ -197,6 +200,28 @@ def table_info(table: Table) -> dict[str, Any]:
     }
 
 
+def _kept(record_id: str) -> dict[str, str]:
+    """The caching headers of what a finished table's record makes (its replay page, its
+    file): the same for as long as the record, and Tapis's version, are."""
+    return {"Cache-Control": "public, max-age=3600", "ETag": f'"{record_id}-{__version__}"'}
+
+
+def _unchanged(request: Request, headers: dict[str, str]) -> bool:
+    """The client holds what `headers` describe already (`If-None-Match`)."""
+    held = request.headers.get("if-none-match", "")
+    return headers["ETag"] in (tag.strip() for tag in held.split(","))
+
+
+def _bodiless(request: Request, media_type: str, headers: dict[str, str]) -> Response:
+    """A response without its body: 304 Not Modified (the client holds it), or the head of a
+    HEAD (no length said: the body is not made)."""
+    status = 304 if _unchanged(request, headers) else 200
+    response = Response(status_code=status, media_type=media_type, headers=headers)
+    if "content-length" in response.headers:
+        del response.headers["content-length"]
+    return response
+
+
 class _Http(H11Protocol):
     """uvicorn's HTTP/1.1 with the two bounds it lacks, against clients that hold connections
     without using them: at most `limit` connections at once (one past it is closed at once),
@@ -207,13 +232,23 @@ class _Http(H11Protocol):
     No protocol upgrade is made, and none is logged: the request is answered as plain HTTP."""
 
     limit = 0
+    # At most this many of them from one address (the subclass's own count): one client
+    # holding every connection (64 of 64, each asking for a page every 3 s) left none to
+    # anyone else. An event stream is a connection: it is the client's streams and a few more.
+    per_client = 0
+    held: collections.Counter[str]
+    _host: str | None = None
     _head_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.limit:
+        peer = transport.get_extra_info("peername")
+        host = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        if len(self.connections) > self.limit or self.held[host] >= self.per_client:
             transport.close()
             return
+        self._host = host
+        self.held[host] += 1
         self._await_head()
 
     def on_response_complete(self) -> None:
@@ -235,6 +270,11 @@ class _Http(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
+        if self._host is not None:
+            self.held[self._host] -= 1
+            if not self.held[self._host]:
+                del self.held[self._host]
+            self._host = None
         super().connection_lost(exc)
 
     def _await_head(self) -> None:
@@ -401,7 +441,17 @@ class WebFront:
 
     async def start(self, sock: socket.socket) -> None:
         """Serve on `sock` as a task of the running loop; returns once it accepts."""
-        http = type("_Http", (_Http,), {"limit": self.limits.max_connections})
+        limits = self.limits
+        per_client = min(limits.max_streams_per_client + 16, max(1, limits.max_connections // 2))
+        http = type(
+            "_Http",
+            (_Http,),
+            {
+                "limit": limits.max_connections,
+                "per_client": per_client,
+                "held": collections.Counter(),
+            },
+        )
         config = uvicorn.Config(
             self.app,
             http=http,
@@ -444,13 +494,17 @@ class WebFront:
         assert isinstance(exc, TapisError)
         return PlainTextResponse(str(exc) + "\n", status_code=http_status(exc))
 
-    def _table(self, request: Request) -> Table:
+    async def _table(self, request: Request) -> Table:
         if not self.referee.ready:
             raise self.referee.not_ready()
         table_id = request.path_params["table_id"]
         if len(table_id) > MAX_ID:
             raise NotFound(f"no table {table_id[:16]!r}...")
-        return self.referee.get(table_id)
+        if b"%2f" in request.scope.get("raw_path", b"").lower():
+            # A slash written %2F is no slash (the path is routed once decoded): no table's id
+            # has one, and a page has one path.
+            raise NotFound("no such page: a table's path has no %2F")
+        return await self.referee.fetch(table_id)
 
     async def index(self, request: Request) -> Response:
         """The tables, the most recent first, `INDEX_ROWS` a page (`?page=N`, from 1): each
@@ -459,16 +513,20 @@ class WebFront:
         given = request.query_params.get("page", "1")
         if not _PAGE.fullmatch(given) or given == "0":
             raise BadRequest("the page must be a number from 1, of at most 6 digits", "page")
-        number = int(given)
         now = asyncio.get_running_loop().time()
         count = len(self.referee.tables)
+        # Every page past the last is the same page; and every page is kept (a visitor
+        # asking for more pages in turn than were kept had each made again at each request:
+        # 11,474 builds in 8 s), so that each is made at most once each `INDEX_SECONDS`.
+        last = max(1, -(-count // INDEX_ROWS))
+        number = min(int(given), last + 1)
         kept = self._index.get(number)
         # (made again at once when tables came or left: a table just created is listed)
         if kept is None or now - kept[0] >= INDEX_SECONDS or kept[1] != count:
             kept = self._index[number] = (now, count, self._index_page(number))
-            self._index.move_to_end(number)
-            if len(self._index) > INDEX_PAGES_KEPT:
-                self._index.popitem(last=False)
+        self._index.move_to_end(number)
+        while len(self._index) > max(INDEX_PAGES_KEPT, last + 1):
+            self._index.popitem(last=False)
         return HTMLResponse(kept[2])
 
     def _index_page(self, number: int) -> bytes:
@@ -500,7 +558,7 @@ class WebFront:
             f"{total:,} tables (waiting, being played, and the latest finished), the most"
             f" recent first: {first + 1:,} to {first + len(shown):,}"
             if shown
-            else f"{total:,} tables; page {number:,} has none"
+            else f"{total:,} tables; this page has none"
         )
         links = []
         if number > 1:
@@ -519,32 +577,40 @@ class WebFront:
         return page.encode()
 
     async def live(self, request: Request) -> Response:
-        table = self._table(request)
+        table = await self._table(request)
         setup = {"table_id": table.id, "cards": card_table(), "suits": list(SUIT_SYMBOLS)}
         text = json.dumps(setup, ensure_ascii=False).replace("<", "\\u003c")
         return HTMLResponse(fill(_asset("live.html"), {**_live_assets(), "setup": text}))
 
     async def replay(self, request: Request) -> Response:
-        table = self._table(request)
+        table = await self._table(request)
         envelope, record_id = await self.referee.stored_record(table.id)
+        headers = _kept(record_id)
+        if _unchanged(request, headers) or request.method == "HEAD":
+            # (HEAD: the page's head without the page, which may take seconds to make:
+            # asked in turn for more long pages than are kept, it made each every time)
+            return _bodiless(request, "text/html; charset=utf-8", headers)
         key = self.referee.key.public_key().public_bytes_raw()  # the signature checked with it
         title = f"table {table.id} - Tapis replay"
-        return HTMLResponse(await self._pages.get((table.id, record_id), (envelope, key, title)))
+        page = await self._pages.get((table.id, record_id), (envelope, key, title))
+        return HTMLResponse(page, headers=headers)
 
     async def record(self, request: Request) -> Response:
-        table = self._table(request)
-        envelope, _ = await self.referee.stored_record(table.id)
+        table = await self._table(request)
+        envelope, record_id = await self.referee.stored_record(table.id)
+        headers = {
+            **_kept(record_id),
+            "Content-Disposition": f'attachment; filename="{table.id}.tapis"',
+        }
+        if _unchanged(request, headers):
+            return _bodiless(request, "application/octet-stream", headers)
         body = encode_file([rpb.RecordEnvelope.FromString(envelope)])
-        return Response(
-            body,
-            media_type="application/octet-stream",
-            headers={"Content-Disposition": f'attachment; filename="{table.id}.tapis"'},
-        )
+        return Response(body, media_type="application/octet-stream", headers=headers)
 
     # -- the live stream --------------------------------------------------------------------
 
     async def events(self, request: Request) -> Response:
-        table = self._table(request)
+        table = await self._table(request)
         given = request.headers.get("last-event-id") or request.query_params.get("from") or "0"
         if not _INDEX.fullmatch(given):
             raise BadRequest("the event index must be a number of at most 10 digits", "from")

@@ -21,6 +21,7 @@ from tapis_cartes.records.verify import verify_envelope
 from tapis_cartes.referee.engine import GAMES
 from tapis_cartes.referee.engine.cards import iter_cards
 from tapis_cartes.referee.engine.triomphe import TriompheHand
+from tapis_cartes.referee.server import tables
 from tapis_cartes.referee.server.app import RunningServer, create_server
 from tapis_cartes.v1 import record_pb2 as rpb
 from tapis_cartes.v1 import referee_pb2 as pb
@@ -568,3 +569,55 @@ def test_submissions_racing_one_another_get_no_unknown_or_internal_and_replay_al
         assert asyncio.run(restarted(tables)) == before
     assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
     assert codes.get("OK", 0) > 100 and codes.get("ABORTED", 0) > 0, codes
+
+
+def test_a_finished_table_out_of_memory_is_replayed_without_holding_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table over that left memory is replayed when asked for, by anyone (GetTable, the web
+    front): asking in turn for more finished tables than are kept, one client made the
+    referee replay a long match again and again on its event loop, every call waiting (p99
+    360 ms). The replay now lets the loop run the others' calls every `REPLAY_CHUNK`
+    actions; callers asking for the same table at once share one replay."""
+    monkeypatch.setattr(tables, "REPLAY_CHUNK", 10)
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        referee = server.referee
+        done = []
+        for k in range(2):
+            table_id, tokens = await new_table(stub, "dame-de-pique", "", {"end_threshold": 26}, 4)
+            await play_random(stub, table_id, tokens, random.Random(k))
+            done.append(table_id)
+        await referee.idle()
+        first = done[0]
+        assert first not in referee.tables  # (one finished table is kept: the last)
+        actions = (await stub.GetTable(pb.GetTableRequest(table_id=done[1]))).action_index
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        replays = 0
+        restoring = referee._restoring
+
+        def counted(stored: Any) -> Any:
+            nonlocal replays
+            replays += 1
+            return restoring(stored)
+
+        monkeypatch.setattr(referee, "_restoring", counted)
+        ticking = asyncio.create_task(ticker())
+        try:
+            got = await asyncio.gather(
+                *(stub.GetTable(pb.GetTableRequest(table_id=first)) for _ in range(3))
+            )
+        finally:
+            ticking.cancel()
+        assert {g.status for g in got} == {pb.TABLE_STATUS_FINISHED}
+        assert replays == 1  # the three callers shared one replay
+        assert ticks >= got[0].action_index // 10 > actions // 20  # the loop ran between chunks
+
+    run(body, tmp_path, max_loaded_finished=1)

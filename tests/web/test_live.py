@@ -133,12 +133,16 @@ def test_connections_are_bounded_and_a_silent_one_is_closed(
             ):
                 assert port is not None
                 held = []
-                for _ in range(3):
-                    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                for k in range(3):  # (from three addresses: one may hold half of them)
+                    reader, writer = await asyncio.open_connection(
+                        "127.0.0.1", port, local_addr=(f"127.0.0.{k + 1}", 0)
+                    )
                     writer.write(partial)
                     held.append((reader, writer))
                 await asyncio.sleep(0.1)  # (the server has taken them)
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", port, local_addr=("127.0.0.4", 0)
+                )
                 assert await closed_by_server(reader, 0.4), port  # the fourth, at once
                 writer.close()
                 for reader, writer in held:  # the silent ones, after HEAD_SECONDS
@@ -147,6 +151,47 @@ def test_connections_are_bounded_and_a_silent_one_is_closed(
             assert (await get(f"http://127.0.0.1:{server.web_port}/"))[0] == 200
             table_id, _ = await new_table(stub, "nap", "", {}, 4)  # (the stub's first call)
             assert table_id.encode() in (await get(f"http://127.0.0.1:{server.web_port}/"))[1]
+
+    asyncio.run(main())
+
+
+def test_one_address_holds_no_more_than_its_share_of_the_web_connections(tmp_path: Path) -> None:
+    """One client address held every web connection (64 of 64, each asking for a page every
+    3 s): no one else was served. An address holds at most its streams and 16 more, and
+    half of `max_connections`; another is served meanwhile."""
+
+    async def main() -> None:
+        async with web_referee(tmp_path, Limits(max_connections=8)) as (server, _):
+            port = server.web_port
+            assert port is not None
+            held = []
+            for _ in range(4):  # half of 8
+                reader, writer = await asyncio.open_connection(
+                    "127.0.0.1", port, local_addr=("127.0.0.5", 0)
+                )
+                writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert (await reader.readline()).startswith(b"HTTP/1.1 200")
+                held.append(writer)
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, local_addr=("127.0.0.5", 0)
+            )
+            assert await closed_by_server(reader, 0.4)  # its fifth, at once
+            writer.close()
+            other, other_writer = await asyncio.open_connection(
+                "127.0.0.1", port, local_addr=("127.0.0.6", 0)
+            )
+            other_writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert (await other.readline()).startswith(b"HTTP/1.1 200")
+            other_writer.close()
+            held[0].close()  # one of its own closed: its place is free again
+            await asyncio.sleep(0.1)
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, local_addr=("127.0.0.5", 0)
+            )
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert (await reader.readline()).startswith(b"HTTP/1.1 200")
+            for w in [*held[1:], writer]:
+                w.close()
 
     asyncio.run(main())
 

@@ -84,7 +84,7 @@ def test_a_request_body_sent_slowly_holds_no_connection(
     chunked = "Transfer-Encoding: chunked\r\n"
 
     async def main() -> None:
-        async with web_referee(tmp_path, Limits(max_connections=3)) as (server, stub):
+        async with web_referee(tmp_path, Limits(max_connections=8)) as (server, stub):
             port = server.web_port
             assert port is not None
             table_id, _ = await new_table(stub, "nap", "", {}, 4)
@@ -375,6 +375,24 @@ def test_the_index_is_a_bounded_page_of_the_latest_tables(
                 status, _, _, writer = await request(port, f"/?page={bad}")
                 assert status == 400, bad
                 await close(writer)
+            # Each page is made once within INDEX_SECONDS, however many are asked for in
+            # turn (every page past the last is one page): a visitor cycling through more
+            # page numbers than were kept had every request make its page.
+            builds = 0
+            page = server.web._index_page  # type: ignore[union-attr]
+
+            def counted(number: int) -> bytes:
+                nonlocal builds
+                builds += 1
+                return page(number)
+
+            monkeypatch.setattr(server.web, "_index_page", counted)
+            monkeypatch.setattr(web, "INDEX_SECONDS", 3600.0)
+            server.web._index.clear()  # type: ignore[union-attr]
+            for _ in range(2):
+                for number in range(1, 41):
+                    await listed(f"/?page={number}")
+            assert builds == 4  # pages 1 to 3, and the one past them
 
     asyncio.run(main())
 
@@ -426,3 +444,51 @@ def test_a_listening_address_is_host_port_an_ipv6_one_in_brackets(
     else:
         with pytest.raises(web.ListenError, match="an IPv6 address in brackets"):
             web.host_port(address)
+
+
+def test_a_finished_tables_pages_are_cached_and_their_head_is_not_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finished table's replay page and record file carry an ETag (its record, Tapis's
+    version) and may be kept an hour: asked again with it, 304 and no body. HEAD of a replay
+    page does not make the page (asked in turn for more long pages than are kept, it made
+    each every time, seconds of a core each). A table's path with its slash written %2F is
+    no page (it was the replay page)."""
+
+    async def main() -> None:
+        async with web_referee(tmp_path) as (server, stub):
+            port = server.web_port or 0
+            table_id, tokens = await new_table(stub, "nap", "", {"deals": 1}, 4)
+            await play_random(stub, table_id, tokens, random.Random(2))
+            assert server.web is not None
+            made = 0
+            get_page = server.web._pages.get
+
+            async def counted(*args: Any) -> bytes:
+                nonlocal made
+                made += 1
+                return await get_page(*args)
+
+            monkeypatch.setattr(server.web._pages, "get", counted)
+            for path in (f"/tables/{table_id}/replay", f"/tables/{table_id}/record.tapis"):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(f"HEAD {path} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+                status, head = await read_head(reader)
+                await close(writer)
+                assert status == 200 and head["cache-control"] == "public, max-age=3600"
+                etag = head["etag"]
+                status, head, reader, writer = await request(port, path)
+                assert status == 200 and head["etag"] == etag
+                assert await read_body(reader, head)
+                await close(writer)
+                status, head, reader, writer = await request(
+                    port, path, f"If-None-Match: {etag}\r\n"
+                )
+                assert status == 304 and head["etag"] == etag
+                await close(writer)
+            assert made == 1  # the GET alone
+            status, _, reader, writer = await request(port, f"/tables/{table_id}%2Freplay")
+            assert status == 404
+            await close(writer)
+
+    asyncio.run(main())
