@@ -181,6 +181,12 @@ _SHOWN_FORMATS = frozenset(map(chr, (*range(0x600, 0x606), 0x6DD, 0x70F, 0x890, 
                                      0x110BD, 0x110CD)))  # fmt: skip
 
 
+# The most combining marks one character of a name may carry: enough for any script's
+# (Vietnamese stacks two, Hebrew with its points and cantillation four); "A" and 63 marks
+# drew over the lines above and below it in every page that lists names.
+MAX_MARKS = 8
+
+
 def _noncharacter(code: int) -> bool:
     return 0xFDD0 <= code <= 0xFDEF or code & 0xFFFE == 0xFFFE
 
@@ -227,11 +233,15 @@ def name_fault(name: str) -> str | None:
     if control is not None:
         return f"holds a control character ({control})"
     shown = False
+    marks = 0  # the marks in a row so far
     for i, ch in enumerate(name):
         code = ord(ch)
         if _noncharacter(code):
             return f"holds a noncharacter (U+{code:04X})"
         category = unicodedata.category(ch)
+        marks = marks + 1 if category.startswith("M") else 0
+        if marks > MAX_MARKS:
+            return f"holds more than {MAX_MARKS} marks on one character (U+{code:04X})"
         if (category in ("Cf", "Mn") or ch in _IGNORABLE_MARKS) and _hidden(name, i):
             return f"holds a character that shows nothing (U+{code:04X})"
         if ch in _SHOWN_FORMATS or not (

@@ -36,8 +36,8 @@ U+061C, U+200E/F, U+202A-E, U+2066-9), without characters that show nothing (the
 characters, Unicode's Cf, but the joiners U+200C/D between two characters they join, neither
 ASCII nor a cased letter such as Latin's or Cyrillic's, and a flag's tags; a variation
 selector but after an emoji, an ideograph or in a keycap; U+034F; the noncharacters), and
-showing something (not only spaces, marks and fillers such as U+3164); at most 10 seats and
-64 options, each key once.
+showing something (not only spaces, marks and fillers such as U+3164), with at most 8
+combining marks on one character; at most 10 seats and 64 options, each key once.
 Every int option has the range its OptionInfo gives. A table stops at 1000 hands or 100000
 actions (whichever comes first): its match is stopped unfinished, with a record saying why.
 Every reply is far below the 4 MiB a client receives by default. The referee holds at most

@@ -321,7 +321,8 @@ def test_names_with_control_characters_are_refused(tmp_path: Path) -> None:
 # Names that show nothing, or less than they hold (referee/errors.py `name_fault`): a zero-
 # width space, a byte-order mark, a soft hyphen, a joiner between Latin or Cyrillic letters or
 # next to another, a tag, a variation selector after a letter or alone, the grapheme joiner,
-# a noncharacter; and names of only spaces, of a blank filler, of a combining mark.
+# a noncharacter; and names of only spaces, of a blank filler, of a combining mark; and a
+# letter under 63 marks (drawn over the lines above and below it in the web pages).
 HIDDEN = {
     "Ann\u200b": "shows nothing (U+200B)",
     "\ufeffBob": "shows nothing (U+FEFF)",
@@ -337,6 +338,7 @@ HIDDEN = {
     "   ": "shows nothing (U+0020 U+0020 U+0020)",
     "\u3164": "shows nothing (U+3164)",
     "\u0301": "shows nothing (U+0301)",
+    "A" + "\u0301" * 63: "holds more than 8 marks on one character (U+0301)",
 }
 
 
