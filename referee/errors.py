@@ -73,6 +73,7 @@ __all__ = [
     "SignatureError",
     "Stale",
     "StaleAction",
+    "Stopping",
     "StoreError",
     "StoreLocked",
     "TableClosed",
@@ -599,6 +600,18 @@ class Unavailable(ServiceError):
     """The referee cannot answer now (starting, stopping, its store failing): retry."""
 
     grpc_status = "UNAVAILABLE"
+
+
+class Stopping(Unavailable):
+    """The end of a stream as the referee stops: `index`, the lowest event index its client
+    has not received, is where it resumes (protocol.md section 11)."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(
+            f"the referee is stopping: open the stream again from event index {index}, on the "
+            "referee that comes back"
+        )
+        self.index = index
 
 
 # --- the client SDK (clients/sdk.py) ---------------------------------------------------------

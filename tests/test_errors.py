@@ -115,6 +115,7 @@ _SAMPLES: dict[type[TapisError], Callable[[type], TapisError]] = {
     errors.NotReplayable: lambda c: c("DP.FOLLOW", "hand 1"),
     errors.BadRequest: lambda c: c("too long", "name"),
     errors.Stale: lambda c: c("stale", 3),
+    errors.Stopping: lambda c: c(12),
     errors.RefereeError: lambda c: c(grpc.StatusCode.NOT_FOUND, "no table"),
     errors.ActionRefused: lambda c: c("refused", "DP.FOLLOW", "must-follow", "follow", []),
     errors.StaleAction: lambda c: c("stale", 3),

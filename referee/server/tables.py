@@ -78,6 +78,7 @@ from tapis_cartes.referee.errors import (
     OutOfRange,
     PermissionDenied,
     Stale,
+    Stopping,
     TableClosed,
     TooMany,
     Unauthenticated,
@@ -1703,18 +1704,6 @@ class Referee:
             if table.ended and index >= durable:
                 return  # the match is over (its last event, the record, was sent) or closed
             await table.wait_change(idle, seat if only_turns else None)
-
-
-class Stopping(Unavailable):
-    """The end of a stream as the referee stops (`Referee.end_streams`): `index`, the lowest
-    event index its client has not received, is where it resumes (protocol.md section 11)."""
-
-    def __init__(self, index: int) -> None:
-        super().__init__(
-            f"the referee is stopping: open the stream again from event index {index}, on the "
-            "referee that comes back"
-        )
-        self.index = index
 
 
 async def _answered(coro: Coroutine[Any, Any, T], answer: asyncio.Future[T]) -> T:
