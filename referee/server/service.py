@@ -724,7 +724,7 @@ class RefereeServicer:
         taken, token = await self.referee.join(
             request.table_id, seat, request.name, _client(context), request.request_id
         )
-        table = await self.referee.fetch(request.table_id)
+        table = await self.referee.fetch(request.table_id, _client(context))
         return pb.JoinTableResponse(
             token=pb.SeatToken(seat=taken, token=token),
             commitment=pb.DealCommitment(algorithm="tapis-deal/1", seed_sha256=table.commitment),
@@ -734,7 +734,7 @@ class RefereeServicer:
     async def GetTable(
         self, request: pb.GetTableRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.GetTableResponse:
-        table = await self.referee.fetch(request.table_id)
+        table = await self.referee.fetch(request.table_id, _client(context))
         async with table.lock:  # committed state only
             return pb.GetTableResponse(
                 table_id=table.id,
@@ -755,7 +755,7 @@ class RefereeServicer:
     async def GetView(
         self, request: pb.GetViewRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.GetViewResponse:
-        table = await self.referee.fetch(request.table_id)
+        table = await self.referee.fetch(request.table_id, _client(context))
         seat = self._seat_for(table, request.seat if request.HasField("seat") else None, context)
         async with table.lock:  # committed state only
             view = table.match.view(seat) if table.started else None
@@ -765,7 +765,7 @@ class RefereeServicer:
     async def SubmitAction(
         self, request: pb.SubmitActionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.SubmitActionResponse:
-        table = await self.referee.fetch(request.table_id)
+        table = await self.referee.fetch(request.table_id, _client(context))
         seat = self._seat_for(table, request.seat, context)
         assert seat is not None
         check_action(request.action)
@@ -780,7 +780,7 @@ class RefereeServicer:
     async def Resign(
         self, request: pb.ResignRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ResignResponse:
-        table = await self.referee.fetch(request.table_id)
+        table = await self.referee.fetch(request.table_id, _client(context))
         seat = self._seat_for(table, request.seat, context)
         assert seat is not None
         return pb.ResignResponse(action_index=await self.referee.resign(table, seat))
@@ -792,7 +792,7 @@ class RefereeServicer:
         backlog: Backlog | None = None
         try:
             self._check(request)
-            table = await self.referee.fetch(request.table_id)
+            table = await self.referee.fetch(request.table_id, _client(context))
             seat = self._seat_for(
                 table, request.seat if request.HasField("seat") else None, context
             )
@@ -851,7 +851,7 @@ class RefereeServicer:
             opening = first.open
             try:
                 check_request(opening)
-                table = await self.referee.fetch(opening.table_id)
+                table = await self.referee.fetch(opening.table_id, _client(context))
                 self.referee.authenticate(table, opening.seat, _token(context))
             except BadRequest as exc:  # a field of `open`
                 raise BadRequest(str(exc), f"open.{exc.field_name}") from None

@@ -639,6 +639,50 @@ WATCH_CHUNK = 64
 REPLAY_CHUNK = 500
 
 
+# The actions of tables over that one client may have replayed (`Referee.fetch`): at most
+# REPLAY_RATE a second, REPLAY_BURST at once (a tenth of the event loop's time at about 6 us
+# an action: a club browsing its finished matches, of hundreds to thousands of actions each,
+# never comes near).
+REPLAY_RATE, REPLAY_BURST = 20_000, 100_000
+
+
+class ReplayBudget:
+    """Per client, a bucket of actions to replay that fills at `rate` a second up to
+    `burst`; a replay takes its actions even past the bottom (a debt), and nothing more is
+    replayed for the client until the bucket holds some again. The least recently used
+    clients are forgotten past `MAX_CLIENTS` (one with a full bucket is one never seen)."""
+
+    MAX_CLIENTS = 4096
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._left: collections.OrderedDict[str, tuple[float, float]] = collections.OrderedDict()
+
+    def check(self, client: str) -> None:
+        """`TooMany` while the client's bucket is empty (or in debt)."""
+        left = self._refilled(client)
+        if left <= 0:
+            raise TooMany(
+                "this client asked for finished tables of more actions than the referee "
+                f"replays for one ({self.rate:,.0f} a second): retry in "
+                f"{max(0.1, -left / self.rate):.1f} s"
+            )
+
+    def spend(self, client: str, actions: int) -> None:
+        """Take `actions` from the client's bucket (it may go into debt)."""
+        self._left[client] = (self._refilled(client) - actions, time.monotonic())
+        while len(self._left) > self.MAX_CLIENTS:
+            self._left.popitem(last=False)
+
+    def _refilled(self, client: str) -> float:
+        now = time.monotonic()
+        left, then = self._left.pop(client, (self.burst, now))
+        left = min(self.burst, left + (now - then) * self.rate)
+        self._left[client] = (left, now)
+        return left
+
+
 def drained(steps: Generator[None, None, T]) -> T:
     """What a generator of pauses (`Table.replaying`) returns, run to its end at once."""
     while True:
@@ -695,6 +739,7 @@ class Referee:
         self.replays = ReplayGate()
         self._fetching: dict[str, asyncio.Task[Table]] = {}  # tables over being replayed
         self._replaying = asyncio.Lock()  # one at a time (`fetch`)
+        self._replay_budget = ReplayBudget(REPLAY_RATE, REPLAY_BURST)
 
     # -- start-up and shutdown ------------------------------------------------------------
 
@@ -852,13 +897,15 @@ class Referee:
             self._keep_loaded(table)
         return table
 
-    async def fetch(self, table_id: str) -> Table:
-        """`get`, for a call: a table over, not in memory, is replayed a chunk at a time,
-        one table at a time, the event loop running the others' calls between the chunks
-        (anyone may ask for any finished table: asking in turn for more of them than are
-        kept, one client made the referee replay a match of 60,000 actions, 0.36 s on the
-        loop, again and again, and every call waited: p99 360 ms). Callers asking for the
-        same table share its replay."""
+    async def fetch(self, table_id: str, client: str = "") -> Table:
+        """`get`, for a call of `client`: a table over, not in memory, is replayed a chunk at
+        a time, one table at a time, the event loop running the others' calls between the
+        chunks, and at most `REPLAY_RATE` actions a second for one client (`REPLAY_BURST` at
+        once), past which it is `TooMany` (anyone may ask for any finished table: asking in
+        turn for more of them than are kept, one client made the referee replay a match of
+        60,000 actions, 0.36 s of the loop, again and again: every call waited, p99 374 ms;
+        with the replay in chunks alone, 88 ms). Callers asking for the same table share
+        its replay."""
         table = self.tables.get(table_id)
         if table is not None:
             if table_id in self._loaded:
@@ -866,14 +913,19 @@ class Referee:
             return table
         task = self._fetching.get(table_id)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._fetched(table_id))
+            self._replay_budget.check(client)  # (before the table is read: that costs too)
+            stored = self.store.load(only=[table_id]) if table_id else []
+            if not stored:
+                raise NotFound(f"no table {quoted(table_id)}")
+            self._replay_budget.spend(client, len(stored[0].actions))
+            task = asyncio.get_running_loop().create_task(self._fetched(table_id, stored))
             self._fetching[table_id] = task
             task.add_done_callback(lambda _: self._fetching.pop(table_id, None))
         return await asyncio.shield(task)  # (a caller gone leaves it to the others)
 
-    async def _fetched(self, table_id: str) -> Table:
+    async def _fetched(self, table_id: str, stored: list[StoredTable]) -> Table:
         async with self._replaying:
-            steps = self._rebuilding(table_id)
+            steps = self._rebuilding(table_id, stored)
             while True:
                 try:
                     next(steps)
@@ -881,10 +933,14 @@ class Referee:
                     return self._loaded_table(table_id, done.value)
                 await asyncio.sleep(0)
 
-    def _rebuilding(self, table_id: str) -> Generator[None, None, Table]:
-        """A table over, rebuilt from the store (`_restoring`). `NotFound` when there is no
-        such table; `TableClosed` when it cannot be replayed (said in the log once)."""
-        stored = self.store.load(only=[table_id]) if table_id else []
+    def _rebuilding(
+        self, table_id: str, stored: list[StoredTable] | None = None
+    ) -> Generator[None, None, Table]:
+        """A table over, rebuilt from the store (`_restoring`; `stored`: as loaded already).
+        `NotFound` when there is no such table; `TableClosed` when it cannot be replayed
+        (said in the log once)."""
+        if stored is None:
+            stored = self.store.load(only=[table_id]) if table_id else []
         if not stored:
             raise NotFound(f"no table {quoted(table_id)}")
         try:

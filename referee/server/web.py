@@ -504,7 +504,8 @@ class WebFront:
             # A slash written %2F is no slash (the path is routed once decoded): no table's id
             # has one, and a page has one path.
             raise NotFound("no such page: a table's path has no %2F")
-        return await self.referee.fetch(table_id)
+        client = request.client.host if request.client is not None else ""
+        return await self.referee.fetch(table_id, client)
 
     async def index(self, request: Request) -> Response:
         """The tables, the most recent first, `INDEX_ROWS` a page (`?page=N`, from 1): each

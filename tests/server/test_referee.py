@@ -621,3 +621,39 @@ def test_a_finished_table_out_of_memory_is_replayed_without_holding_the_loop(
         assert ticks >= got[0].action_index // 10 > actions // 20  # the loop ran between chunks
 
     run(body, tmp_path, max_loaded_finished=1)
+
+
+def test_one_client_replays_finished_tables_within_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replaying the finished tables that left memory costs the event loop: one client may
+    have `REPLAY_RATE` actions a second replayed (`REPLAY_BURST` at once), then its asks are
+    RESOURCE_EXHAUSTED, saying when to retry (asking in turn for more finished tables than
+    are kept, with the replay in chunks, one client still took gRPC's p99 from 2 to 88 ms).
+    A table in memory costs nothing."""
+    monkeypatch.setattr(tables, "REPLAY_RATE", 1)
+
+    async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
+        referee = server.referee
+        done = []
+        for k in range(2):
+            table_id, tokens = await new_table(stub, "dame-de-pique", "", {"end_threshold": 26}, 4)
+            await play_random(stub, table_id, tokens, random.Random(k))
+            done.append(table_id)
+        await referee.idle()
+        sizes = [(await stub.GetTable(pb.GetTableRequest(table_id=t))).action_index for t in done]
+        # (the second is in memory: asking for it again and again costs nothing)
+        budget = referee._replay_budget
+        budget.burst = sizes[0] - 10
+        budget._left.clear()
+        for _ in range(3):
+            await stub.GetTable(pb.GetTableRequest(table_id=done[1]))
+        await stub.GetTable(pb.GetTableRequest(table_id=done[0]))  # replayed: 10 in debt
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.GetTable(pb.GetTableRequest(table_id=done[1]))  # not replayed meanwhile
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "replays for one (1 a second): retry in" in (refused.value.details() or "")
+        await stub.GetTable(pb.GetTableRequest(table_id=done[0]))  # (in memory)
+
+    monkeypatch.setattr(tables, "REPLAY_BURST", 10**6)
+    run(body, tmp_path, max_loaded_finished=1)
