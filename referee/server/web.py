@@ -495,17 +495,21 @@ class WebFront:
         return PlainTextResponse(str(exc) + "\n", status_code=http_status(exc))
 
     async def _table(self, request: Request) -> Table:
+        client = request.client.host if request.client is not None else ""
+        return await self.referee.fetch(self._table_id(request), client)
+
+    def _table_id(self, request: Request) -> str:
+        """The table id of a page's path (not looked up)."""
         if not self.referee.ready:
             raise self.referee.not_ready()
-        table_id = request.path_params["table_id"]
+        table_id: str = request.path_params["table_id"]
         if len(table_id) > MAX_ID:
             raise NotFound(f"no table {table_id[:16]!r}...")
         if b"%2f" in request.scope.get("raw_path", b"").lower():
             # A slash written %2F is no slash (the path is routed once decoded): no table's id
             # has one, and a page has one path.
             raise NotFound("no such page: a table's path has no %2F")
-        client = request.client.host if request.client is not None else ""
-        return await self.referee.fetch(table_id, client)
+        return table_id
 
     async def index(self, request: Request) -> Response:
         """The tables, the most recent first, `INDEX_ROWS` a page (`?page=N`, from 1): each
@@ -583,25 +587,28 @@ class WebFront:
         text = json.dumps(setup, ensure_ascii=False).replace("<", "\\u003c")
         return HTMLResponse(fill(_asset("live.html"), {**_live_assets(), "setup": text}))
 
+    # The replay page and the record file are made from the stored record alone: a finished
+    # table that left memory is not replayed for them.
+
     async def replay(self, request: Request) -> Response:
-        table = await self._table(request)
-        envelope, record_id = await self.referee.stored_record(table.id)
+        table_id = self._table_id(request)
+        envelope, record_id = await self.referee.stored_record(table_id)
         headers = _kept(record_id)
         if _unchanged(request, headers) or request.method == "HEAD":
             # (HEAD: the page's head without the page, which may take seconds to make:
             # asked in turn for more long pages than are kept, it made each every time)
             return _bodiless(request, "text/html; charset=utf-8", headers)
         key = self.referee.key.public_key().public_bytes_raw()  # the signature checked with it
-        title = f"table {table.id} - Tapis replay"
-        page = await self._pages.get((table.id, record_id), (envelope, key, title))
+        title = f"table {table_id} - Tapis replay"
+        page = await self._pages.get((table_id, record_id), (envelope, key, title))
         return HTMLResponse(page, headers=headers)
 
     async def record(self, request: Request) -> Response:
-        table = await self._table(request)
-        envelope, record_id = await self.referee.stored_record(table.id)
+        table_id = self._table_id(request)
+        envelope, record_id = await self.referee.stored_record(table_id)
         headers = {
             **_kept(record_id),
-            "Content-Disposition": f'attachment; filename="{table.id}.tapis"',
+            "Content-Disposition": f'attachment; filename="{table_id}.tapis"',
         }
         if _unchanged(request, headers):
             return _bodiless(request, "application/octet-stream", headers)

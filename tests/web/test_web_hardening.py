@@ -492,3 +492,32 @@ def test_a_finished_tables_pages_are_cached_and_their_head_is_not_made(
             await close(writer)
 
     asyncio.run(main())
+
+
+def test_a_finished_tables_replay_page_and_record_are_made_without_a_replay(
+    tmp_path: Path,
+) -> None:
+    """The replay page and the record file come from the stored record alone: a finished
+    table that left memory is not replayed for them (nor counted against the client's
+    budget of replayed actions)."""
+
+    async def main() -> None:
+        async with web_referee(tmp_path, Limits(max_loaded_finished=1)) as (server, stub):
+            port = server.web_port or 0
+            done = []
+            for k in range(2):
+                table_id, tokens = await new_table(stub, "nap", "", {"deals": 1}, 4)
+                await play_random(stub, table_id, tokens, random.Random(k))
+                done.append(table_id)
+            await server.referee.idle()
+            assert done[0] not in server.referee.tables
+            for path in ("replay", "record.tapis"):
+                status, head, reader, writer = await request(port, f"/tables/{done[0]}/{path}")
+                assert status == 200 and await read_body(reader, head)
+                await close(writer)
+            assert done[0] not in server.referee.tables  # (not replayed)
+            status, head, reader, writer = await request(port, "/tables/nope/replay")
+            assert status == 404
+            await close(writer)
+
+    asyncio.run(main())
