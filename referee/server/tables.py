@@ -672,14 +672,15 @@ class ReplayBudget:
     def spend(self, client: str, actions: int) -> None:
         """Take `actions` from the client's bucket (it may go into debt)."""
         self._left[client] = (self._refilled(client) - actions, time.monotonic())
-        while len(self._left) > self.MAX_CLIENTS:
-            self._left.popitem(last=False)
 
     def _refilled(self, client: str) -> float:
+        """The client's bucket now, kept as the most recently used."""
         now = time.monotonic()
         left, then = self._left.pop(client, (self.burst, now))
         left = min(self.burst, left + (now - then) * self.rate)
         self._left[client] = (left, now)
+        while len(self._left) > self.MAX_CLIENTS:
+            self._left.popitem(last=False)
         return left
 
 

@@ -21,6 +21,7 @@ from tapis_cartes.records.verify import verify_envelope
 from tapis_cartes.referee.engine import GAMES
 from tapis_cartes.referee.engine.cards import iter_cards
 from tapis_cartes.referee.engine.triomphe import TriompheHand
+from tapis_cartes.referee.errors import TooMany
 from tapis_cartes.referee.server import tables
 from tapis_cartes.referee.server.app import RunningServer, create_server
 from tapis_cartes.v1 import record_pb2 as rpb
@@ -571,6 +572,17 @@ def test_submissions_racing_one_another_get_no_unknown_or_internal_and_replay_al
     assert codes.get("OK", 0) > 100 and codes.get("ABORTED", 0) > 0, codes
 
 
+async def _two_finished(server: RunningServer, stub: rpc.RefereeServiceStub) -> list[str]:
+    """Two matches of Dame de Pique played to their end, their tables' ids."""
+    done = []
+    for k in range(2):
+        table_id, tokens = await new_table(stub, "dame-de-pique", "", {"end_threshold": 26}, 4)
+        await play_random(stub, table_id, tokens, random.Random(k))
+        done.append(table_id)
+    await server.referee.idle()
+    return done
+
+
 def test_a_finished_table_out_of_memory_is_replayed_without_holding_the_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -583,12 +595,7 @@ def test_a_finished_table_out_of_memory_is_replayed_without_holding_the_loop(
 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
         referee = server.referee
-        done = []
-        for k in range(2):
-            table_id, tokens = await new_table(stub, "dame-de-pique", "", {"end_threshold": 26}, 4)
-            await play_random(stub, table_id, tokens, random.Random(k))
-            done.append(table_id)
-        await referee.idle()
+        done = await _two_finished(server, stub)
         first = done[0]
         assert first not in referee.tables  # (one finished table is kept: the last)
         actions = (await stub.GetTable(pb.GetTableRequest(table_id=done[1]))).action_index
@@ -635,12 +642,7 @@ def test_one_client_replays_finished_tables_within_its_budget(
 
     async def body(server: RunningServer, stub: rpc.RefereeServiceStub, _: Any) -> None:
         referee = server.referee
-        done = []
-        for k in range(2):
-            table_id, tokens = await new_table(stub, "dame-de-pique", "", {"end_threshold": 26}, 4)
-            await play_random(stub, table_id, tokens, random.Random(k))
-            done.append(table_id)
-        await referee.idle()
+        done = await _two_finished(server, stub)
         sizes = [(await stub.GetTable(pb.GetTableRequest(table_id=t))).action_index for t in done]
         # (the second is in memory: asking for it again and again costs nothing)
         budget = referee._replay_budget
@@ -657,3 +659,15 @@ def test_one_client_replays_finished_tables_within_its_budget(
 
     monkeypatch.setattr(tables, "REPLAY_BURST", 10**6)
     run(body, tmp_path, max_loaded_finished=1)
+
+
+def test_the_replay_budget_remembers_a_bounded_number_of_clients() -> None:
+    """Clients from ever new addresses (IPv6 gives many) asking for tables that do not exist
+    are checked, never charged: each was kept, for ever."""
+    budget = tables.ReplayBudget(1.0, 10.0)
+    for n in range(budget.MAX_CLIENTS + 1000):
+        budget.check(f"client {n}")
+    budget.spend("last", 20)
+    assert len(budget._left) == budget.MAX_CLIENTS
+    with pytest.raises(TooMany):
+        budget.check("last")  # (in debt: 10 - 20)
