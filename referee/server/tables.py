@@ -357,11 +357,6 @@ class Table:
     # -- replaying ------------------------------------------------------------------------
 
     @classmethod
-    def replayed(cls, *args: Any, **kwargs: Any) -> Table:
-        """`replaying`, at once."""
-        return drained(cls.replaying(*args, **kwargs))
-
-    @classmethod
     def replaying(
         cls,
         table_id: str,

@@ -212,10 +212,9 @@ def _unchanged(request: Request, headers: dict[str, str]) -> bool:
     return headers["ETag"] in (tag.strip() for tag in held.split(","))
 
 
-def _bodiless(request: Request, media_type: str, headers: dict[str, str]) -> Response:
+def _bodiless(status: int, media_type: str, headers: dict[str, str]) -> Response:
     """A response without its body: 304 Not Modified (the client holds it), or the head of a
-    HEAD (no length said: the body is not made)."""
-    status = 304 if _unchanged(request, headers) else 200
+    HEAD, 200 (no length said: the body is not made)."""
     response = Response(status_code=status, media_type=media_type, headers=headers)
     if "content-length" in response.headers:
         del response.headers["content-length"]
@@ -594,10 +593,12 @@ class WebFront:
         table_id = self._table_id(request)
         envelope, record_id = await self.referee.stored_record(table_id)
         headers = _kept(record_id)
-        if _unchanged(request, headers) or request.method == "HEAD":
-            # (HEAD: the page's head without the page, which may take seconds to make:
-            # asked in turn for more long pages than are kept, it made each every time)
-            return _bodiless(request, "text/html; charset=utf-8", headers)
+        if _unchanged(request, headers):
+            return _bodiless(304, "text/html; charset=utf-8", headers)
+        if request.method == "HEAD":
+            # (the page's head without the page, which may take seconds to make: asked in
+            # turn for more long pages than are kept, it made each every time)
+            return _bodiless(200, "text/html; charset=utf-8", headers)
         key = self.referee.key.public_key().public_bytes_raw()  # the signature checked with it
         title = f"table {table_id} - Tapis replay"
         page = await self._pages.get((table_id, record_id), (envelope, key, title))
@@ -611,7 +612,7 @@ class WebFront:
             "Content-Disposition": f'attachment; filename="{table_id}.tapis"',
         }
         if _unchanged(request, headers):
-            return _bodiless(request, "application/octet-stream", headers)
+            return _bodiless(304, "application/octet-stream", headers)
         body = encode_file([rpb.RecordEnvelope.FromString(envelope)])
         return Response(body, media_type="application/octet-stream", headers=headers)
 
